@@ -1,0 +1,91 @@
+"""The wire layer shared by the server, the runner child and the clients.
+
+Layout:
+
+- `canonical`: canonical JSON bytes and sha256 fingerprints of plain JSON values.
+- `framing`: newline-delimited frames capped at `MAX_FRAME_BYTES`, for asyncio and sockets.
+- `messages`: client protocol v1 (`Hello`, `Request`, `Response`, `Event`) and its decoders.
+- `runner`: the private server <-> runner-child envelope and its decoders.
+- `outcomes`: the `Outcome` enum and `ErrorInfo`, shared by both channels.
+- `fields`: bounded identifier and name types and their limits.
+- `errors`: `ProtocolError` and its subclasses, and `NotJsonError`.
+
+This package imports no other internal package (import-linter enforces it) and does no I/O
+beyond reading frames from streams it is handed.
+"""
+
+from pi_workflows.protocol.canonical import MAX_JSON_DEPTH, canonical_json, fingerprint, sha256_hex
+from pi_workflows.protocol.errors import FrameError, FrameTooLarge, NotJsonError, ProtocolError
+from pi_workflows.protocol.fields import MAX_ID_CHARS, MAX_NAME_CHARS, Count, Id, Name, Revision
+from pi_workflows.protocol.framing import MAX_FRAME_BYTES, FrameReader, encode_frame, read_frame
+from pi_workflows.protocol.messages import (
+    CLIENT_SCHEMA,
+    PROTOCOL_VERSION,
+    Event,
+    Hello,
+    Request,
+    Response,
+    ServerMessage,
+    decode_request,
+    decode_server_message,
+)
+from pi_workflows.protocol.outcomes import MAX_ERROR_MESSAGE_CHARS, ErrorInfo, Outcome, safe_message
+from pi_workflows.protocol.runner import (
+    RUNNER_SCHEMA,
+    RunnerCommand,
+    RunnerCommandKind,
+    RunnerMessage,
+    RunnerReply,
+    ServerToRunner,
+    decode_runner_message,
+    decode_server_to_runner,
+)
+
+__all__ = [
+    # canonical JSON
+    "MAX_JSON_DEPTH",
+    "canonical_json",
+    "fingerprint",
+    "sha256_hex",
+    # framing
+    "MAX_FRAME_BYTES",
+    "FrameReader",
+    "encode_frame",
+    "read_frame",
+    # client protocol v1
+    "CLIENT_SCHEMA",
+    "PROTOCOL_VERSION",
+    "Hello",
+    "Request",
+    "Response",
+    "Event",
+    "ServerMessage",
+    "decode_request",
+    "decode_server_message",
+    # runner protocol
+    "RUNNER_SCHEMA",
+    "RunnerMessage",
+    "RunnerReply",
+    "RunnerCommand",
+    "RunnerCommandKind",
+    "ServerToRunner",
+    "decode_runner_message",
+    "decode_server_to_runner",
+    # outcomes and errors on the wire
+    "Outcome",
+    "ErrorInfo",
+    "safe_message",
+    "MAX_ERROR_MESSAGE_CHARS",
+    # field bounds
+    "MAX_ID_CHARS",
+    "MAX_NAME_CHARS",
+    "Id",
+    "Name",
+    "Revision",
+    "Count",
+    # errors
+    "ProtocolError",
+    "FrameTooLarge",
+    "FrameError",
+    "NotJsonError",
+]

@@ -1,0 +1,1 @@
+"""Tests of `pi_workflows.protocol`: canonical JSON, framing, client and runner messages."""

@@ -1,0 +1,172 @@
+"""Node attempts: one row per execution of a node, at most one unfinished per run.
+
+Owns the ``node_attempts`` table. Functions here run inside a run write's transaction and
+never bump revisions or append events themselves (``runs.write_run`` does that).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from pi_workflows.store import jsoncol
+from pi_workflows.store.database import Transaction
+from pi_workflows.store.errors import InvalidTransitionError
+from pi_workflows.store.ids import new_id
+from pi_workflows.store.states import AttemptStatus
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A ``node_attempts`` row."""
+
+    attempt_id: str
+    run_id: str
+    node_id: str
+    visit: int
+    attempt_no: int
+    generation: int
+    status: AttemptStatus
+    output: Any
+    error: str | None
+
+
+_COLUMNS = "attempt_id, run_id, node_id, visit, attempt_no, generation, status, output_json, error"
+
+
+def _attempt(row: sqlite3.Row) -> Attempt:
+    return Attempt(
+        attempt_id=row[0],
+        run_id=row[1],
+        node_id=row[2],
+        visit=row[3],
+        attempt_no=row[4],
+        generation=row[5],
+        status=AttemptStatus(row[6]),
+        output=jsoncol.loads(row[7]),
+        error=row[8],
+    )
+
+
+def unfinished(conn: sqlite3.Connection, run_id: str) -> Attempt | None:
+    """The run's unfinished (running or waiting) attempt, if any."""
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM node_attempts WHERE run_id = ?"
+        " AND status IN ('running', 'waiting')",
+        (run_id,),
+    ).fetchone()
+    return None if row is None else _attempt(row)
+
+
+def read_attempt(conn: sqlite3.Connection, attempt_id: str) -> Attempt | None:
+    """One attempt by id."""
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM node_attempts WHERE attempt_id = ?", (attempt_id,)
+    ).fetchone()
+    return None if row is None else _attempt(row)
+
+
+def list_attempts(conn: sqlite3.Connection, run_id: str) -> list[Attempt]:
+    """Every attempt of a run, oldest first."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM node_attempts WHERE run_id = ? ORDER BY started_at, rowid",
+        (run_id,),
+    ).fetchall()
+    return [_attempt(row) for row in rows]
+
+
+def start(tx: Transaction, run_id: str, node_id: str, generation: int) -> Attempt:
+    """Open a running attempt of ``node_id``.
+
+    The visit repeats when the node's last attempt was interrupted (a crash retry of the
+    same visit) and advances otherwise (a loop back into the node).
+    """
+    current = unfinished(tx.conn, run_id)
+    if current is not None:
+        raise InvalidTransitionError(
+            run_id,
+            f"start node {node_id}",
+            "running",
+            f"attempt {current.attempt_id} of node {current.node_id} is still {current.status}",
+        )
+    last = tx.conn.execute(
+        "SELECT visit, attempt_no, status FROM node_attempts WHERE run_id = ? AND node_id = ?"
+        " ORDER BY visit DESC, attempt_no DESC LIMIT 1",
+        (run_id, node_id),
+    ).fetchone()
+    if last is None:
+        visit, attempt_no = 1, 1
+    elif last[2] == AttemptStatus.INTERRUPTED:
+        visit, attempt_no = last[0], last[1] + 1
+    else:
+        visit, attempt_no = last[0] + 1, 1
+    attempt_id = new_id("att")
+    tx.conn.execute(
+        "INSERT INTO node_attempts (attempt_id, run_id, node_id, visit, attempt_no, generation,"
+        " status, started_at) VALUES (?, ?, ?, ?, ?, ?, 'running', ?)",
+        (attempt_id, run_id, node_id, visit, attempt_no, generation, tx.now),
+    )
+    return Attempt(
+        attempt_id,
+        run_id,
+        node_id,
+        visit,
+        attempt_no,
+        generation,
+        AttemptStatus.RUNNING,
+        None,
+        None,
+    )
+
+
+def settle(
+    tx: Transaction,
+    attempt: Attempt,
+    status: AttemptStatus,
+    *,
+    output: Any = None,
+    error: str | None = None,
+) -> None:
+    """Finish an unfinished attempt with ``status`` and its output or error."""
+    cursor = tx.conn.execute(
+        "UPDATE node_attempts SET status = ?, output_json = ?, error = ?, finished_at = ?"
+        " WHERE attempt_id = ? AND status IN ('running', 'waiting')",
+        (
+            status.value,
+            None if output is None else jsoncol.dumps(output),
+            error,
+            tx.now,
+            attempt.attempt_id,
+        ),
+    )
+    if cursor.rowcount != 1:
+        raise InvalidTransitionError(
+            attempt.run_id, f"settle attempt {attempt.attempt_id}", "already finished"
+        )
+
+
+def set_waiting(tx: Transaction, attempt: Attempt) -> None:
+    """Mark a running attempt as waiting on an interactive request."""
+    cursor = tx.conn.execute(
+        "UPDATE node_attempts SET status = 'waiting' WHERE attempt_id = ? AND status = 'running'",
+        (attempt.attempt_id,),
+    )
+    if cursor.rowcount != 1:
+        raise InvalidTransitionError(
+            attempt.run_id, f"wait in attempt {attempt.attempt_id}", attempt.status.value
+        )
+
+
+def close_unfinished(
+    tx: Transaction, run_id: str, status: AttemptStatus, *, only_running: bool = False
+) -> str | None:
+    """Close the run's unfinished attempt (if any) with ``status``; return its id.
+
+    With ``only_running`` a waiting attempt stays open (its request outlives a park).
+    """
+    current = unfinished(tx.conn, run_id)
+    if current is None or (only_running and current.status is not AttemptStatus.RUNNING):
+        return None
+    settle(tx, current, status)
+    return current.attempt_id

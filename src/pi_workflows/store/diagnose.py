@@ -1,0 +1,306 @@
+"""Diagnosis of contradictory rows, and a repair limited to exact durable evidence.
+
+``diagnose`` only reads. ``repair`` changes only what the canonical rows prove (a stale
+projection, a claim held by a run that is not running, an attempt left open by a finished
+run, ...), records each fix as a ``state.repaired`` event, never invents successful work,
+and leaves untouched every run that also has a problem it cannot fix exactly.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from pi_workflows.store import effects, interactions
+from pi_workflows.store.database import Database, Transaction
+from pi_workflows.store.lifecycle import recover
+from pi_workflows.store.projection import expected_view, project_run, stored_view
+from pi_workflows.store.runs import RunRow, write_run
+from pi_workflows.store.states import QUEUE_STATUS_OF, TERMINAL_STATUSES, RunStatus
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One contradiction. ``repairable`` when ``repair`` can fix it from exact evidence."""
+
+    code: str
+    run_id: str | None
+    message: str
+    repairable: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """The wire form (camelCase keys)."""
+        return {
+            "code": self.code,
+            "runId": self.run_id,
+            "message": self.message,
+            "repairable": self.repairable,
+        }
+
+
+@dataclass
+class RepairReport:
+    """What ``repair`` fixed and what it left for a person."""
+
+    fixed: list[Problem] = field(default_factory=list)
+    remaining: list[Problem] = field(default_factory=list)
+
+
+def _runs(conn: sqlite3.Connection) -> dict[str, tuple[RunStatus, int, int | None]]:
+    return {
+        row[0]: (RunStatus(row[1]), row[2], row[3])
+        for row in conn.execute("SELECT run_id, status, revision, finished_at FROM runs")
+    }
+
+
+def diagnose(conn: sqlite3.Connection) -> list[Problem]:
+    """List every contradiction in the state database. Reads only."""
+    problems: list[Problem] = []
+    add = problems.append
+    runs = _runs(conn)
+    queue = dict(conn.execute("SELECT run_id, status FROM run_queue").fetchall())
+    leases = {
+        row[0]: row[1] for row in conn.execute("SELECT run_id, status FROM leases").fetchall()
+    }
+    for run_id, (status, _revision, finished_at) in runs.items():
+        expected_queue = QUEUE_STATUS_OF[status].value
+        if queue.get(run_id) != expected_queue:
+            add(
+                Problem(
+                    "queueMismatch",
+                    run_id,
+                    f"run is {status} but its queue row is {queue.get(run_id, 'missing')}"
+                    f" (expected {expected_queue})",
+                    True,
+                )
+            )
+        lease = leases.get(run_id)
+        if lease == "held" and status is not RunStatus.RUNNING:
+            add(Problem("claimOnInactiveRun", run_id, f"a claim is held on a {status} run", True))
+        if status is RunStatus.RUNNING and lease != "held":
+            add(
+                Problem(
+                    "runningWithoutClaim",
+                    run_id,
+                    "run is running but no claim is held; recovery makes it claimable",
+                    True,
+                )
+            )
+        if (status in TERMINAL_STATUSES) != (finished_at is not None):
+            add(
+                Problem(
+                    "finishTimeMismatch",
+                    run_id,
+                    f"run is {status} but finished_at is {'set' if finished_at else 'empty'}",
+                    False,
+                )
+            )
+        if stored_view(conn, run_id) != expected_view(conn, run_id):
+            add(Problem("viewerStale", run_id, "viewer row disagrees with the run rows", True))
+    _check_events(conn, runs, add)
+    _check_attempts(conn, runs, add)
+    _check_interactions(conn, runs, add)
+    _check_effects(conn, runs, add)
+    for (orphan,) in conn.execute(
+        "SELECT run_id FROM run_queue WHERE run_id NOT IN (SELECT run_id FROM runs)"
+    ):
+        add(Problem("queueWithoutRun", orphan, "queue row has no run", False))
+    return problems
+
+
+def _check_events(conn: sqlite3.Connection, runs: dict[str, Any], add: Any) -> None:
+    latest = {
+        row[0]: (row[1], row[2], row[3])
+        for row in conn.execute(
+            "SELECT e.run_id, e.revision, e.type, e.run_status FROM events e"
+            " JOIN (SELECT run_id, MAX(revision) AS revision FROM events GROUP BY run_id) m"
+            " ON e.run_id = m.run_id AND e.revision = m.revision"
+        )
+    }
+    for run_id, (status, revision, _) in runs.items():
+        event = latest.get(run_id)
+        if event is None or event[0] != revision:
+            add(
+                Problem(
+                    "revisionWithoutEvent",
+                    run_id,
+                    f"run is at revision {revision} but its newest event is at "
+                    f"{event[0] if event else 'none'}",
+                    False,
+                )
+            )
+        elif event[2] != status.value:
+            add(
+                Problem(
+                    "eventContradictsRun",
+                    run_id,
+                    f"the {event[1]} event at revision {event[0]} says {event[2]} while the run "
+                    f"is {status}; cancel or resume the run explicitly",
+                    False,
+                )
+            )
+
+
+def _check_attempts(conn: sqlite3.Connection, runs: dict[str, Any], add: Any) -> None:
+    unfinished: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for run_id, attempt_id, status in conn.execute(
+        "SELECT run_id, attempt_id, status FROM node_attempts"
+        " WHERE status IN ('running', 'waiting')"
+    ):
+        unfinished[run_id].append((attempt_id, status))
+    for run_id, open_attempts in unfinished.items():
+        status = runs[run_id][0] if run_id in runs else None
+        if len(open_attempts) > 1:
+            add(Problem("twoUnfinishedAttempts", run_id, "more than one unfinished attempt", False))
+        for attempt_id, attempt_status in open_attempts:
+            if status in TERMINAL_STATUSES or (
+                attempt_status == "running" and status is not RunStatus.RUNNING
+            ):
+                add(
+                    Problem(
+                        "attemptOpenOnInactiveRun",
+                        run_id,
+                        f"attempt {attempt_id} is {attempt_status} while the run is {status}",
+                        True,
+                    )
+                )
+
+
+def _check_interactions(conn: sqlite3.Connection, runs: dict[str, Any], add: Any) -> None:
+    open_requests = {
+        row[0]: (row[1], row[2])
+        for row in conn.execute(
+            "SELECT run_id, request_id, status FROM interactive_requests"
+            " WHERE status IN ('pending', 'validating')"
+        )
+    }
+    for run_id, (status, _, _) in runs.items():
+        request = open_requests.get(run_id)
+        if status is RunStatus.WAITING and request is None:
+            add(Problem("waitingWithoutRequest", run_id, "run waits on no open request", False))
+        if request is not None and status in TERMINAL_STATUSES:
+            add(
+                Problem(
+                    "requestOpenOnFinishedRun",
+                    run_id,
+                    f"request {request[0]} is {request[1]} while the run is {status}",
+                    True,
+                )
+            )
+        elif (
+            request is not None
+            and request[1] == "pending"
+            and status not in (RunStatus.WAITING, RunStatus.PAUSED)
+        ):
+            add(
+                Problem(
+                    "requestPendingOnActiveRun",
+                    run_id,
+                    f"request {request[0]} is pending while the run is {status}",
+                    False,
+                )
+            )
+    for decision_id, run_id, status, resolved in conn.execute(
+        "SELECT d.decision_id, d.run_id, d.status, r.decision_id IS NOT NULL"
+        " FROM human_decisions d LEFT JOIN human_decision_resolutions r USING (decision_id)"
+    ):
+        if (status == "resolved") != bool(resolved):
+            add(
+                Problem(
+                    "decisionResolutionMismatch",
+                    run_id,
+                    f"decision {decision_id} is {status} but has "
+                    f"{'a' if resolved else 'no'} resolution row",
+                    False,
+                )
+            )
+
+
+def _check_effects(conn: sqlite3.Connection, runs: dict[str, Any], add: Any) -> None:
+    for run_id, effect_id, status in conn.execute(
+        "SELECT run_id, effect_id, status FROM effects WHERE status IN ('pending', 'applying')"
+    ):
+        run_status = runs[run_id][0] if run_id in runs else None
+        if run_status in TERMINAL_STATUSES:
+            add(
+                Problem(
+                    "effectOpenOnFinishedRun",
+                    run_id,
+                    f"effect {effect_id} is {status} while the run is {run_status}",
+                    True,
+                )
+            )
+        elif status == "applying" and run_status is not RunStatus.RUNNING:
+            add(
+                Problem(
+                    "effectApplyingWithoutRunner",
+                    run_id,
+                    f"effect {effect_id} is applying while the run is {run_status}; "
+                    "resolve it with 'pi-workflows effect resolve'",
+                    False,
+                )
+            )
+
+
+def repair(db: Database) -> RepairReport:
+    """Fix every repairable problem of runs that have no unrepairable one; report the rest."""
+    report = RepairReport()
+    with db.read() as conn:
+        problems = diagnose(conn)
+    by_run: dict[str | None, list[Problem]] = defaultdict(list)
+    for problem in problems:
+        by_run[problem.run_id].append(problem)
+    for run_id, run_problems in by_run.items():
+        if run_id is None or not all(p.repairable for p in run_problems):
+            report.remaining.extend(run_problems)
+            continue
+        _repair_run(db, run_id, run_problems)
+        report.fixed.extend(run_problems)
+    return report
+
+
+def _repair_run(db: Database, run_id: str, run_problems: list[Problem]) -> None:
+    codes = {problem.code for problem in run_problems}
+    if codes == {"viewerStale"}:
+        with db.atomic("repair.project") as tx:
+            project_run(tx.conn, run_id)
+        return
+    if "runningWithoutClaim" in codes:
+        recover(db, run_id)
+        return
+
+    def apply(tx: Transaction, run: RunRow) -> None:
+        queue_status = QUEUE_STATUS_OF[run.status].value
+        tx.conn.execute(
+            "UPDATE run_queue SET status = ?, updated_at = ? WHERE run_id = ?",
+            (queue_status, tx.now, run_id),
+        )
+        if run.status is not RunStatus.RUNNING:
+            tx.conn.execute(
+                "UPDATE leases SET status = 'released', released_at = ?"
+                " WHERE run_id = ? AND status = 'held'",
+                (tx.now, run_id),
+            )
+        terminal = run.status in TERMINAL_STATUSES
+        closable = ("running", "waiting") if terminal else ("running",)
+        if run.status is not RunStatus.RUNNING:
+            tx.conn.execute(
+                "UPDATE node_attempts SET status = 'interrupted', finished_at = ?"
+                f" WHERE run_id = ? AND status IN ({', '.join('?' for _ in closable)})",
+                (tx.now, run_id, *closable),
+            )
+        if terminal:
+            interactions.cancel_open(tx, run_id)
+            effects.cancel_for_run(tx, run_id)
+
+    write_run(
+        db,
+        run_id,
+        name="repair.run",
+        event_type="state.repaired",
+        event_data={"problems": sorted(codes)},
+        claim=None,
+        apply=apply,
+    )

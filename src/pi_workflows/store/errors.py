@@ -1,0 +1,132 @@
+"""Errors the store raises. Each carries structured fields and a safe one-line message.
+
+No error message or repr ever contains a claim token or its hash.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+
+
+class StoreError(Exception):
+    """Base class of every error the store raises on purpose."""
+
+    code = "storeError"
+
+
+class ClaimLostReason(StrEnum):
+    """Why a fenced write found that its caller no longer owns the run."""
+
+    MISSING_AUTHORITY = "missingAuthority"
+    EXPIRED = "expired"
+    OWNER_CHANGED = "ownerChanged"
+    TOKEN_CHANGED = "tokenChanged"  # noqa: S105 - a reason name, not a secret
+    GENERATION_CHANGED = "generationChanged"
+
+
+class ClaimLostError(StoreError):
+    """Raised by a fenced write when the caller's claim is not the run's live claim.
+
+    This is a normal hand-off, not a crash: the caller must stop working on the run and
+    write nothing else for it (no failed event, no terminal write). Nothing was changed.
+    """
+
+    code = "claimLost"
+
+    def __init__(self, run_id: str, reason: ClaimLostReason, generation: int) -> None:
+        self.run_id = run_id
+        self.reason = reason
+        self.generation = generation
+        super().__init__(f"claim on run {run_id} (generation {generation}) lost: {reason.value}")
+
+
+class LeaseHeldError(StoreError):
+    """Raised when a claim or control claim finds a live lease held by someone else.
+
+    Unlike ``ClaimLostError`` the caller never owned the run; it must not take it over.
+    """
+
+    code = "leaseHeld"
+
+    def __init__(self, run_id: str, generation: int) -> None:
+        self.run_id = run_id
+        self.generation = generation
+        super().__init__(
+            f"run {run_id} has a live claim (generation {generation}); "
+            "wait for it to finish or expire"
+        )
+
+
+class RunNotFoundError(StoreError):
+    """Raised when a run id names no run."""
+
+    code = "notFound"
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"no run with id {run_id}; list runs with 'pi-workflows run list'")
+
+
+class InvalidTransitionError(StoreError):
+    """Raised when a lifecycle operation is impossible from the run's current status.
+
+    Nothing was changed. ``status`` is the status the run actually has.
+    """
+
+    code = "invalidTransition"
+
+    def __init__(self, run_id: str, operation: str, status: str, detail: str = "") -> None:
+        self.run_id = run_id
+        self.operation = operation
+        self.status = status
+        suffix = f": {detail}" if detail else ""
+        super().__init__(f"cannot {operation} run {run_id} while it is {status}{suffix}")
+
+
+class RevisionConflictError(StoreError):
+    """Raised when a write expected another revision of the run than the stored one.
+
+    The caller read stale state; it may re-read and decide again. Nothing was changed.
+    """
+
+    code = "revisionConflict"
+
+    def __init__(self, run_id: str, expected: int, actual: int) -> None:
+        self.run_id = run_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"run {run_id} is at revision {actual}, not the expected {expected}")
+
+
+class ReceiptConflictError(StoreError):
+    """Raised when an idempotency key is reused with a different request payload."""
+
+    code = "conflict"
+
+    def __init__(self, client_id: str, idempotency_key: str, operation: str) -> None:
+        self.client_id = client_id
+        self.idempotency_key = idempotency_key
+        self.operation = operation
+        super().__init__(
+            f"idempotency key {idempotency_key!r} was already used for a different "
+            f"{operation} request; use a new key for a new request"
+        )
+
+
+class StateIdentityError(StoreError):
+    """Raised when the file at the database path is not a pi-workflows v1 state database.
+
+    The file is left byte-for-byte untouched; the message carries the reset instruction.
+    """
+
+    code = "stateIdentity"
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(
+            f"{path} {problem}. Back it up and move it away together with its -wal and -shm "
+            f"files (for example: mv {path} {path}-wal {path}-shm /some/backup/dir/), then "
+            "run the command again to create a new empty state database"
+        )

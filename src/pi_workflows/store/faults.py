@@ -1,0 +1,58 @@
+"""Named fault points for crash tests: the store can die exactly between two statements.
+
+A fault point is armed by the environment variable ``PI_WORKFLOWS_FAULTS``, a comma list of
+``NAME=ACTION`` where ACTION is ``exit`` (the process ends at once with status 137, like
+SIGKILL: no cleanup, no commit) or ``raise`` (``InjectedFault`` is raised). Tests may also
+arm points in-process with ``arm``. When nothing is armed a fault point costs one dict
+lookup. Production code never arms a fault point.
+"""
+
+from __future__ import annotations
+
+import os
+
+EXIT_STATUS = 137
+
+
+class InjectedFault(Exception):  # noqa: N818 - it is a fault, not an error of the code
+    """Raised at an armed fault point whose action is ``raise``."""
+
+    def __init__(self, point: str) -> None:
+        self.point = point
+        super().__init__(f"injected fault at {point}")
+
+
+def _parse(spec: str) -> dict[str, str]:
+    armed: dict[str, str] = {}
+    for item in spec.split(","):
+        name, _, action = item.strip().partition("=")
+        if name:
+            armed[name] = action or "exit"
+    return armed
+
+
+_armed: dict[str, str] = _parse(os.environ.get("PI_WORKFLOWS_FAULTS", ""))
+
+
+def arm(point: str, action: str = "raise") -> None:
+    """Arm ``point`` in this process (tests only)."""
+    if action not in {"raise", "exit"}:
+        raise ValueError(f"unknown fault action {action!r}; use 'raise' or 'exit'")
+    _armed[point] = action
+
+
+def disarm_all() -> None:
+    """Disarm every fault point in this process (tests only)."""
+    _armed.clear()
+
+
+def hit(point: str) -> None:
+    """Reach the fault point ``point``: die or raise if it is armed, else do nothing."""
+    if not _armed:
+        return
+    action = _armed.get(point)
+    if action is None:
+        return
+    if action == "exit":
+        os._exit(EXIT_STATUS)
+    raise InjectedFault(point)

@@ -1,0 +1,186 @@
+"""Interactive requests, submissions and human decisions (one resolution each).
+
+Owns ``interactive_requests``, ``interactive_submissions``, ``human_decisions`` and
+``human_decision_resolutions``. Functions here run inside a run write's transaction and
+never bump revisions or append events themselves.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+from pi_workflows.store import jsoncol
+from pi_workflows.store.database import Transaction
+from pi_workflows.store.ids import new_id
+
+
+@dataclass(frozen=True)
+class InteractionDraft:
+    """What a runner asks for when a node needs an answer from outside.
+
+    ``kind`` is ``checkpoint``, ``agent`` or ``decision``; a decision carries its
+    ``choices`` (ids) and optional ``timeout_choice``.
+    """
+
+    kind: str
+    request: dict[str, Any]
+    deadline_at: int | None = None
+    origin_session: str | None = None
+    choices: list[str] = field(default_factory=list)
+    timeout_choice: str | None = None
+
+
+@dataclass(frozen=True)
+class Interaction:
+    """An ``interactive_requests`` row."""
+
+    request_id: str
+    run_id: str
+    attempt_id: str
+    node_id: str
+    kind: str
+    status: str
+    request: Any
+    answer: Any
+    deadline_at: int | None
+
+
+_COLUMNS = (
+    "request_id, run_id, attempt_id, node_id, kind, status, request_json, answer_json, deadline_at"
+)
+
+
+def _interaction(row: sqlite3.Row) -> Interaction:
+    return Interaction(
+        request_id=row[0],
+        run_id=row[1],
+        attempt_id=row[2],
+        node_id=row[3],
+        kind=row[4],
+        status=row[5],
+        request=jsoncol.loads(row[6]),
+        answer=jsoncol.loads(row[7]),
+        deadline_at=row[8],
+    )
+
+
+def read_request(conn: sqlite3.Connection, request_id: str) -> Interaction | None:
+    """One request by id."""
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM interactive_requests WHERE request_id = ?", (request_id,)
+    ).fetchone()
+    return None if row is None else _interaction(row)
+
+
+def open_request_of(conn: sqlite3.Connection, run_id: str) -> Interaction | None:
+    """The run's open (pending or validating) request, if any."""
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM interactive_requests WHERE run_id = ?"
+        " AND status IN ('pending', 'validating')",
+        (run_id,),
+    ).fetchone()
+    return None if row is None else _interaction(row)
+
+
+def latest_for_attempt(conn: sqlite3.Connection, attempt_id: str) -> Interaction | None:
+    """The newest request made by one attempt."""
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM interactive_requests WHERE attempt_id = ?"
+        " ORDER BY created_at DESC, rowid DESC LIMIT 1",
+        (attempt_id,),
+    ).fetchone()
+    return None if row is None else _interaction(row)
+
+
+def open_request(
+    tx: Transaction, run_id: str, attempt_id: str, node_id: str, draft: InteractionDraft
+) -> str:
+    """Record a pending request (and its decision row) and return the request id."""
+    request_id = new_id("req")
+    tx.conn.execute(
+        "INSERT INTO interactive_requests (request_id, run_id, attempt_id, node_id, kind, status,"
+        " request_json, deadline_at, origin_session, created_at)"
+        " VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
+        (
+            request_id,
+            run_id,
+            attempt_id,
+            node_id,
+            draft.kind,
+            jsoncol.dumps(draft.request),
+            draft.deadline_at,
+            draft.origin_session,
+            tx.now,
+        ),
+    )
+    if draft.kind == "decision":
+        tx.conn.execute(
+            "INSERT INTO human_decisions (decision_id, run_id, choices_json, timeout_choice,"
+            " status, created_at) VALUES (?, ?, ?, ?, 'pending', ?)",
+            (request_id, run_id, jsoncol.dumps(draft.choices), draft.timeout_choice, tx.now),
+        )
+    return request_id
+
+
+def settle_request(tx: Transaction, request_id: str, status: str, answer: Any = None) -> bool:
+    """Close an open request as ``answered``, ``timed_out`` or ``cancelled``.
+
+    Returns False when it was already closed (the first settlement wins).
+    """
+    cursor = tx.conn.execute(
+        "UPDATE interactive_requests SET status = ?, answer_json = ?, settled_at = ?"
+        " WHERE request_id = ? AND status IN ('pending', 'validating')",
+        (status, None if answer is None else jsoncol.dumps(answer), tx.now, request_id),
+    )
+    return cursor.rowcount == 1
+
+
+def resolve_decision(
+    tx: Transaction,
+    decision_id: str,
+    resolution: str,
+    choice_id: str | None,
+    resolved_by: str | None,
+) -> bool:
+    """Write the one resolution of a pending decision; False if it was already resolved."""
+    cursor = tx.conn.execute(
+        "UPDATE human_decisions SET status = 'resolved' WHERE decision_id = ?"
+        " AND status = 'pending'",
+        (decision_id,),
+    )
+    if cursor.rowcount != 1:
+        return False
+    tx.conn.execute(
+        "INSERT INTO human_decision_resolutions (decision_id, resolution, choice_id,"
+        " resolved_by, resolved_at) VALUES (?, ?, ?, ?, ?)",
+        (decision_id, resolution, choice_id, resolved_by, tx.now),
+    )
+    return True
+
+
+def cancel_open(tx: Transaction, run_id: str) -> list[str]:
+    """Cancel the run's open requests, rejected-pending submissions and pending decisions."""
+    rows = tx.conn.execute(
+        "SELECT request_id, kind FROM interactive_requests WHERE run_id = ?"
+        " AND status IN ('pending', 'validating')",
+        (run_id,),
+    ).fetchall()
+    cancelled: list[str] = []
+    for request_id, kind in rows:
+        settle_request(tx, request_id, "cancelled")
+        tx.conn.execute(
+            "UPDATE interactive_submissions SET status = 'rejected', error = 'run cancelled',"
+            " settled_at = ? WHERE request_id = ? AND status = 'validating'",
+            (tx.now, request_id),
+        )
+        if kind == "decision":
+            resolve_decision(tx, request_id, "cancelled", None, None)
+        cancelled.append(request_id)
+    return cancelled
+
+
+def new_submission_id() -> str:
+    """An id for an interactive submission."""
+    return new_id("sub")

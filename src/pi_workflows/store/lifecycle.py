@@ -1,0 +1,720 @@
+"""The lifecycle boundary: every run and queue transition, each in one transaction.
+
+Each operation checks ``states.TRANSITIONS`` first, then changes together the run status,
+the queue row, the active attempt, decision and interaction state, effects, the claim
+(renewed or released), one event and the viewer row. An impossible transition raises
+``InvalidTransitionError`` and changes nothing. This module is the only code that changes
+``runs.status``; the server calls it and never writes those rows itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pi_workflows.store import attempts, effects, interactions, jsoncol
+from pi_workflows.store.attempts import Attempt
+from pi_workflows.store.claims import Claim, OwnerType, acquire, read_lease
+from pi_workflows.store.database import Database, Transaction
+from pi_workflows.store.errors import InvalidTransitionError
+from pi_workflows.store.ids import new_id
+from pi_workflows.store.interactions import InteractionDraft
+from pi_workflows.store.projection import project_run
+from pi_workflows.store.runs import RunRow, WriteResult, read_run, write_run
+from pi_workflows.store.states import (
+    QUEUE_STATUS_OF,
+    TERMINAL_STATUSES,
+    TRANSITIONS,
+    AttemptStatus,
+    NextCommand,
+    Operation,
+    ParkReason,
+    RunStatus,
+)
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """Which source a run executes: root identity plus every mounted module's sha256."""
+
+    kind: str
+    ref: str
+    revision: str
+    project_dir: str | None
+    mounted: dict[str, str]
+
+
+@dataclass(frozen=True)
+class NewRun:
+    """Everything ``reserve`` needs to create a queued run."""
+
+    workflow_name: str
+    definition: dict[str, Any]
+    definition_digest: str
+    input: Any
+    input_hash: str
+    source: SourceRecord
+    origin: str | None = None
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """A runner claim and the command its runner must be given."""
+
+    claim: Claim
+    revision: int
+    next_command: NextCommand
+
+
+@dataclass(frozen=True)
+class NodeStarted:
+    """A committed ``start_node``."""
+
+    attempt: Attempt
+    revision: int
+
+
+@dataclass(frozen=True)
+class GoTo:
+    """The engine routed to ``node_id``."""
+
+    node_id: str
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The engine ended the run: ``status`` is completed, failed or timed_out."""
+
+    status: RunStatus
+    output: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeFinished:
+    """A committed ``finish_node``; ``next_attempt`` when the next node was started too."""
+
+    revision: int
+    status: RunStatus
+    next_attempt: Attempt | None
+
+
+_OPERATION_OF_FINISH = {
+    RunStatus.COMPLETED: Operation.COMPLETE,
+    RunStatus.FAILED: Operation.FAIL,
+    RunStatus.TIMED_OUT: Operation.TIME_OUT,
+}
+_ATTEMPT_STATUS_OF_TERMINAL = {
+    RunStatus.FAILED: AttemptStatus.FAILED,
+    RunStatus.TIMED_OUT: AttemptStatus.TIMED_OUT,
+    RunStatus.CANCELLED: AttemptStatus.CANCELLED,
+}
+
+
+def _transition(
+    tx: Transaction,
+    run: RunRow,
+    operation: Operation,
+    *,
+    next_command: NextCommand | None = None,
+    park_reason: ParkReason | None = None,
+    park_detail: str | None = None,
+    output: Any = None,
+    error: str | None = None,
+) -> RunStatus:
+    """Move ``run`` along ``operation``: status, queue, claim, attempts, interactions, effects.
+
+    The caller has already checked the claim when the transition needs one.
+    """
+    rule = TRANSITIONS[operation]
+    if run.status not in rule.sources:
+        raise InvalidTransitionError(run.run_id, operation.value, run.status.value)
+    target = rule.target
+    terminal = target in TERMINAL_STATUSES
+    if target is RunStatus.COMPLETED:
+        active = attempts.unfinished(tx.conn, run.run_id)
+        if active is not None:
+            raise InvalidTransitionError(
+                run.run_id,
+                operation.value,
+                run.status.value,
+                f"node {active.node_id} is still {active.status}",
+            )
+    elif terminal:
+        attempts.close_unfinished(tx, run.run_id, _ATTEMPT_STATUS_OF_TERMINAL[target])
+    elif target in (RunStatus.PAUSED, RunStatus.QUEUED) and run.status is RunStatus.RUNNING:
+        attempts.close_unfinished(tx, run.run_id, AttemptStatus.INTERRUPTED, only_running=True)
+    if terminal:
+        interactions.cancel_open(tx, run.run_id)
+        effects.cancel_for_run(tx, run.run_id)
+    tx.conn.execute(
+        "UPDATE runs SET status = ?, park_reason = ?, park_detail = ?,"
+        " output_json = COALESCE(?, output_json), error = COALESCE(?, error), finished_at = ?"
+        " WHERE run_id = ?",
+        (
+            target.value,
+            park_reason.value if park_reason else None,
+            park_detail if park_reason else None,
+            None if output is None else jsoncol.dumps(output),
+            error,
+            tx.now if terminal else None,
+            run.run_id,
+        ),
+    )
+    tx.conn.execute(
+        "UPDATE run_queue SET status = ?, next_command = COALESCE(?, next_command),"
+        " available_at = ?, updated_at = ? WHERE run_id = ?",
+        (
+            QUEUE_STATUS_OF[target].value,
+            next_command.value if next_command else None,
+            tx.now,
+            tx.now,
+            run.run_id,
+        ),
+    )
+    if target is not RunStatus.RUNNING:
+        tx.conn.execute(
+            "UPDATE leases SET status = 'released', released_at = ?"
+            " WHERE run_id = ? AND status = 'held'",
+            (tx.now, run.run_id),
+        )
+    return target
+
+
+def reserve(db: Database, new_run: NewRun, *, run_id: str | None = None) -> WriteResult:
+    """Create a queued run with its definition snapshot, input and source identity."""
+    run_id = run_id or new_id("run")
+    with db.atomic("lifecycle.reserve") as tx:
+        tx.conn.execute(
+            "INSERT OR IGNORE INTO blobs (digest, size, data, created_at) VALUES (?, ?, ?, ?)",
+            (
+                new_run.definition_digest,
+                len(definition := jsoncol.dumps(new_run.definition).encode()),
+                definition,
+                tx.now,
+            ),
+        )
+        tx.conn.execute(
+            "INSERT INTO runs (run_id, workflow_name, definition_digest, input_json, input_hash,"
+            " status, revision, origin, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, 'queued', 1, ?, ?, ?)",
+            (
+                run_id,
+                new_run.workflow_name,
+                new_run.definition_digest,
+                jsoncol.dumps(new_run.input),
+                new_run.input_hash,
+                new_run.origin,
+                tx.now,
+                tx.now,
+            ),
+        )
+        source = new_run.source
+        tx.conn.execute(
+            "INSERT INTO run_sources (run_id, source_kind, source_ref, source_revision,"
+            " project_dir, mounted_json) VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                source.kind,
+                source.ref,
+                source.revision,
+                source.project_dir,
+                jsoncol.dumps(source.mounted),
+            ),
+        )
+        tx.conn.execute(
+            "INSERT INTO run_queue (run_id, status, next_command, available_at, enqueued_at,"
+            " updated_at) VALUES (?, 'ready', 'start', ?, ?, ?)",
+            (run_id, tx.now, tx.now, tx.now),
+        )
+        # The insert is revision 1; its event is the reservation.
+        tx.conn.execute(
+            "INSERT INTO events (run_id, revision, type, run_status, generation, data_json, at)"
+            " VALUES (?, 1, 'run.reserved', 'queued', NULL, ?, ?)",
+            (run_id, jsoncol.dumps({"workflow": new_run.workflow_name}), tx.now),
+        )
+        project_run(tx.conn, run_id)
+        return WriteResult(run_id, 1, RunStatus.QUEUED, "run.reserved")
+
+
+def claim(
+    db: Database, run_id: str, owner_id: str, *, expected_revision: int | None = None
+) -> ClaimResult:
+    """Claim a queued run for a runner: new generation, new token, status running."""
+    holder: list[Claim] = []
+    command: list[NextCommand] = []
+
+    def apply(tx: Transaction, run: RunRow) -> None:
+        if run.status is not RunStatus.QUEUED:
+            raise InvalidTransitionError(run_id, Operation.CLAIM.value, run.status.value)
+        holder.append(acquire(tx, run_id, OwnerType.RUNNER, owner_id, db.lease_ms))
+        row = tx.conn.execute(
+            "SELECT next_command FROM run_queue WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        command.append(NextCommand(row[0]))
+        _transition(tx, run, Operation.CLAIM)
+
+    result = write_run(
+        db,
+        run_id,
+        name="lifecycle.claim",
+        event_type="run.claimed",
+        claim=None,
+        expected_revision=expected_revision,
+        apply=apply,
+    )
+    return ClaimResult(holder[0], result.revision, command[0])
+
+
+def control_claim(db: Database, run_id: str) -> Claim:
+    """Take control of a running run whose claim expired or was released (never a live one).
+
+    Bumps the generation, so the old owner's every later write is fenced out. The run stays
+    running under the control claim until the caller parks, recovers or cancels it.
+    """
+    holder: list[Claim] = []
+
+    def apply(tx: Transaction, run: RunRow) -> None:
+        if run.status is not RunStatus.RUNNING:
+            raise InvalidTransitionError(run_id, "take control of", run.status.value)
+        holder.append(acquire(tx, run_id, OwnerType.CONTROL, new_id("ctl"), db.lease_ms))
+
+    write_run(
+        db,
+        run_id,
+        name="lifecycle.control_claim",
+        event_type="run.controlClaimed",
+        claim=None,
+        apply=apply,
+    )
+    return holder[0]
+
+
+def start_node(
+    db: Database, claim: Claim, node_id: str, *, expected_revision: int | None = None
+) -> NodeStarted:
+    """Open a running attempt of ``node_id`` and make it the run's current node."""
+    holder: list[Attempt] = []
+
+    def apply(tx: Transaction, run: RunRow) -> None:
+        if run.status is not RunStatus.RUNNING:
+            raise InvalidTransitionError(run_id, f"start node {node_id}", run.status.value)
+        holder.append(attempts.start(tx, run.run_id, node_id, claim.generation))
+        tx.conn.execute("UPDATE runs SET current_node = ? WHERE run_id = ?", (node_id, run_id))
+
+    run_id = claim.run_id
+    result = write_run(
+        db,
+        run_id,
+        name="lifecycle.start_node",
+        event_type="node.started",
+        event_data={"nodeId": node_id},
+        claim=claim,
+        expected_revision=expected_revision,
+        apply=apply,
+    )
+    return NodeStarted(holder[0], result.revision)
+
+
+def finish_node(
+    db: Database,
+    claim: Claim,
+    attempt_id: str,
+    status: AttemptStatus,
+    next_step: GoTo | Finish,
+    *,
+    output: Any = None,
+    error: str | None = None,
+    expected_revision: int | None = None,
+    start_next: bool = False,
+) -> NodeFinished:
+    """Settle an attempt and apply the engine's decision, in one fenced write.
+
+    ``GoTo`` makes the next node current (and, with ``start_next``, opens its attempt in
+    the same write); ``Finish`` ends the run. ``step_count`` counts the settled attempt.
+    """
+    if status not in (AttemptStatus.COMPLETED, AttemptStatus.FAILED, AttemptStatus.TIMED_OUT):
+        raise ValueError(f"finish_node settles completed, failed or timed_out, not {status}")
+    holder: list[Attempt] = []
+    run_id = claim.run_id
+
+    def apply(tx: Transaction, run: RunRow) -> None:
+        if run.status is not RunStatus.RUNNING:
+            raise InvalidTransitionError(run_id, "finish a node of", run.status.value)
+        active = attempts.unfinished(tx.conn, run_id)
+        if active is None or active.attempt_id != attempt_id:
+            raise InvalidTransitionError(
+                run_id, f"finish attempt {attempt_id}", run.status.value, "it is not active"
+            )
+        attempts.settle(tx, active, status, output=output, error=error)
+        tx.conn.execute("UPDATE runs SET step_count = step_count + 1 WHERE run_id = ?", (run_id,))
+        if isinstance(next_step, GoTo):
+            tx.conn.execute(
+                "UPDATE runs SET current_node = ? WHERE run_id = ?", (next_step.node_id, run_id)
+            )
+            if start_next:
+                holder.append(attempts.start(tx, run_id, next_step.node_id, claim.generation))
+        else:
+            _transition(
+                tx,
+                run,
+                _OPERATION_OF_FINISH[next_step.status],
+                output=next_step.output,
+                error=next_step.error,
+            )
+
+    event = "node.finished" if isinstance(next_step, GoTo) else f"run.{next_step.status.value}"
+    data: dict[str, Any] = {"attemptId": attempt_id, "outcome": status.value}
+    if isinstance(next_step, GoTo):
+        data["next"] = next_step.node_id
+    result = write_run(
+        db,
+        run_id,
+        name="lifecycle.finish_node",
+        event_type=event,
+        event_data=data,
+        claim=claim,
+        expected_revision=expected_revision,
+        apply=apply,
+    )
+    return NodeFinished(result.revision, result.status, holder[0] if holder else None)
+
+
+def wait(
+    db: Database,
+    claim: Claim,
+    attempt_id: str,
+    draft: InteractionDraft,
+    *,
+    expected_revision: int | None = None,
+) -> tuple[WriteResult, str]:
+    """Open an interactive request for the active attempt, then wait with no claim."""
+    request_ids: list[str] = []
+    run_id = claim.run_id
+
+    def apply(tx: Transaction, run: RunRow) -> None:
+        if run.status is not RunStatus.RUNNING:
+            raise InvalidTransitionError(run_id, Operation.WAIT.value, run.status.value)
+        active = attempts.unfinished(tx.conn, run_id)
+        if active is None or active.attempt_id != attempt_id:
+            raise InvalidTransitionError(
+                run_id,
+                Operation.WAIT.value,
+                run.status.value,
+                f"attempt {attempt_id} is not active",
+            )
+        attempts.set_waiting(tx, active)
+        request_ids.append(interactions.open_request(tx, run_id, attempt_id, active.node_id, draft))
+        _transition(tx, run, Operation.WAIT)
+
+    result = write_run(
+        db,
+        run_id,
+        name="lifecycle.wait",
+        event_type="run.waiting",
+        event_data={"attemptId": attempt_id, "kind": draft.kind},
+        claim=claim,
+        expected_revision=expected_revision,
+        apply=apply,
+    )
+    return result, request_ids[0]
+
+
+def park(
+    db: Database,
+    claim: Claim,
+    reason: ParkReason,
+    detail: str | None = None,
+    *,
+    expected_revision: int | None = None,
+) -> WriteResult:
+    """Stop a running run at its last durable boundary until it is resumed explicitly."""
+    return write_run(
+        db,
+        claim.run_id,
+        name="lifecycle.park",
+        event_type="run.parked",
+        event_data={"reason": reason.value},
+        claim=claim,
+        expected_revision=expected_revision,
+        apply=lambda tx, run: _transition(
+            tx, run, Operation.PARK, park_reason=reason, park_detail=detail
+        ),
+    )
+
+
+def pause(db: Database, run_id: str, *, expected_revision: int | None = None) -> WriteResult:
+    """Pause a queued run (a running run is parked through its claim instead)."""
+    return write_run(
+        db,
+        run_id,
+        name="lifecycle.pause",
+        event_type="run.paused",
+        claim=None,
+        expected_revision=expected_revision,
+        apply=lambda tx, run: _transition(
+            tx, run, Operation.PAUSE, park_reason=ParkReason.USER_PAUSED
+        ),
+    )
+
+
+def resume(
+    db: Database,
+    run_id: str,
+    *,
+    expected_revision: int | None = None,
+    command: NextCommand = NextCommand.RESUME,
+) -> WriteResult:
+    """Make a paused run claimable again; clears its park reason.
+
+    Refused while any of its effects is still ambiguous: an operator resolves those first.
+    """
+
+    def apply(tx: Transaction, run: RunRow) -> None:
+        if run.status is RunStatus.PAUSED:
+            pending = effects.unresolved_ambiguous(tx.conn, run_id)
+            if pending:
+                raise InvalidTransitionError(
+                    run_id,
+                    Operation.RESUME.value,
+                    run.status.value,
+                    f"{pending} effect(s) are ambiguous; resolve them with "
+                    "'pi-workflows effect resolve' first",
+                )
+        elif run.status is RunStatus.WAITING:
+            raise InvalidTransitionError(
+                run_id, Operation.RESUME.value, run.status.value, "answer its request instead"
+            )
+        _transition(tx, run, Operation.RESUME, next_command=command)
+
+    return write_run(
+        db,
+        run_id,
+        name="lifecycle.resume",
+        event_type="run.resumed",
+        claim=None,
+        expected_revision=expected_revision,
+        apply=apply,
+    )
+
+
+def answer(
+    db: Database,
+    request_id: str,
+    value: Any,
+    *,
+    kinds: frozenset[str] = frozenset({"checkpoint"}),
+    answered_by: str | None = None,
+    expected_revision: int | None = None,
+) -> WriteResult:
+    """Settle an open request with ``value`` and queue its run to resume from that boundary.
+
+    ``kinds`` lists the request kinds the caller may answer (the model-facing path never
+    includes ``decision``). A decision's value is ``{"choice": ID}`` with a declared choice;
+    its one resolution row is written in the same transaction.
+    """
+    with db.read() as conn:
+        request = interactions.read_request(conn, request_id)
+    if request is None:
+        raise InvalidTransitionError(request_id, "answer request", "unknown")
+
+    def apply(tx: Transaction, run: RunRow) -> None:
+        current = interactions.read_request(tx.conn, request_id)
+        if current is None or current.kind not in kinds:
+            raise InvalidTransitionError(
+                run.run_id, f"answer request {request_id}", run.status.value, "wrong kind"
+            )
+        if current.kind == "decision":
+            _check_choice(tx, run.run_id, request_id, value)
+        if not interactions.settle_request(tx, request_id, "answered", value):
+            raise InvalidTransitionError(
+                run.run_id, f"answer request {request_id}", current.status, "already settled"
+            )
+        if current.kind == "decision":
+            interactions.resolve_decision(tx, request_id, "answered", value["choice"], answered_by)
+        _transition(tx, run, Operation.RESUME, next_command=NextCommand.RESUME)
+
+    return write_run(
+        db,
+        request.run_id,
+        name="lifecycle.answer",
+        event_type="interaction.answered",
+        event_data={"requestId": request_id},
+        claim=None,
+        expected_revision=expected_revision,
+        apply=apply,
+    )
+
+
+def _check_choice(tx: Transaction, run_id: str, request_id: str, value: Any) -> None:
+    row = tx.conn.execute(
+        "SELECT choices_json FROM human_decisions WHERE decision_id = ?", (request_id,)
+    ).fetchone()
+    choices = jsoncol.loads(row[0]) if row else []
+    if not isinstance(value, dict) or value.get("choice") not in choices:
+        raise InvalidTransitionError(
+            run_id,
+            f"answer decision {request_id}",
+            "waiting",
+            f'the answer must be {{"choice": ID}} with ID one of {", ".join(choices)}',
+        )
+
+
+def complete(db: Database, claim: Claim, output: Any) -> WriteResult:
+    """Complete a running run with ``output`` (no attempt may be unfinished)."""
+    return _end(db, claim, Operation.COMPLETE, "run.completed", output=output)
+
+
+def fail(db: Database, claim: Claim, error: str) -> WriteResult:
+    """Fail a running run; an unfinished attempt is closed as failed."""
+    return _end(db, claim, Operation.FAIL, "run.failed", error=error)
+
+
+def time_out(db: Database, claim: Claim, error: str) -> WriteResult:
+    """End a running run as timed out; an unfinished attempt is closed as timed out."""
+    return _end(db, claim, Operation.TIME_OUT, "run.timed_out", error=error)
+
+
+def _end(
+    db: Database,
+    claim: Claim,
+    operation: Operation,
+    event_type: str,
+    *,
+    output: Any = None,
+    error: str | None = None,
+) -> WriteResult:
+    return write_run(
+        db,
+        claim.run_id,
+        name=f"lifecycle.{operation.name.lower()}",
+        event_type=event_type,
+        claim=claim,
+        apply=lambda tx, run: _transition(tx, run, operation, output=output, error=error),
+    )
+
+
+def cancel(
+    db: Database,
+    run_id: str,
+    *,
+    claim: Claim | None = None,
+    reason: str = "cancelled",
+    expected_revision: int | None = None,
+) -> WriteResult:
+    """Cancel a nonterminal run in one transaction.
+
+    With ``claim`` the write is fenced by it (the server cancelling a run whose runner it
+    supervises). Without one, a control claim is taken in the same transaction: that needs
+    the lease to be absent, released or expired, so a live owner's run is never cancelled
+    behind its back (``LeaseHeldError``). Closes the active attempt, cancels open requests
+    and decisions, cancels unstarted effects and marks applying effects ambiguous.
+    """
+    with db.atomic("lifecycle.cancel") as tx:
+        run = read_run(tx.conn, run_id)
+        if run.status in TERMINAL_STATUSES:
+            raise InvalidTransitionError(run_id, Operation.CANCEL.value, run.status.value)
+        fence = claim
+        if fence is None:
+            fence = acquire(tx, run_id, OwnerType.CONTROL, new_id("ctl"), db.lease_ms)
+        return write_run(
+            db,
+            run_id,
+            name="lifecycle.cancel",
+            event_type="run.cancelled",
+            event_data={"reason": reason},
+            claim=fence,
+            expected_revision=expected_revision,
+            apply=lambda tx, run: _transition(tx, run, Operation.CANCEL, error=reason),
+        )
+
+
+def recover(db: Database, run_id: str, *, claim: Claim | None = None) -> WriteResult:
+    """Make a running run whose runner is gone claimable again.
+
+    With ``claim`` (the server's claim for a runner it saw exit) the write is fenced by it;
+    without, a control claim is taken in the same transaction (refused while a claim is
+    live). Either way it
+    closes a running attempt as interrupted, and settles applying effects: idempotent ones
+    become pending; if a manual one becomes ambiguous the run parks with
+    ``effectAmbiguous`` instead of being queued.
+    """
+    with db.atomic("lifecycle.recover") as tx:
+        run = read_run(tx.conn, run_id)
+        if run.status is not RunStatus.RUNNING:
+            raise InvalidTransitionError(run_id, Operation.RECOVER.value, run.status.value)
+        fence = claim or acquire(tx, run_id, OwnerType.CONTROL, new_id("ctl"), db.lease_ms)
+
+        def apply(tx: Transaction, run: RunRow) -> None:
+            ambiguous = effects.settle_lost_runner(tx, run_id)
+            if ambiguous:
+                _transition(
+                    tx,
+                    run,
+                    Operation.PARK,
+                    park_reason=ParkReason.EFFECT_AMBIGUOUS,
+                    park_detail=f"effect {ambiguous[0]} may or may not have been applied",
+                )
+            else:
+                _transition(tx, run, Operation.RECOVER, next_command=NextCommand.RESUME)
+
+        return write_run(
+            db,
+            run_id,
+            name="lifecycle.recover",
+            event_type="run.recovered",
+            event_data={"generation": fence.generation},
+            claim=fence,
+            apply=apply,
+        )
+
+
+def expired_running(db: Database) -> list[str]:
+    """Run ids that are running under a claim that has expired or was released."""
+    now = db.clock.now_ms()
+    rows = db.conn.execute(
+        "SELECT r.run_id FROM runs r LEFT JOIN leases l USING (run_id)"
+        " WHERE r.status = 'running' AND (l.run_id IS NULL OR l.status = 'released'"
+        " OR l.expires_at <= ?)",
+        (now,),
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def recover_all_expired(db: Database) -> list[WriteResult]:
+    """Startup recovery: recover every expired running run; live ones are left alone."""
+    results = []
+    for run_id in expired_running(db):
+        lease = read_lease(db.conn, run_id)
+        if lease is not None and lease.live_at(db.clock.now_ms()):
+            continue
+        results.append(recover(db, run_id))
+    return results
+
+
+__all__ = [
+    "ClaimResult",
+    "Finish",
+    "GoTo",
+    "NewRun",
+    "NodeFinished",
+    "NodeStarted",
+    "SourceRecord",
+    "answer",
+    "cancel",
+    "claim",
+    "complete",
+    "control_claim",
+    "expired_running",
+    "fail",
+    "finish_node",
+    "park",
+    "pause",
+    "recover",
+    "recover_all_expired",
+    "reserve",
+    "resume",
+    "start_node",
+    "time_out",
+    "wait",
+]

@@ -1,0 +1,324 @@
+-- pi-workflows state schema "pi-workflows.state", version 1.
+--
+-- This file is the whole schema. Its sha256 digest is stored in schema_identity when a
+-- database is created and checked on every open: a database made from any other text of
+-- this file is refused with a reset instruction (no migrations, see docs/state.md).
+-- All times are integer milliseconds since the Unix epoch, taken from the store clock.
+-- JSON columns hold canonical JSON text.
+
+-- The identity of this database file (exactly one row).
+CREATE TABLE schema_identity (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    schema_name TEXT NOT NULL,
+    schema_version INTEGER NOT NULL,
+    ddl_digest TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+) STRICT;
+
+-- The server's epoch: a new server increments it before it handles any work.
+CREATE TABLE server_state (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    epoch INTEGER NOT NULL CHECK (epoch >= 0),
+    pid INTEGER,
+    started_at INTEGER,
+    heartbeat_at INTEGER
+) STRICT;
+
+-- Content-addressed values (definition snapshots, large outputs). Never updated.
+CREATE TABLE blobs (
+    digest TEXT PRIMARY KEY,
+    size INTEGER NOT NULL CHECK (size >= 0),
+    data BLOB NOT NULL,
+    created_at INTEGER NOT NULL
+) STRICT;
+
+-- One row per run. The run is the revisioned resource: every change to a run or to a
+-- record that belongs to it bumps runs.revision and appends exactly one event.
+CREATE TABLE runs (
+    run_id TEXT PRIMARY KEY,
+    workflow_name TEXT NOT NULL,
+    definition_digest TEXT NOT NULL REFERENCES blobs (digest),
+    input_json TEXT NOT NULL,
+    input_hash TEXT NOT NULL,
+    -- RunStatus; the queue, lease, attempt and viewer rows must agree with it.
+    status TEXT NOT NULL CHECK (
+        status IN ('queued', 'running', 'waiting', 'paused',
+                   'completed', 'failed', 'timed_out', 'cancelled')
+    ),
+    -- Set only while status = 'paused': why the run stopped and what resumes it.
+    park_reason TEXT,
+    park_detail TEXT,
+    current_node TEXT,
+    step_count INTEGER NOT NULL DEFAULT 0 CHECK (step_count >= 0),
+    revision INTEGER NOT NULL CHECK (revision >= 1),
+    output_json TEXT,
+    error TEXT,
+    origin TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    finished_at INTEGER,
+    CHECK ((status = 'paused') = (park_reason IS NOT NULL))
+) STRICT;
+
+-- What the run executes: the root source identity and every mounted source.
+CREATE TABLE run_sources (
+    run_id TEXT PRIMARY KEY REFERENCES runs (run_id),
+    source_kind TEXT NOT NULL CHECK (source_kind IN ('file', 'builtin')),
+    source_ref TEXT NOT NULL,
+    source_revision TEXT NOT NULL,
+    project_dir TEXT,
+    mounted_json TEXT NOT NULL
+) STRICT;
+
+-- The scheduler's view of a run. Its status is a function of runs.status.
+CREATE TABLE run_queue (
+    run_id TEXT PRIMARY KEY REFERENCES runs (run_id),
+    status TEXT NOT NULL CHECK (status IN ('ready', 'claimed', 'waiting', 'parked', 'done')),
+    -- The one explicit command the next runner receives.
+    next_command TEXT NOT NULL CHECK (next_command IN ('start', 'resume', 'restart')),
+    available_at INTEGER NOT NULL,
+    enqueued_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX run_queue_ready ON run_queue (available_at, enqueued_at) WHERE status = 'ready';
+
+-- The claim on a run. The row survives release so the generation only ever grows.
+CREATE TABLE leases (
+    run_id TEXT PRIMARY KEY REFERENCES runs (run_id),
+    owner_type TEXT NOT NULL CHECK (owner_type IN ('runner', 'control')),
+    owner_id TEXT NOT NULL,
+    token_hash TEXT NOT NULL,
+    generation INTEGER NOT NULL CHECK (generation >= 1),
+    status TEXT NOT NULL CHECK (status IN ('held', 'released')),
+    acquired_at INTEGER NOT NULL,
+    heartbeat_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    released_at INTEGER,
+    CHECK ((status = 'released') = (released_at IS NOT NULL))
+) STRICT;
+
+-- One row per execution of a node. At most one unfinished attempt per run.
+CREATE TABLE node_attempts (
+    attempt_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    node_id TEXT NOT NULL,
+    visit INTEGER NOT NULL CHECK (visit >= 1),
+    attempt_no INTEGER NOT NULL CHECK (attempt_no >= 1),
+    generation INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK (
+        status IN ('running', 'waiting', 'completed', 'failed', 'timed_out',
+                   'cancelled', 'interrupted')
+    ),
+    output_json TEXT,
+    error TEXT,
+    started_at INTEGER NOT NULL,
+    finished_at INTEGER,
+    UNIQUE (run_id, node_id, visit, attempt_no),
+    CHECK ((status IN ('running', 'waiting')) = (finished_at IS NULL))
+) STRICT;
+CREATE UNIQUE INDEX node_attempts_one_unfinished
+    ON node_attempts (run_id) WHERE status IN ('running', 'waiting');
+CREATE UNIQUE INDEX node_attempts_one_settled_per_visit
+    ON node_attempts (run_id, node_id, visit)
+    WHERE status IN ('completed', 'failed', 'timed_out');
+
+-- Immutable history: exactly one event per run revision.
+CREATE TABLE events (
+    event_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    revision INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    -- runs.status right after this event: diagnose compares it with the run row.
+    run_status TEXT NOT NULL,
+    generation INTEGER,
+    data_json TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    UNIQUE (run_id, revision)
+) STRICT;
+CREATE TRIGGER events_are_immutable_update BEFORE UPDATE ON events
+BEGIN
+    SELECT RAISE(ABORT, 'events are immutable');
+END;
+CREATE TRIGGER events_are_immutable_delete BEFORE DELETE ON events
+BEGIN
+    SELECT RAISE(ABORT, 'events are immutable');
+END;
+
+-- Durable command receipts: a retry with the same client and idempotency key gets the
+-- stored receipt; the fingerprint (which excludes the request id) detects a changed payload.
+CREATE TABLE server_commands (
+    command_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    client_id TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    run_id TEXT,
+    outcome TEXT NOT NULL,
+    receipt_json TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    UNIQUE (client_id, idempotency_key)
+) STRICT;
+
+-- Runner child processes, one row per runner epoch (globally increasing).
+CREATE TABLE run_runners (
+    runner_epoch INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    generation INTEGER NOT NULL,
+    server_epoch INTEGER NOT NULL,
+    command TEXT NOT NULL CHECK (command IN ('start', 'resume', 'restart')),
+    launch_json TEXT NOT NULL,
+    pid INTEGER,
+    process_start REAL,
+    status TEXT NOT NULL CHECK (status IN ('launching', 'ready', 'exited')),
+    outcome TEXT CHECK (
+        outcome IN ('exited', 'cancelled', 'timedOut', 'crashed', 'claimLost', 'orphaned')
+    ),
+    ready_revision INTEGER,
+    exit_code INTEGER,
+    exit_signal INTEGER,
+    output_tail TEXT,
+    created_at INTEGER NOT NULL,
+    ready_at INTEGER,
+    exited_at INTEGER,
+    CHECK ((status = 'exited') = (outcome IS NOT NULL))
+) STRICT;
+CREATE INDEX run_runners_live ON run_runners (run_id) WHERE status != 'exited';
+
+-- Child messages already answered, so a repeated message id replays its reply.
+CREATE TABLE runner_messages (
+    runner_epoch INTEGER NOT NULL REFERENCES run_runners (runner_epoch),
+    message_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    reply_json TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (runner_epoch, message_id)
+) STRICT;
+
+-- Interactive steps (checkpoints, agent steps, human decisions) waiting for an answer.
+CREATE TABLE interactive_requests (
+    request_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    attempt_id TEXT NOT NULL REFERENCES node_attempts (attempt_id),
+    node_id TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('checkpoint', 'agent', 'decision')),
+    status TEXT NOT NULL CHECK (
+        status IN ('pending', 'validating', 'answered', 'timed_out', 'cancelled')
+    ),
+    request_json TEXT NOT NULL,
+    answer_json TEXT,
+    deadline_at INTEGER,
+    origin_session TEXT,
+    created_at INTEGER NOT NULL,
+    settled_at INTEGER,
+    CHECK ((status IN ('pending', 'validating')) = (settled_at IS NULL))
+) STRICT;
+CREATE UNIQUE INDEX interactive_requests_one_open
+    ON interactive_requests (run_id) WHERE status IN ('pending', 'validating');
+
+CREATE TABLE interactive_submissions (
+    submission_id TEXT PRIMARY KEY,
+    request_id TEXT NOT NULL REFERENCES interactive_requests (request_id),
+    status TEXT NOT NULL CHECK (status IN ('validating', 'accepted', 'rejected')),
+    value_json TEXT NOT NULL,
+    error TEXT,
+    submitted_at INTEGER NOT NULL,
+    settled_at INTEGER
+) STRICT;
+CREATE UNIQUE INDEX interactive_submissions_one_accepted
+    ON interactive_submissions (request_id) WHERE status = 'accepted';
+
+-- Protected checkpoints only a person answers; exactly one resolution each.
+CREATE TABLE human_decisions (
+    decision_id TEXT PRIMARY KEY REFERENCES interactive_requests (request_id),
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    choices_json TEXT NOT NULL,
+    timeout_choice TEXT,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'resolved')),
+    created_at INTEGER NOT NULL
+) STRICT;
+CREATE TABLE human_decision_resolutions (
+    decision_id TEXT PRIMARY KEY REFERENCES human_decisions (decision_id),
+    resolution TEXT NOT NULL CHECK (resolution IN ('answered', 'timedOut', 'cancelled')),
+    choice_id TEXT,
+    resolved_by TEXT,
+    resolved_at INTEGER NOT NULL
+) STRICT;
+
+-- Managed side effects, keyed by run, effect type, node and visit.
+CREATE TABLE effects (
+    effect_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    effect_key TEXT NOT NULL UNIQUE,
+    effect_type TEXT NOT NULL,
+    effect_kind TEXT NOT NULL CHECK (effect_kind IN ('idempotent', 'manual')),
+    node_id TEXT NOT NULL,
+    visit INTEGER NOT NULL,
+    fingerprint TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (
+        status IN ('pending', 'applying', 'applied', 'rejected', 'ambiguous', 'cancelled')
+    ),
+    attempt_count INTEGER NOT NULL DEFAULT 0,
+    result_json TEXT,
+    error TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX effects_by_run ON effects (run_id);
+
+CREATE TABLE effect_attempts (
+    effect_id TEXT NOT NULL REFERENCES effects (effect_id),
+    attempt_no INTEGER NOT NULL CHECK (attempt_no >= 1),
+    generation INTEGER NOT NULL,
+    node_attempt_id TEXT REFERENCES node_attempts (attempt_id),
+    status TEXT NOT NULL CHECK (
+        status IN ('applying', 'applied', 'rejected', 'lost', 'cancelled')
+    ),
+    receipt_json TEXT,
+    started_at INTEGER NOT NULL,
+    finished_at INTEGER,
+    PRIMARY KEY (effect_id, attempt_no)
+) STRICT;
+
+-- Content the origin Pi session must add (notify nodes, terminal results).
+CREATE TABLE workflow_messages (
+    message_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    source_key TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('progress', 'final', 'terminal')),
+    body_json TEXT NOT NULL,
+    origin_session TEXT,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'claimed', 'delivered')),
+    created_at INTEGER NOT NULL,
+    delivered_at INTEGER,
+    UNIQUE (run_id, source_key)
+) STRICT;
+
+-- Model turns the origin session started for a workflow message.
+CREATE TABLE workflow_turns (
+    turn_id TEXT PRIMARY KEY,
+    message_id TEXT NOT NULL REFERENCES workflow_messages (message_id),
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    session TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('started', 'finished', 'failed')),
+    created_at INTEGER NOT NULL,
+    finished_at INTEGER
+) STRICT;
+
+-- What renderers read: rebuilt from the canonical rows in every run transaction.
+CREATE TABLE viewer_runs (
+    run_id TEXT PRIMARY KEY REFERENCES runs (run_id),
+    workflow_name TEXT NOT NULL,
+    -- The user-facing status: a run status, or 'ambiguous' for a run parked on an effect.
+    status TEXT NOT NULL,
+    run_status TEXT NOT NULL,
+    queue_status TEXT NOT NULL,
+    park_reason TEXT,
+    current_node TEXT,
+    revision INTEGER NOT NULL,
+    generation INTEGER NOT NULL,
+    waiting_json TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    finished_at INTEGER
+) STRICT;
+CREATE INDEX viewer_runs_by_status ON viewer_runs (status, updated_at);

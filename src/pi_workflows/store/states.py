@@ -1,0 +1,140 @@
+"""The run state machine, defined once: statuses, the queue status each implies, and the
+transition table every lifecycle operation is checked against before it writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class RunStatus(StrEnum):
+    """Where a run is. The invariant of each status is in its comment."""
+
+    QUEUED = "queued"  # needs a runner; queue 'ready'; no held claim
+    RUNNING = "running"  # a claim is held (it may have expired); queue 'claimed'
+    WAITING = "waiting"  # an interactive request is open; queue 'waiting'; no held claim
+    PAUSED = "paused"  # parked with a reason, resumes only explicitly; queue 'parked'; no claim
+    COMPLETED = "completed"  # terminal; queue 'done'
+    FAILED = "failed"  # terminal; queue 'done'
+    TIMED_OUT = "timed_out"  # terminal; queue 'done'
+    CANCELLED = "cancelled"  # terminal; queue 'done'
+
+
+TERMINAL_STATUSES = frozenset(
+    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.CANCELLED}
+)
+ACTIVE_STATUSES = frozenset(set(RunStatus) - TERMINAL_STATUSES)
+
+
+class QueueStatus(StrEnum):
+    """The scheduler's status of a run; always ``QUEUE_STATUS_OF[run status]``."""
+
+    READY = "ready"
+    CLAIMED = "claimed"
+    WAITING = "waiting"
+    PARKED = "parked"
+    DONE = "done"
+
+
+QUEUE_STATUS_OF: dict[RunStatus, QueueStatus] = {
+    RunStatus.QUEUED: QueueStatus.READY,
+    RunStatus.RUNNING: QueueStatus.CLAIMED,
+    RunStatus.WAITING: QueueStatus.WAITING,
+    RunStatus.PAUSED: QueueStatus.PARKED,
+    RunStatus.COMPLETED: QueueStatus.DONE,
+    RunStatus.FAILED: QueueStatus.DONE,
+    RunStatus.TIMED_OUT: QueueStatus.DONE,
+    RunStatus.CANCELLED: QueueStatus.DONE,
+}
+
+
+class ParkReason(StrEnum):
+    """Why a paused run stopped. Only ``SERVER_STOPPED`` resumes without being asked."""
+
+    USER_PAUSED = "userPaused"
+    SERVER_STOPPED = "serverStopped"
+    RUNNER_NO_PROGRESS = "runnerNoProgress"
+    RUNNER_CRASHED = "runnerCrashed"
+    WORKFLOW_SOURCE_CHANGED = "workflowSourceChanged"
+    EFFECT_AMBIGUOUS = "effectAmbiguous"
+
+
+class NextCommand(StrEnum):
+    """The one explicit command the next runner of a run receives."""
+
+    START = "start"
+    RESUME = "resume"
+    RESTART = "restart"
+
+
+class AttemptStatus(StrEnum):
+    """The status of one node attempt. ``RUNNING`` and ``WAITING`` are unfinished."""
+
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"  # its runner stopped; the same visit runs again
+
+
+UNFINISHED_ATTEMPT_STATUSES = frozenset({AttemptStatus.RUNNING, AttemptStatus.WAITING})
+
+
+class Operation(StrEnum):
+    """Every lifecycle operation that changes a run's status."""
+
+    RESERVE = "reserve"
+    CLAIM = "claim"
+    PAUSE = "pause"
+    PARK = "park"
+    WAIT = "wait"
+    RESUME = "resume"
+    RECOVER = "recover"
+    COMPLETE = "complete"
+    FAIL = "fail"
+    TIME_OUT = "time out"
+    CANCEL = "cancel"
+
+
+@dataclass(frozen=True)
+class Transition:
+    """Which statuses an operation starts from, where it leads, and whether it needs a claim.
+
+    ``needs_claim``: the write is fenced by the caller's live claim (or a control claim
+    taken in the same transaction).
+    """
+
+    sources: frozenset[RunStatus]
+    target: RunStatus
+    needs_claim: bool
+
+
+def _t(sources: set[RunStatus], target: RunStatus, *, needs_claim: bool) -> Transition:
+    return Transition(frozenset(sources), target, needs_claim)
+
+
+Q, R, W, P = RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.PAUSED
+
+TRANSITIONS: dict[Operation, Transition] = {
+    Operation.RESERVE: _t(set(), Q, needs_claim=False),
+    Operation.CLAIM: _t({Q}, R, needs_claim=False),
+    Operation.PAUSE: _t({Q}, P, needs_claim=False),
+    Operation.PARK: _t({R}, P, needs_claim=True),
+    Operation.WAIT: _t({R}, W, needs_claim=True),
+    Operation.RESUME: _t({P, W}, Q, needs_claim=False),
+    Operation.RECOVER: _t({R}, Q, needs_claim=True),
+    Operation.COMPLETE: _t({R}, RunStatus.COMPLETED, needs_claim=True),
+    Operation.FAIL: _t({R}, RunStatus.FAILED, needs_claim=True),
+    Operation.TIME_OUT: _t({R}, RunStatus.TIMED_OUT, needs_claim=True),
+    Operation.CANCEL: _t({Q, R, W, P}, RunStatus.CANCELLED, needs_claim=True),
+}
+
+
+def view_status(status: RunStatus, park_reason: str | None) -> str:
+    """The user-facing status: a run parked on an uncertain effect shows ``ambiguous``."""
+    if status is RunStatus.PAUSED and park_reason == ParkReason.EFFECT_AMBIGUOUS:
+        return "ambiguous"
+    return status.value

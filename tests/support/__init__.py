@@ -1,0 +1,1 @@
+"""Shared test helpers (on the test path through pytest's ``pythonpath``)."""

@@ -1,0 +1,77 @@
+"""Helpers that build runs in a real state database for store tests."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from pi_workflows.store import lifecycle
+from pi_workflows.store.claims import Claim
+from pi_workflows.store.clock import FakeClock
+from pi_workflows.store.database import Database, open_database
+from pi_workflows.store.diagnose import diagnose
+from pi_workflows.store.lifecycle import NewRun, SourceRecord
+
+LEASE_MS = 30_000
+
+
+def open_test_db(home: Path, clock: FakeClock | None = None) -> Database:
+    """Open a state database in ``home`` with a fake clock and a 30 s lease."""
+    return open_database(home, clock=clock or FakeClock(), lease_ms=LEASE_MS)
+
+
+def new_run(name: str = "sample", value: Any = None) -> NewRun:
+    """A small run definition with a stable digest."""
+    definition = {"name": name, "start": "a", "nodes": {"a": {"kind": "compute"}}, "edges": []}
+    text = json.dumps(definition, sort_keys=True, separators=(",", ":")).encode()
+    run_input = {"value": value}
+    return NewRun(
+        workflow_name=name,
+        definition=definition,
+        definition_digest=hashlib.sha256(text).hexdigest(),
+        input=run_input,
+        input_hash=hashlib.sha256(json.dumps(run_input).encode()).hexdigest(),
+        source=SourceRecord("builtin", f"builtin:{name}", "test-1", None, {}),
+    )
+
+
+def reserve(db: Database, name: str = "sample") -> str:
+    """Reserve a queued run and return its id."""
+    return lifecycle.reserve(db, new_run(name)).run_id
+
+
+def running(db: Database, owner: str = "runner-1") -> Claim:
+    """Reserve and claim a run; return the runner claim."""
+    return lifecycle.claim(db, reserve(db), owner).claim
+
+
+def problems(db: Database) -> list[str]:
+    """Diagnose the database and return problem codes with run ids."""
+    with db.read() as conn:
+        return [f"{p.code}:{p.run_id}" for p in diagnose(conn)]
+
+
+def run_status(db: Database, run_id: str) -> str:
+    """The stored run status."""
+    return str(db.conn.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
+
+
+def count(db: Database, table: str, where: str = "1", *args: Any) -> int:
+    """Count rows of ``table`` matching ``where``."""
+    return int(db.conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {where}", args).fetchone()[0])
+
+
+def snapshot(db: Database) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table, for before/after comparisons."""
+    tables = [
+        row[0]
+        for row in db.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    ]
+    return {
+        table: [tuple(row) for row in db.conn.execute(f"SELECT * FROM {table} ORDER BY rowid")]
+        for table in sorted(tables)
+    }

@@ -1,0 +1,152 @@
+"""The public API to define workflows: nodes, routes, effects, choices and contexts.
+
+Imports nothing else from ``pi_workflows``; every other layer builds on it. The names most
+authors need are re-exported from ``pi_workflows`` itself; this package also exports the
+node classes, context types and helpers the runner and engine use. See
+``docs/authoring.md`` for the author's guide.
+
+Modules: ``workflow`` (the ``Workflow`` class), ``nodes`` (node kinds and constructors),
+``routing`` (edges, switches, paths), ``effects`` (effect declarations), ``context``
+(``ctx`` types and cancellation), ``values`` (JSON values, outcomes, durations),
+``validation`` (load-time graph checks), ``errors``.
+"""
+
+from pi_workflows.authoring.context import (
+    ActionContext,
+    CancellationSignal,
+    NodeContext,
+    evaluate,
+    invoke,
+)
+from pi_workflows.authoring.effects import Effect, EffectKind, idempotent_effect, manual_effect
+from pi_workflows.authoring.errors import NodeCancelledError, Rejected, WorkflowDefinitionError
+from pi_workflows.authoring.nodes import (
+    AGENT_DEFAULT_TIMEOUT,
+    ActionCallback,
+    ActionNode,
+    AgentNode,
+    AssistantMessage,
+    CheckpointNode,
+    Choice,
+    ComputeNode,
+    HumanDecisionNode,
+    Node,
+    NodeCallback,
+    NodeKind,
+    NotifyKind,
+    NotifyNode,
+    OnTimeout,
+    ShellNode,
+    TextSpec,
+    Validator,
+    action,
+    agent,
+    assistant_message,
+    checkpoint,
+    choice,
+    compute,
+    decision,
+    human_decision,
+    notify,
+    shell,
+)
+from pi_workflows.authoring.routing import (
+    Case,
+    CaseValue,
+    Edge,
+    FieldPath,
+    PathScope,
+    Route,
+    Switch,
+    case_key,
+    edge,
+    parse_path,
+    switch,
+)
+from pi_workflows.authoring.validation import CHOICE_PATTERN, NAME_PATTERN, RESERVED_NODE_IDS
+from pi_workflows.authoring.values import (
+    CANCELLED,
+    JsonObject,
+    JsonValue,
+    Outcome,
+    json_problem,
+    minutes,
+    seconds,
+)
+from pi_workflows.authoring.workflow import DEFAULT_MAX_STEPS, Workflow
+
+__all__ = [
+    # the workflow
+    "Workflow",
+    "DEFAULT_MAX_STEPS",
+    # node constructors
+    "compute",
+    "action",
+    "shell",
+    "notify",
+    "agent",
+    "assistant_message",
+    "decision",
+    "checkpoint",
+    "human_decision",
+    "choice",
+    # routing
+    "edge",
+    "switch",
+    # effects
+    "idempotent_effect",
+    "manual_effect",
+    "Effect",
+    "EffectKind",
+    # durations
+    "minutes",
+    "seconds",
+    # errors
+    "Rejected",
+    "WorkflowDefinitionError",
+    "NodeCancelledError",
+    # contexts
+    "NodeContext",
+    "ActionContext",
+    "CancellationSignal",
+    "invoke",
+    "evaluate",
+    # node classes
+    "Node",
+    "NodeKind",
+    "ComputeNode",
+    "ActionNode",
+    "ShellNode",
+    "NotifyNode",
+    "NotifyKind",
+    "AgentNode",
+    "AssistantMessage",
+    "CheckpointNode",
+    "HumanDecisionNode",
+    "Choice",
+    "OnTimeout",
+    "AGENT_DEFAULT_TIMEOUT",
+    "NodeCallback",
+    "ActionCallback",
+    "Validator",
+    "TextSpec",
+    # route classes and paths
+    "Route",
+    "Edge",
+    "Switch",
+    "Case",
+    "CaseValue",
+    "FieldPath",
+    "PathScope",
+    "parse_path",
+    "case_key",
+    # values and names
+    "JsonValue",
+    "JsonObject",
+    "Outcome",
+    "CANCELLED",
+    "json_problem",
+    "NAME_PATTERN",
+    "CHOICE_PATTERN",
+    "RESERVED_NODE_IDS",
+]

@@ -1,0 +1,390 @@
+"""Node kinds and their constructors: the vocabulary of a workflow graph.
+
+Each node is a frozen dataclass with a ``kind`` field. Constructors only assemble data;
+every semantic check (effects present, timeouts positive, choices declared, ...) runs when
+the ``Workflow`` is built, so errors can name the workflow and the node. Nothing here runs a
+callback or touches the outside world.
+
+Output shapes the runner produces for the non-callback kinds (documented for authors in
+``docs/authoring.md``):
+
+- ``shell``: ``{"exitCode": int, "stdout": str, "stderr": str}``
+- ``notify``: ``{"message": str, "kind": "progress" | "final"}``
+- ``human_decision``: ``{"choice": str, "decidedBy": "person" | "timeout"}``
+- ``agent`` with ``assistant_message()``: the reply text (a JSON string)
+- ``agent`` and ``checkpoint``: the submitted JSON value
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, TypeAlias
+
+from pi_workflows.authoring.context import ActionContext, NodeContext
+from pi_workflows.authoring.effects import Effect
+from pi_workflows.authoring.errors import Rejected
+from pi_workflows.authoring.values import JsonValue, minutes
+
+
+class NodeKind(StrEnum):
+    """The primitive node kinds. Helpers such as ``decision`` compile to one of these."""
+
+    COMPUTE = "compute"
+    ACTION = "action"
+    SHELL = "shell"
+    NOTIFY = "notify"
+    AGENT = "agent"
+    CHECKPOINT = "checkpoint"
+    HUMAN_DECISION = "human_decision"
+
+
+class NotifyKind(StrEnum):
+    """Whether a notify message reports progress or the run's final word."""
+
+    PROGRESS = "progress"
+    FINAL = "final"
+
+
+AGENT_DEFAULT_TIMEOUT: float = minutes(15)
+"""The default deadline of an agent step, in seconds."""
+
+NodeCallback: TypeAlias = Callable[[NodeContext], object]
+"""A sync or async callback taking ``ctx``; its (awaited) return value is used."""
+ActionCallback: TypeAlias = Callable[[ActionContext], object]
+"""A sync or async callback taking an ``ActionContext`` (it has ``effect_key``)."""
+Validator: TypeAlias = Callable[[Any, NodeContext], object]
+"""``validate(output, ctx)``: return to accept, raise ``Rejected(message)`` to refuse."""
+TextSpec: TypeAlias = str | Callable[[NodeContext], object]
+"""A string, or a sync or async callback returning one."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComputeNode:
+    """Pure data shaping. May run again after a crash, so it must not change the world."""
+
+    run: NodeCallback
+    timeout: float | None = None
+    kind: NodeKind = dataclasses.field(default=NodeKind.COMPUTE, init=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionNode:
+    """A side effect through ``run(ctx)``, guarded by its ``effect`` declaration."""
+
+    run: ActionCallback
+    effect: Effect | None
+    timeout: float | None = None
+    kind: NodeKind = dataclasses.field(default=NodeKind.ACTION, init=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShellNode:
+    """A command run as an action: own process group, bounded output, killed on timeout.
+
+    ``command`` is an argument list or a callback returning one (never a shell string).
+    An exit code outside ``allow_exit_codes`` fails the node.
+    """
+
+    command: Sequence[str] | ActionCallback
+    effect: Effect | None
+    allow_exit_codes: frozenset[int] = frozenset({0})
+    timeout: float | None = None
+    kind: NodeKind = dataclasses.field(default=NodeKind.SHELL, init=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NotifyNode:
+    """A durable message to the session that started the run. Never starts a model turn."""
+
+    message: TextSpec
+    notify_kind: NotifyKind = NotifyKind.PROGRESS
+    kind: NodeKind = dataclasses.field(default=NodeKind.NOTIFY, init=False)
+
+    @property
+    def timeout(self) -> float | None:
+        """Notify nodes have no deadline."""
+        return None
+
+
+@dataclass(frozen=True)
+class AssistantMessage:
+    """Expected-output marker: the step's output is the model's visible reply text."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentNode:
+    """An interactive model step, completed by a ``workflow`` tool submission.
+
+    With ``expected_output=assistant_message()`` the visible reply becomes the output
+    instead, and ``validate`` is not allowed (a reply cannot be sent back for correction).
+    ``route_field`` and ``routes`` are set by ``decision`` so the graph check can demand a
+    switch that covers every route.
+    """
+
+    prompt: TextSpec
+    expected_output: str | AssistantMessage
+    validate: Validator | None = None
+    timeout: float | None = AGENT_DEFAULT_TIMEOUT
+    allowed_tools: tuple[str, ...] | None = None
+    route_field: str | None = None
+    routes: tuple[str, ...] = ()
+    kind: NodeKind = dataclasses.field(default=NodeKind.AGENT, init=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointNode:
+    """Waits for an ordinary answer, from a person or the model.
+
+    ``request`` is shown to whoever answers: a JSON object with a ``"question"`` string,
+    a plain string (shorthand for ``{"question": ...}``), or a callback returning either.
+    """
+
+    request: JsonValue | NodeCallback
+    validate: Validator | None = None
+    timeout: float | None = None
+    kind: NodeKind = dataclasses.field(default=NodeKind.CHECKPOINT, init=False)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One answer a person can give to a ``human_decision``."""
+
+    id: str
+    label: str
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class OnTimeout:
+    """The choice a ``human_decision`` takes by itself once ``after`` seconds have passed."""
+
+    after: float
+    choice: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class HumanDecisionNode:
+    """A protected checkpoint only a person can answer; the model-facing tool refuses it.
+
+    The first valid answer, the timeout default or a cancellation wins, exactly once.
+    """
+
+    title: TextSpec
+    choices: tuple[Choice, ...]
+    on_timeout: OnTimeout | None = None
+    details: TextSpec | None = None
+    kind: NodeKind = dataclasses.field(default=NodeKind.HUMAN_DECISION, init=False)
+
+    @property
+    def timeout(self) -> float | None:
+        """The deadline after which the timeout default is chosen, if any."""
+        return self.on_timeout.after if self.on_timeout is not None else None
+
+    @property
+    def choice_ids(self) -> tuple[str, ...]:
+        """The declared choice ids, in order."""
+        return tuple(c.id for c in self.choices)
+
+
+Node: TypeAlias = (
+    ComputeNode
+    | ActionNode
+    | ShellNode
+    | NotifyNode
+    | AgentNode
+    | CheckpointNode
+    | HumanDecisionNode
+)
+"""Any node of a workflow graph."""
+
+NODE_TYPES = (
+    ComputeNode,
+    ActionNode,
+    ShellNode,
+    NotifyNode,
+    AgentNode,
+    CheckpointNode,
+    HumanDecisionNode,
+)
+
+
+def compute(run: NodeCallback, *, timeout: float | None = None) -> ComputeNode:
+    """Pure data shaping: ``run(ctx)`` returns the node's JSON output."""
+    return ComputeNode(run=run, timeout=timeout)
+
+
+def action(
+    run: ActionCallback, *, effect: Effect | None = None, timeout: float | None = None
+) -> ActionNode:
+    """A side effect: ``run(ctx)`` changes the world and returns a JSON output.
+
+    ``effect`` is required (``idempotent_effect(type)`` or ``manual_effect(type)``); the
+    ``Workflow`` refuses an action without one.
+    """
+    return ActionNode(run=run, effect=effect, timeout=timeout)
+
+
+def shell(
+    command: Sequence[str] | ActionCallback,
+    *,
+    effect: Effect | None = None,
+    allow_exit_codes: Iterable[int] = (0,),
+    timeout: float | None = None,
+) -> ShellNode:
+    """Run a command (an argument list, or ``command(ctx)`` returning one) as an action.
+
+    The output is ``{"exitCode", "stdout", "stderr"}``; an exit code not in
+    ``allow_exit_codes`` fails the node. ``effect`` is required, as for ``action``.
+    """
+    if isinstance(allow_exit_codes, str | bytes) or not isinstance(allow_exit_codes, Iterable):
+        raise TypeError(f"allow_exit_codes must be a list of integers, got {allow_exit_codes!r}")
+    codes = frozenset(allow_exit_codes)
+    if isinstance(command, list):
+        command = tuple(command)  # a frozen node holds no list the caller could still change
+    return ShellNode(command=command, effect=effect, allow_exit_codes=codes, timeout=timeout)
+
+
+def notify(message: TextSpec, *, kind: str = "progress") -> NotifyNode:
+    """Send ``message`` (text or ``message(ctx)``) to the session that started the run.
+
+    ``kind`` is ``"progress"`` (along the way) or ``"final"`` (the run's closing message).
+    """
+    try:
+        notify_kind = NotifyKind(kind)
+    except ValueError:
+        raise ValueError(f"notify kind must be 'progress' or 'final', got {kind!r}") from None
+    return NotifyNode(message=message, notify_kind=notify_kind)
+
+
+def assistant_message() -> AssistantMessage:
+    """Expected output of an agent step whose output is the model's visible reply text."""
+    return AssistantMessage()
+
+
+def agent(
+    prompt: TextSpec,
+    expected_output: str | AssistantMessage,
+    validate: Validator | None = None,
+    timeout: float | None = AGENT_DEFAULT_TIMEOUT,
+    allowed_tools: Sequence[str] | None = None,
+) -> AgentNode:
+    """An interactive model step.
+
+    ``prompt`` (text or ``prompt(ctx)``) is sent with the step contract appended; the model
+    submits a JSON output described by ``expected_output`` through the ``workflow`` tool.
+    ``validate(output, ctx)`` may raise ``Rejected(message)`` to send the model back with
+    the message. ``timeout`` defaults to 15 minutes; ``None`` disables it.
+    ``allowed_tools`` limits the tools the model may use during the step.
+    """
+    tools = tuple(allowed_tools) if allowed_tools is not None else None
+    return AgentNode(
+        prompt=prompt,
+        expected_output=expected_output,
+        validate=validate,
+        timeout=timeout,
+        allowed_tools=tools,
+    )
+
+
+def decision(
+    prompt: TextSpec,
+    routes: Mapping[str, str] | Sequence[str],
+    *,
+    field: str = "route",
+    validate: Validator | None = None,
+    timeout: float | None = AGENT_DEFAULT_TIMEOUT,
+    allowed_tools: Sequence[str] | None = None,
+) -> AgentNode:
+    """An agent step that must pick one of ``routes``; compiles to an ``agent`` node.
+
+    ``routes`` maps each route id to what it means (or lists the ids). The expected output
+    is a JSON object whose ``field`` (default ``"route"``) is one of the ids, plus a short
+    ``"reason"``; any other submission is rejected with a message the model can act on.
+    Route the node with ``switch(node, on="$.route", cases={...})`` covering every route.
+    """
+    meanings: dict[str, str | None]
+    if isinstance(routes, Mapping):
+        meanings = {str(key): str(value) for key, value in routes.items()}
+    elif isinstance(routes, Sequence) and not isinstance(routes, str):
+        meanings = {str(key): None for key in routes}
+    else:
+        raise TypeError(f"decision routes must be a mapping or a list of ids, got {routes!r}")
+    route_ids = tuple(meanings)
+    allowed = ", ".join(json.dumps(r) for r in route_ids)
+
+    def check_route(output: Any, ctx: NodeContext) -> object:
+        chosen = output.get(field) if isinstance(output, dict) else None
+        if not isinstance(chosen, str) or chosen not in route_ids:
+            got = json.dumps(chosen) if isinstance(output, dict) else "not a JSON object"
+            raise Rejected(
+                f"the output must be a JSON object whose {json.dumps(field)} is one of "
+                f"{allowed}; got {got}"
+            )
+        return validate(output, ctx) if validate is not None else None
+
+    lines = [
+        f'A JSON object whose {json.dumps(field)} is one of {allowed}, with a short "reason".',
+        "Routes:",
+    ]
+    for route_id, meaning in meanings.items():
+        lines.append(
+            f"- {json.dumps(route_id)}: {meaning}" if meaning else f"- {json.dumps(route_id)}"
+        )
+    example = {field: route_ids[0] if route_ids else "...", "reason": "..."}
+    lines.append(f"Example: {json.dumps(example)}")
+    return AgentNode(
+        prompt=prompt,
+        expected_output="\n".join(lines),
+        validate=check_route,
+        timeout=timeout,
+        allowed_tools=tuple(allowed_tools) if allowed_tools is not None else None,
+        route_field=field,
+        routes=route_ids,
+    )
+
+
+def checkpoint(
+    request: JsonValue | NodeCallback,
+    *,
+    validate: Validator | None = None,
+    timeout: float | None = None,
+) -> CheckpointNode:
+    """Wait for an ordinary answer to ``request`` from a person or the model.
+
+    The output is the submitted answer (a JSON value). ``validate(answer, ctx)`` may raise
+    ``Rejected`` to ask again. ``timeout`` (default none) times the node out.
+    """
+    return CheckpointNode(request=request, validate=validate, timeout=timeout)
+
+
+def choice(id: str, label: str | None = None, description: str | None = None) -> Choice:
+    """A choice of a ``human_decision``: ``id`` is what switches match, ``label`` is shown."""
+    return Choice(id, label if label is not None else id, description)
+
+
+def human_decision(
+    title: TextSpec,
+    choices: Sequence[Choice],
+    on_timeout: tuple[float, str] | None = None,
+    *,
+    details: TextSpec | None = None,
+) -> HumanDecisionNode:
+    """A decision only a person may take, among ``choices``.
+
+    ``on_timeout=(duration, choice_id)`` picks ``choice_id`` by itself after ``duration``
+    seconds (use ``minutes(...)``); without it the decision waits until answered or the run
+    is cancelled. The output is ``{"choice": id, "decidedBy": "person" | "timeout"}``; route
+    it with a ``switch`` on ``$.choice`` that covers every choice.
+    """
+    timeout_rule: OnTimeout | None = None
+    if on_timeout is not None:
+        if not isinstance(on_timeout, tuple) or len(on_timeout) != 2:
+            raise TypeError(f"on_timeout must be a (duration, choice_id) pair, got {on_timeout!r}")
+        timeout_rule = OnTimeout(after=on_timeout[0], choice=on_timeout[1])
+    return HumanDecisionNode(
+        title=title, choices=tuple(choices), on_timeout=timeout_rule, details=details
+    )

@@ -1,0 +1,412 @@
+"""Load-time checks of a workflow definition; every error names the workflow and the node.
+
+Called by ``Workflow.__init__`` only. Checks run in a fixed order (name and limits, node ids,
+each node, start, edges, switches, reachability) and the first problem raises
+``WorkflowDefinitionError``, so the same broken file always reports the same error. Never
+calls a node callback.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+
+from pi_workflows.authoring.effects import Effect
+from pi_workflows.authoring.errors import WorkflowDefinitionError
+from pi_workflows.authoring.nodes import (
+    NODE_TYPES,
+    ActionNode,
+    AgentNode,
+    AssistantMessage,
+    CheckpointNode,
+    Choice,
+    ComputeNode,
+    HumanDecisionNode,
+    Node,
+    NotifyKind,
+    NotifyNode,
+    ShellNode,
+)
+from pi_workflows.authoring.routing import Edge, PathScope, Route, Switch, case_key, parse_path
+from pi_workflows.authoring.values import CANCELLED, Outcome, json_problem
+
+NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+"""Workflow names and node ids: 1-64 letters, digits, ``_`` or ``-``, starting with a letter."""
+
+CHOICE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+"""Choice and route ids: 1-64 letters, digits, ``_``, ``.`` or ``-``."""
+
+RESERVED_NODE_IDS = frozenset(
+    {"input", "output", "outputs", "result", "results", "run", "workflow"}
+)
+"""Node ids the runtime uses for its own records and paths (``$result``, run input, ...)."""
+
+_ROUTABLE_OUTCOMES = frozenset(o.value for o in Outcome)
+
+
+def check_definition(
+    name: object,
+    start: object,
+    nodes: object,
+    edges: object,
+    max_steps: object,
+) -> tuple[str, str, dict[str, Node], tuple[Route, ...], int]:
+    """Check a whole definition and return it in canonical types, or raise the first error."""
+    wf = _check_name(name)
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise WorkflowDefinitionError(
+            f"max_steps must be a positive integer, got {max_steps!r}", workflow=wf
+        )
+    checked_nodes = _check_nodes(wf, nodes)
+    if not isinstance(start, str) or start not in checked_nodes:
+        raise WorkflowDefinitionError(
+            f"unknown start node {start!r}",
+            workflow=wf,
+            node=start if isinstance(start, str) else None,
+        )
+    routes = _check_edges(wf, checked_nodes, edges)
+    _check_reachable(wf, start, checked_nodes, routes)
+    return wf, start, checked_nodes, routes, max_steps
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise WorkflowDefinitionError(
+            f"workflow name {name!r} is malformed: use 1-64 letters, digits, '_' or '-', "
+            "starting with a letter",
+            workflow=None,
+        )
+    return name
+
+
+def _check_nodes(wf: str, nodes: object) -> dict[str, Node]:
+    if not isinstance(nodes, Mapping) or not nodes:
+        raise WorkflowDefinitionError(
+            "nodes must be a non-empty mapping of node id -> node", workflow=wf
+        )
+    checked: dict[str, Node] = {}
+    for node_id, node in nodes.items():
+        if not isinstance(node_id, str) or not NAME_PATTERN.match(node_id):
+            raise WorkflowDefinitionError(
+                f"node id {node_id!r} is malformed: use 1-64 letters, digits, '_' or '-', "
+                "starting with a letter",
+                workflow=wf,
+                node=str(node_id),
+            )
+        if node_id in RESERVED_NODE_IDS:
+            reserved = ", ".join(sorted(RESERVED_NODE_IDS))
+            raise WorkflowDefinitionError(
+                f"node id {node_id!r} is reserved (reserved ids: {reserved})",
+                workflow=wf,
+                node=node_id,
+            )
+        if not isinstance(node, NODE_TYPES):
+            raise WorkflowDefinitionError(
+                f"expected a node built with compute(), action(), shell(), notify(), agent(), "
+                f"checkpoint() or human_decision(), got {type(node).__name__}",
+                workflow=wf,
+                node=node_id,
+            )
+        _check_node(wf, node_id, node)
+        checked[node_id] = node
+    return checked
+
+
+def _fail(wf: str, node_id: str, problem: str) -> WorkflowDefinitionError:
+    return WorkflowDefinitionError(problem, workflow=wf, node=node_id)
+
+
+def _check_timeout(wf: str, node_id: str, timeout: object, what: str = "timeout") -> None:
+    if timeout is None:
+        return
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        raise _fail(
+            wf, node_id, f"{what} must be a positive number of seconds or None, got {timeout!r}"
+        )
+
+
+def _check_text(wf: str, node_id: str, value: object, what: str) -> None:
+    if callable(value):
+        return
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(wf, node_id, f"{what} must be a non-empty string or a callback")
+
+
+def _check_effect(wf: str, node_id: str, effect: object, kind: str) -> None:
+    if not isinstance(effect, Effect):
+        raise _fail(
+            wf,
+            node_id,
+            f"{kind} needs an effect declaration: pass effect=idempotent_effect(TYPE) if a "
+            "retry is safe, or effect=manual_effect(TYPE) if it is not",
+        )
+
+
+def _check_validate(wf: str, node_id: str, validate: object) -> None:
+    if validate is not None and not callable(validate):
+        raise _fail(wf, node_id, "validate must be a callback validate(output, ctx) or None")
+
+
+def _check_node(wf: str, node_id: str, node: Node) -> None:
+    match node:
+        case ComputeNode() | ActionNode():
+            if not callable(node.run):
+                raise _fail(wf, node_id, "run must be a callback run(ctx)")
+            if isinstance(node, ActionNode):
+                _check_effect(wf, node_id, node.effect, "an action")
+            _check_timeout(wf, node_id, node.timeout)
+        case ShellNode():
+            _check_shell(wf, node_id, node)
+        case NotifyNode():
+            _check_text(wf, node_id, node.message, "message")
+            if not isinstance(node.notify_kind, NotifyKind):
+                raise _fail(wf, node_id, "notify kind must be 'progress' or 'final'")
+        case AgentNode():
+            _check_agent(wf, node_id, node)
+        case CheckpointNode():
+            _check_validate(wf, node_id, node.validate)
+            _check_timeout(wf, node_id, node.timeout)
+            _check_request(wf, node_id, node.request)
+        case HumanDecisionNode():
+            _check_human_decision(wf, node_id, node)
+
+
+def _check_shell(wf: str, node_id: str, node: ShellNode) -> None:
+    _check_effect(wf, node_id, node.effect, "a shell node")
+    _check_timeout(wf, node_id, node.timeout)
+    command = node.command
+    if isinstance(command, str):
+        raise _fail(
+            wf,
+            node_id,
+            "command must be a list of arguments (or a callback returning one), not a shell string",
+        )
+    if not callable(command) and (
+        not isinstance(command, Sequence)
+        or not command
+        or not all(isinstance(arg, str) for arg in command)
+    ):
+        raise _fail(wf, node_id, "command must be a non-empty list of strings or a callback")
+    if not node.allow_exit_codes or not all(
+        isinstance(code, int) and not isinstance(code, bool) for code in node.allow_exit_codes
+    ):
+        raise _fail(wf, node_id, "allow_exit_codes must be a non-empty list of integers")
+
+
+def _check_agent(wf: str, node_id: str, node: AgentNode) -> None:
+    _check_text(wf, node_id, node.prompt, "prompt")
+    _check_timeout(wf, node_id, node.timeout)
+    _check_validate(wf, node_id, node.validate)
+    expected = node.expected_output
+    if isinstance(expected, AssistantMessage):
+        if node.validate is not None:
+            raise _fail(
+                wf,
+                node_id,
+                "validate is not allowed with expected_output=assistant_message(): a visible "
+                "reply cannot be rejected and resubmitted; ask for a JSON output instead",
+            )
+    elif not isinstance(expected, str) or not expected.strip():
+        raise _fail(
+            wf, node_id, "expected_output must be a non-empty description or assistant_message()"
+        )
+    if node.allowed_tools is not None and not all(
+        isinstance(tool, str) and tool for tool in node.allowed_tools
+    ):
+        raise _fail(wf, node_id, "allowed_tools must be a list of tool names or None")
+    if node.route_field is not None:
+        _check_ids(wf, node_id, node.routes, "route")
+
+
+def _check_request(wf: str, node_id: str, request: object) -> None:
+    if callable(request):
+        return
+    if isinstance(request, str) and request.strip():
+        return
+    if isinstance(request, dict) and isinstance(request.get("question"), str):
+        problem = json_problem(request)
+        if problem is None:
+            return
+        raise _fail(wf, node_id, f"request is not JSON: {problem}")
+    raise _fail(
+        wf,
+        node_id,
+        'request must be a question string, a JSON object with a "question" string, '
+        "or a callback returning one",
+    )
+
+
+def _check_ids(wf: str, node_id: str, ids: Sequence[object], what: str) -> None:
+    if not ids:
+        raise _fail(wf, node_id, f"declare at least one {what}")
+    seen: set[str] = set()
+    for item in ids:
+        if not isinstance(item, str) or not CHOICE_PATTERN.match(item):
+            raise _fail(
+                wf,
+                node_id,
+                f"{what} id {item!r} is malformed: use 1-64 letters, digits, '_', '.' or '-'",
+            )
+        if item in seen:
+            raise _fail(wf, node_id, f"{what} {item!r} is declared twice")
+        seen.add(item)
+
+
+def _check_human_decision(wf: str, node_id: str, node: HumanDecisionNode) -> None:
+    _check_text(wf, node_id, node.title, "title")
+    if node.details is not None:
+        _check_text(wf, node_id, node.details, "details")
+    for item in node.choices:
+        if not isinstance(item, Choice):
+            raise _fail(wf, node_id, f"choices must be built with choice(...), got {item!r}")
+        if not isinstance(item.label, str) or not item.label.strip():
+            raise _fail(wf, node_id, f"choice {item.id!r} needs a non-empty label")
+    _check_ids(wf, node_id, node.choice_ids, "choice")
+    if node.on_timeout is not None:
+        _check_timeout(wf, node_id, node.on_timeout.after, "on_timeout duration")
+        if node.on_timeout.choice not in node.choice_ids:
+            raise _fail(
+                wf,
+                node_id,
+                f"on_timeout picks {node.on_timeout.choice!r}, which is not a declared choice "
+                f"({', '.join(node.choice_ids)})",
+            )
+
+
+def _check_edges(wf: str, nodes: Mapping[str, Node], edges: object) -> tuple[Route, ...]:
+    if isinstance(edges, str | bytes) or not isinstance(edges, Sequence):
+        raise WorkflowDefinitionError(
+            "edges must be a list of edge(...) and switch(...)", workflow=wf
+        )
+    outgoing: dict[str, Route] = {}
+    for route in edges:
+        if not isinstance(route, Edge | Switch):
+            raise WorkflowDefinitionError(
+                f"edges must be built with edge(...) or switch(...), got {route!r}", workflow=wf
+            )
+        source = route.source
+        if not isinstance(source, str) or source not in nodes:
+            raise WorkflowDefinitionError(
+                f"edge from unknown node {source!r}",
+                workflow=wf,
+                node=source if isinstance(source, str) else None,
+            )
+        if source in outgoing:
+            raise _fail(
+                wf,
+                source,
+                "more than one outgoing edge; use one switch(...) to branch",
+            )
+        if isinstance(route, Switch):
+            _check_switch(wf, nodes, route)
+        for target in route.targets():
+            if not isinstance(target, str) or target not in nodes:
+                raise _fail(wf, source, f"edge to unknown node {target!r}")
+        outgoing[source] = route
+    return tuple(edges)
+
+
+def _check_switch(wf: str, nodes: Mapping[str, Node], route: Switch) -> None:
+    source = route.source
+    try:
+        path = parse_path(route.on)
+    except ValueError as exc:
+        raise _fail(wf, source, str(exc)) from None
+    if not route.cases and route.default is None:
+        raise _fail(wf, source, f"switch on {route.on} has no cases")
+    seen: set[tuple[str, object]] = set()
+    for case in route.cases:
+        if case.value is not None and not isinstance(case.value, str | int | bool):
+            raise _fail(
+                wf,
+                source,
+                f"switch on {route.on}: case value {case.value!r} is not a string, integer, "
+                "boolean or null",
+            )
+        key = case_key(case.value)
+        if key in seen:
+            raise _fail(wf, source, f"switch on {route.on} lists case {case.value!r} twice")
+        seen.add(key)
+    if path.is_outcome:
+        _check_outcome_cases(wf, route)
+    node = nodes[source]
+    if path.scope is PathScope.OUTPUT:
+        replies = isinstance(node, AgentNode) and isinstance(node.expected_output, AssistantMessage)
+        if replies and path.segments:
+            raise _fail(
+                wf,
+                source,
+                f"switch on {route.on}: the output of an assistant_message() step is its "
+                "reply text; switch on '$' or '$result.outcome' instead",
+            )
+        if isinstance(node, HumanDecisionNode) and path.segments == ("choice",):
+            _check_coverage(wf, route, node.choice_ids, "choice")
+        if (
+            isinstance(node, AgentNode)
+            and node.route_field is not None
+            and path.segments == (node.route_field,)
+        ):
+            _check_coverage(wf, route, node.routes, "route")
+
+
+def _check_outcome_cases(wf: str, route: Switch) -> None:
+    for case in route.cases:
+        if case.value == CANCELLED:
+            raise _fail(
+                wf,
+                route.source,
+                "switch on $result.outcome cannot route 'cancelled': a cancelled node ends the "
+                "run and is never routed",
+            )
+        if case.value not in _ROUTABLE_OUTCOMES:
+            raise _fail(
+                wf,
+                route.source,
+                f"switch on $result.outcome has case {case.value!r}; outcomes are 'ok', "
+                "'failed' and 'timed_out'",
+            )
+
+
+def _check_coverage(wf: str, route: Switch, declared: Sequence[str], what: str) -> None:
+    values = [case.value for case in route.cases]
+    unknown = [v for v in values if v not in declared]
+    if unknown:
+        raise _fail(
+            wf,
+            route.source,
+            f"switch on {route.on} has case {unknown[0]!r}, which is not a declared {what} "
+            f"({', '.join(declared)})",
+        )
+    missing = [d for d in declared if d not in values]
+    if missing and route.default is None:
+        raise _fail(
+            wf,
+            route.source,
+            f"switch on {route.on} does not cover every {what}: missing "
+            f"{', '.join(repr(m) for m in missing)}",
+        )
+
+
+def _check_reachable(
+    wf: str, start: str, nodes: Mapping[str, Node], routes: Sequence[Route]
+) -> None:
+    outgoing = {route.source: route for route in routes}
+    seen = {start}
+    frontier = [start]
+    while frontier:
+        route = outgoing.get(frontier.pop())
+        if route is None:
+            continue
+        for target in route.targets():
+            if target not in seen:
+                seen.add(target)
+                frontier.append(target)
+    for node_id in nodes:
+        if node_id not in seen:
+            raise _fail(wf, node_id, f"unreachable from the start node {start!r}")

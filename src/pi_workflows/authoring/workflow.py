@@ -1,0 +1,87 @@
+"""The ``Workflow`` class: a named, validated, immutable graph of nodes and routes.
+
+Construction validates the whole definition (see ``validation.py``) and raises
+``WorkflowDefinitionError`` naming the workflow and node of the first problem. A built
+``Workflow`` never changes; the engine and the runner only read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+
+from pi_workflows.authoring.nodes import Node
+from pi_workflows.authoring.routing import Route
+from pi_workflows.authoring.validation import check_definition
+
+DEFAULT_MAX_STEPS = 100
+"""How many node executions a run may make unless the workflow says otherwise."""
+
+
+class Workflow:
+    """A workflow definition.
+
+    ``Workflow(name, start, nodes, edges, max_steps=100)``: ``nodes`` maps node ids to
+    nodes, ``edges`` lists at most one ``edge``/``switch`` per source node, and
+    ``max_steps`` bounds the node executions of one run (loops included). A node without an
+    outgoing edge ends the run with its output.
+    """
+
+    __slots__ = ("_edges", "_max_steps", "_name", "_nodes", "_outgoing", "_start")
+
+    def __init__(
+        self,
+        name: str,
+        start: str,
+        nodes: Mapping[str, Node],
+        edges: Sequence[Route] = (),
+        max_steps: int = DEFAULT_MAX_STEPS,
+    ) -> None:
+        wf, first, checked, routes, limit = check_definition(name, start, nodes, edges, max_steps)
+        self._name = wf
+        self._start = first
+        self._nodes: Mapping[str, Node] = MappingProxyType(checked)
+        self._edges = routes
+        self._outgoing: Mapping[str, Route] = MappingProxyType(
+            {route.source: route for route in routes}
+        )
+        self._max_steps = limit
+
+    @property
+    def name(self) -> str:
+        """The workflow's name (equal to its file's stem when loaded from a file)."""
+        return self._name
+
+    @property
+    def start(self) -> str:
+        """The id of the first node of every run."""
+        return self._start
+
+    @property
+    def nodes(self) -> Mapping[str, Node]:
+        """Node id -> node, in declaration order (read-only)."""
+        return self._nodes
+
+    @property
+    def edges(self) -> tuple[Route, ...]:
+        """Every edge and switch, in declaration order."""
+        return self._edges
+
+    @property
+    def max_steps(self) -> int:
+        """The most node executions one run may make."""
+        return self._max_steps
+
+    def node(self, node_id: str) -> Node:
+        """The node ``node_id``; raises ``KeyError`` if there is none."""
+        return self._nodes[node_id]
+
+    def outgoing(self, node_id: str) -> Route | None:
+        """The one route out of ``node_id``, or ``None`` if the node ends the run."""
+        return self._outgoing.get(node_id)
+
+    def __repr__(self) -> str:
+        return (
+            f"Workflow({self._name!r}, start={self._start!r}, nodes={len(self._nodes)}, "
+            f"edges={len(self._edges)}, max_steps={self._max_steps})"
+        )

@@ -1,0 +1,133 @@
+"""The definition snapshot of a workflow and its digest.
+
+The snapshot is a JSON description of a loaded workflow's topology (nodes with kind,
+timeout, effect, choices and expected output; routes with their cases), with no code and
+no callback results. The server stores it with a run so it can show and check the run
+without loading workflow code. The digest is the sha256 of its canonical JSON (sorted keys,
+compact separators, UTF-8), identical across processes and hash seeds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Final
+
+from pi_workflows.authoring import (
+    ActionNode,
+    AgentNode,
+    AssistantMessage,
+    CheckpointNode,
+    ComputeNode,
+    Edge,
+    Effect,
+    HumanDecisionNode,
+    JsonObject,
+    JsonValue,
+    Node,
+    NotifyNode,
+    Route,
+    ShellNode,
+    Workflow,
+    case_key,
+)
+from pi_workflows.engine.json_values import canonical_json
+
+SNAPSHOT_SCHEMA: Final = "pi-workflows.definition.v1"
+"""The ``schema`` value of every snapshot this version writes."""
+
+
+def snapshot(workflow: Workflow) -> JsonObject:
+    """The JSON topology snapshot of ``workflow``.
+
+    Shape (camelCase keys)::
+
+        {"schema": "pi-workflows.definition.v1", "name": ..., "start": ..., "maxSteps": ...,
+         "nodes": {id: {"kind": ..., "timeoutMs": int | null, ...kind fields}},
+         "edges": [{"from": a, "to": b} | {"from": a, "on": "$.x",
+                    "cases": [{"when": v, "to": t}], "default": t | null}]}
+
+    Timeouts are whole milliseconds so no float formatting enters the digest. Edges are
+    sorted by source and switch cases by value, so declaration order does not matter.
+    """
+    nodes: JsonObject = {node_id: _node(node) for node_id, node in workflow.nodes.items()}
+    edges: list[JsonValue] = [_route(route) for route in sorted(workflow.edges, key=_source)]
+    return {
+        "schema": SNAPSHOT_SCHEMA,
+        "name": workflow.name,
+        "start": workflow.start,
+        "maxSteps": workflow.max_steps,
+        "nodes": nodes,
+        "edges": edges,
+    }
+
+
+def definition_digest(snapshot: JsonObject) -> str:
+    """The sha256 hex digest of the snapshot's canonical JSON bytes."""
+    return hashlib.sha256(canonical_json(snapshot)).hexdigest()
+
+
+def _source(route: Route) -> str:
+    return route.source
+
+
+def _millis(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds * 1000)
+
+
+def _effect(effect: Effect | None) -> JsonValue:
+    if effect is None:  # unreachable for a validated workflow; keeps the type total
+        return None
+    return {"kind": effect.kind.value, "type": effect.type}
+
+
+def _node(node: Node) -> JsonObject:
+    data: JsonObject = {"kind": node.kind.value, "timeoutMs": _millis(node.timeout)}
+    match node:
+        case ComputeNode():
+            pass
+        case ActionNode():
+            data["effect"] = _effect(node.effect)
+        case ShellNode():
+            data["effect"] = _effect(node.effect)
+            codes: list[JsonValue] = [*sorted(node.allow_exit_codes)]
+            data["allowExitCodes"] = codes
+        case NotifyNode():
+            data["notifyKind"] = node.notify_kind.value
+        case AgentNode():
+            replies = isinstance(node.expected_output, AssistantMessage)
+            data["expectedOutput"] = None if replies else str(node.expected_output)
+            data["assistantMessage"] = replies
+            data["validates"] = node.validate is not None
+            tools = node.allowed_tools
+            data["allowedTools"] = list(tools) if tools is not None else None
+            if node.route_field is not None:
+                data["routeField"] = node.route_field
+                data["routes"] = list(node.routes)
+        case CheckpointNode():
+            data["validates"] = node.validate is not None
+        case HumanDecisionNode():
+            data["choices"] = [
+                {"id": c.id, "label": c.label, "description": c.description} for c in node.choices
+            ]
+            rule = node.on_timeout
+            data["onTimeout"] = (
+                None if rule is None else {"afterMs": _millis(rule.after), "choice": rule.choice}
+            )
+    return data
+
+
+def _route(route: Route) -> JsonObject:
+    if isinstance(route, Edge):
+        return {"from": route.source, "to": route.target}
+    cases = sorted(route.cases, key=lambda case: _case_order(case.value))
+    return {
+        "from": route.source,
+        "on": route.on,
+        "cases": [{"when": case.value, "to": case.target} for case in cases],
+        "default": route.default,
+    }
+
+
+def _case_order(value: object) -> tuple[str, str]:
+    kind, plain = case_key(value)
+    return (kind, repr(plain))

@@ -1,0 +1,222 @@
+"""Load a workflow file, record its sources, and verify them again before a resume.
+
+``load(ref)`` imports the file under an isolated module name with the ``ImportSession``
+hook, requires exactly one module-level ``workflow`` that is a ``Workflow`` named after the
+file, and returns a ``LoadedWorkflow`` with the source identity, the mounted-source map,
+the definition snapshot and its digest. ``verify_and_load(ref, identity, mounted)`` first
+re-hashes the root and every recorded mounted file, then loads with the recorded map as the
+only acceptable one, so changed code is refused before it executes; afterwards it compares
+the complete map. Both run in the resolver or runner child, never in the server.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import itertools
+import sys
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Final
+
+from pi_workflows.authoring import JsonObject, Workflow, WorkflowDefinitionError
+from pi_workflows.engine import definition_digest, snapshot
+from pi_workflows.sources.discovery import BUILTIN_PREFIX, WorkflowOrigin, WorkflowRef, resolve
+from pi_workflows.sources.errors import WorkflowLoadError, WorkflowSourceChanged
+from pi_workflows.sources.identity import SourceIdentity, SourceKind
+from pi_workflows.sources.importer import ImportSession, compile_source, installed, sha256_hex
+
+_MODULE_PREFIX: Final = "_pi_workflows_source_"
+_counter = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class LoadedWorkflow:
+    """A loaded, validated workflow and everything needed to run or re-check it.
+
+    ``mounted`` maps every project-local module file the workflow imported (absolute path)
+    to the sha256 of the bytes compiled; the workflow file itself is in ``identity``.
+    """
+
+    ref: WorkflowRef
+    workflow: Workflow
+    identity: SourceIdentity
+    mounted: Mapping[str, str]
+    snapshot: JsonObject
+    digest: str
+
+
+def _kind_and_locator(ref: WorkflowRef) -> tuple[SourceKind, str]:
+    if ref.origin is WorkflowOrigin.BUILTIN:
+        return SourceKind.BUILTIN, f"{BUILTIN_PREFIX}{ref.name}"
+    return SourceKind.FILE, str(ref.path)
+
+
+def identity_of(ref: WorkflowRef, data: bytes) -> SourceIdentity:
+    """The identity of ``ref`` whose file holds ``data``."""
+    kind, locator = _kind_and_locator(ref)
+    return SourceIdentity(kind, locator, sha256_hex(data))
+
+
+def load(ref: WorkflowRef) -> LoadedWorkflow:
+    """Import ``ref``'s file once and return the validated workflow with its identity.
+
+    Raises ``WorkflowLoadError`` (with file and line) if the file or a helper does not
+    compile, raises while it runs, or does not define exactly one valid ``workflow``.
+    """
+    data = _read(ref.path)
+    return _load(ref, data, expected=None)
+
+
+def verify_and_load(
+    ref: WorkflowRef, identity: SourceIdentity, mounted: Mapping[str, str]
+) -> LoadedWorkflow:
+    """Load ``ref`` only if its sources are exactly those recorded in ``identity`` and
+    ``mounted``; otherwise raise ``WorkflowSourceChanged`` naming the file.
+
+    Before importing anything it checks the root hash and every mounted hash. During the
+    load a module whose bytes differ, or that was not recorded, is refused before it runs.
+    After the load the complete mounted map must equal the recorded one.
+    """
+    if (identity.kind, identity.locator) != _kind_and_locator(ref):
+        raise WorkflowSourceChanged(identity.locator, "moved", identity.locator, str(ref.path))
+    try:
+        data = ref.path.read_bytes()
+    except FileNotFoundError:
+        raise WorkflowSourceChanged(str(ref.path), "missing", identity.sha256) from None
+    actual = sha256_hex(data)
+    if actual != identity.sha256:
+        raise WorkflowSourceChanged(str(ref.path), "changed", identity.sha256, actual)
+    for file, digest in sorted(mounted.items()):
+        try:
+            current = sha256_hex(Path(file).read_bytes())
+        except FileNotFoundError:
+            raise WorkflowSourceChanged(file, "missing", digest) from None
+        if current != digest:
+            raise WorkflowSourceChanged(file, "changed", digest, current)
+    loaded = _load(ref, data, expected=dict(mounted))
+    for file in sorted(set(mounted) - set(loaded.mounted)):
+        raise WorkflowSourceChanged(file, "dropped", mounted[file])
+    return loaded
+
+
+def ref_for_identity(identity: SourceIdentity, project_dir: Path | None) -> WorkflowRef:
+    """Rebuild the ``WorkflowRef`` a recorded identity points at, for a resume.
+
+    A file identity becomes a direct-path ref (its directory and ``project_dir`` are the
+    import roots, as when the run started); a built-in identity becomes its built-in ref.
+    """
+    if identity.kind is SourceKind.BUILTIN:
+        return resolve(identity.locator, project_dir)
+    path = Path(identity.locator)
+    name = path.name.removesuffix(".workflow.py")
+    return WorkflowRef(name, WorkflowOrigin.PATH, path, project_dir)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise WorkflowLoadError(str(path), None, f"cannot read the file: {exc.strerror}") from exc
+
+
+def _load(ref: WorkflowRef, data: bytes, *, expected: dict[str, str] | None) -> LoadedWorkflow:
+    identity = identity_of(ref, data)
+    session = ImportSession(tuple(p.resolve() for p in ref.import_roots), expected)
+    module_name = f"{_MODULE_PREFIX}{next(_counter)}_{ref.name.replace('-', '_')}"
+    with installed(session, (module_name,)):
+        module = _execute(ref, data, module_name, session)
+    if session.violation is not None:
+        raise session.violation
+    workflow = _the_workflow(ref, module)
+    definition = snapshot(workflow)
+    return LoadedWorkflow(
+        ref=ref,
+        workflow=workflow,
+        identity=identity,
+        mounted=dict(sorted(session.mounted.items())),
+        snapshot=definition,
+        digest=definition_digest(definition),
+    )
+
+
+def _execute(ref: WorkflowRef, data: bytes, module_name: str, session: ImportSession) -> ModuleType:
+    path = ref.path
+    try:
+        code = compile_source(data, path)
+    except SyntaxError as exc:
+        raise _syntax_error(exc, path) from exc
+    module = ModuleType(module_name)
+    module.__file__ = str(path)
+    module.__spec__ = importlib.machinery.ModuleSpec(module_name, None, origin=str(path))
+    sys.modules[module_name] = module
+    try:
+        exec(code, module.__dict__)  # noqa: S102 - executing the workflow file is the job
+    except WorkflowSourceChanged:
+        raise
+    except SyntaxError as exc:  # a helper module did not compile
+        if session.violation is not None:
+            raise session.violation from None
+        raise _syntax_error(exc, path) from exc
+    except (Exception, SystemExit) as exc:
+        if session.violation is not None:
+            raise session.violation from None
+        file, line = _blame(exc, path, session)
+        if isinstance(exc, WorkflowDefinitionError):
+            problem = str(exc)  # already names the workflow and the node
+        else:
+            problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        raise WorkflowLoadError(file, line, problem) from exc
+    return module
+
+
+def _syntax_error(exc: SyntaxError, path: Path) -> WorkflowLoadError:
+    file = exc.filename or str(path)
+    return WorkflowLoadError(file, exc.lineno, f"syntax error: {exc.msg}")
+
+
+def _blame(exc: BaseException, path: Path, session: ImportSession) -> tuple[str, int | None]:
+    """The innermost traceback frame in the workflow file or a mounted helper."""
+    local = {str(path), *session.mounted}
+    blamed: tuple[str, int | None] = (str(path), None)
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename in local:
+            blamed = (frame.filename, frame.lineno)
+    return blamed
+
+
+def _the_workflow(ref: WorkflowRef, module: ModuleType) -> Workflow:
+    file = str(ref.path)
+    found = getattr(module, "workflow", None)
+    if found is None:
+        raise WorkflowLoadError(
+            file, None, "defines no module-level `workflow`; add `workflow = Workflow(...)`"
+        )
+    if not isinstance(found, Workflow):
+        raise WorkflowLoadError(
+            file,
+            None,
+            f"the module-level `workflow` is a {type(found).__name__}, not a Workflow",
+        )
+    others = sorted(
+        name
+        for name, value in vars(module).items()
+        if isinstance(value, Workflow) and value is not found
+    )
+    if others:
+        raise WorkflowLoadError(
+            file,
+            None,
+            f"defines more than one Workflow (`workflow` and {', '.join(others)}); a workflow "
+            "file defines exactly one",
+        )
+    if found.name != ref.name:
+        raise WorkflowLoadError(
+            file,
+            None,
+            f"defines Workflow {found.name!r} but the file is named "
+            f"{ref.name}.workflow.py; the names must match",
+        )
+    return found

@@ -107,9 +107,10 @@ def test_runner_message_wire_shape_is_camel_case_with_type_and_schema() -> None:
     }
 
 
-def test_runner_command_kinds_are_the_five_explicit_instructions() -> None:
-    """The server can only start, resume, restart, cancel or stop a child."""
+def test_runner_command_kinds_are_launch_and_the_five_explicit_instructions() -> None:
+    """After the launch envelope the server can only start, resume, restart, cancel or stop."""
     assert [kind.value for kind in RunnerCommandKind] == [
+        "launch",
         "start",
         "resume",
         "restart",

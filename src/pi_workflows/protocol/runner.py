@@ -7,8 +7,9 @@ child, the `RUNNER_SCHEMA` constant and the two decoders, built once at import:
   claim generation, runner epoch, a message id (for receipt replay) and the expected revision,
   so the server can fence it.
 - `RunnerReply`, server to child: the answer to one `RunnerMessage`, echoing its message id.
-- `RunnerCommand`, server to child: one explicit instruction (`start`, `resume`, `restart`,
-  `cancel`, `stop`); a child never infers what to do from a nullable field.
+- `RunnerCommand`, server to child: the launch envelope, then one explicit instruction
+  (`start`, `resume`, `restart`, `cancel`, `stop`); a child never infers what to do from a
+  nullable field.
 
 `RunnerMessage.kind` is a plain bounded name (`ready`, `node.propose`, ...) for now: the server
 owns the catalogue of kinds and their payload shapes, and will narrow them when it defines
@@ -49,6 +50,8 @@ RunnerSchema = Literal["pi-workflows.runner.v1"]
 class RunnerCommandKind(enum.StrEnum):
     """The explicit instructions a server gives a runner child."""
 
+    LAUNCH = "launch"
+    """The first frame: the immutable launch envelope the server recorded before spawning."""
     START = "start"
     """Execute a new run from its entry node."""
     RESUME = "resume"

@@ -76,11 +76,20 @@ def list_attempts(conn: sqlite3.Connection, run_id: str) -> list[Attempt]:
     return [_attempt(row) for row in rows]
 
 
-def start(tx: Transaction, run_id: str, node_id: str, generation: int) -> Attempt:
-    """Open a running attempt of ``node_id``.
+def start(
+    tx: Transaction,
+    run_id: str,
+    node_id: str,
+    generation: int,
+    *,
+    round_no: int = 0,
+    deadline_at: int | None = None,
+) -> Attempt:
+    """Open a running attempt of ``node_id`` in round ``round_no``.
 
     The visit repeats when the node's last attempt was interrupted (a crash retry of the
-    same visit) and advances otherwise (a loop back into the node).
+    same visit) and advances otherwise (a loop back into the node). ``deadline_at`` is the
+    node deadline the server enforces.
     """
     current = unfinished(tx.conn, run_id)
     if current is not None:
@@ -91,9 +100,9 @@ def start(tx: Transaction, run_id: str, node_id: str, generation: int) -> Attemp
             f"attempt {current.attempt_id} of node {current.node_id} is still {current.status}",
         )
     last = tx.conn.execute(
-        "SELECT visit, attempt_no, status FROM node_attempts WHERE run_id = ? AND node_id = ?"
-        " ORDER BY visit DESC, attempt_no DESC LIMIT 1",
-        (run_id, node_id),
+        "SELECT visit, attempt_no, status FROM node_attempts WHERE run_id = ? AND round = ?"
+        " AND node_id = ? ORDER BY visit DESC, attempt_no DESC LIMIT 1",
+        (run_id, round_no, node_id),
     ).fetchone()
     if last is None:
         visit, attempt_no = 1, 1
@@ -103,9 +112,10 @@ def start(tx: Transaction, run_id: str, node_id: str, generation: int) -> Attemp
         visit, attempt_no = last[0] + 1, 1
     attempt_id = new_id("att")
     tx.conn.execute(
-        "INSERT INTO node_attempts (attempt_id, run_id, node_id, visit, attempt_no, generation,"
-        " status, started_at) VALUES (?, ?, ?, ?, ?, ?, 'running', ?)",
-        (attempt_id, run_id, node_id, visit, attempt_no, generation, tx.now),
+        "INSERT INTO node_attempts (attempt_id, run_id, round, node_id, visit, attempt_no,"
+        " generation, status, deadline_at, started_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
+        (attempt_id, run_id, round_no, node_id, visit, attempt_no, generation, deadline_at, tx.now),
     )
     return Attempt(
         attempt_id,

@@ -11,8 +11,16 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
+from pi_workflows.store import jsoncol
 from pi_workflows.store.database import Transaction
+from pi_workflows.store.errors import (
+    EffectConflictError,
+    EffectNotFoundError,
+    InvalidTransitionError,
+)
+from pi_workflows.store.ids import new_id
 
 
 class EffectStatus(StrEnum):
@@ -118,3 +126,229 @@ def unresolved_ambiguous(conn: sqlite3.Connection, run_id: str) -> int:
         "SELECT COUNT(*) FROM effects WHERE run_id = ? AND status = 'ambiguous'", (run_id,)
     ).fetchone()
     return int(row[0])
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """The answer to an effect reservation.
+
+    ``run_body`` is True when the caller must execute the body now (status ``applying``);
+    otherwise the stored outcome (``applied`` with ``result`` or ``rejected`` with
+    ``error``) is adopted and the body must not run again.
+    """
+
+    effect_id: str
+    effect_key: str
+    status: EffectStatus
+    run_body: bool
+    attempt_no: int
+    result: Any = None
+    error: str | None = None
+
+
+def effect_key(run_id: str, round_no: int, node_id: str, visit: int, effect_type: str) -> str:
+    """The stable key of one effect: run, round, node, visit and effect type.
+
+    A crash retry of the same visit gets the same key; a loop's next visit, or a restarted
+    round, gets a new one.
+    """
+    return f"{run_id}/r{round_no}/{node_id}/v{visit}/{effect_type}"
+
+
+def read_effect(conn: sqlite3.Connection, effect_id: str) -> dict[str, Any] | None:
+    """One effect as a wire-shaped dict (``effect list``)."""
+    row = conn.execute(
+        "SELECT effect_id, run_id, effect_key, effect_type, effect_kind, node_id, visit, status,"
+        " attempt_count, result_json, error, updated_at FROM effects WHERE effect_id = ?",
+        (effect_id,),
+    ).fetchone()
+    return None if row is None else _wire(row)
+
+
+def list_effects(conn: sqlite3.Connection, run_id: str | None = None) -> list[dict[str, Any]]:
+    """Effects of one run, or of every run, oldest first."""
+    sql = (
+        "SELECT effect_id, run_id, effect_key, effect_type, effect_kind, node_id, visit, status,"
+        " attempt_count, result_json, error, updated_at FROM effects"
+    )
+    if run_id is None:
+        rows = conn.execute(f"{sql} ORDER BY created_at, rowid").fetchall()
+    else:
+        rows = conn.execute(
+            f"{sql} WHERE run_id = ? ORDER BY created_at, rowid", (run_id,)
+        ).fetchall()
+    return [_wire(row) for row in rows]
+
+
+def _wire(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "effectId": row[0],
+        "runId": row[1],
+        "effectKey": row[2],
+        "type": row[3],
+        "kind": row[4],
+        "nodeId": row[5],
+        "visit": row[6],
+        "status": row[7],
+        "attempts": row[8],
+        "result": jsoncol.loads(row[9]),
+        "error": row[10],
+        "updatedAt": row[11],
+    }
+
+
+def reserve(
+    tx: Transaction,
+    *,
+    run_id: str,
+    round_no: int,
+    generation: int,
+    node_attempt_id: str,
+    node_id: str,
+    visit: int,
+    effect_type: str,
+    effect_kind: str,
+    fingerprint: str,
+) -> Reservation:
+    """Reserve (or find) the effect of one node visit inside a fenced write.
+
+    A new key, or a pending one (an idempotent effect reset after its runner died), becomes
+    ``applying`` with a new attempt and the body must run. An applied or rejected key returns
+    its stored outcome. The same key with another fingerprint is ``EffectConflictError``;
+    an ambiguous, cancelled or still-applying key cannot be reserved.
+    """
+    key = effect_key(run_id, round_no, node_id, visit, effect_type)
+    row = tx.conn.execute(
+        "SELECT effect_id, fingerprint, status, attempt_count, result_json, error"
+        " FROM effects WHERE effect_key = ?",
+        (key,),
+    ).fetchone()
+    if row is None:
+        effect_id = new_id("eff")
+        tx.conn.execute(
+            "INSERT INTO effects (effect_id, run_id, effect_key, node_attempt_id, effect_type,"
+            " effect_kind, node_id, visit, fingerprint, status, attempt_count, created_at,"
+            " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'applying', 1, ?, ?)",
+            (
+                effect_id,
+                run_id,
+                key,
+                node_attempt_id,
+                effect_type,
+                effect_kind,
+                node_id,
+                visit,
+                fingerprint,
+                tx.now,
+                tx.now,
+            ),
+        )
+        _open_attempt(tx, effect_id, 1, generation, node_attempt_id)
+        return Reservation(effect_id, key, EffectStatus.APPLYING, True, 1)
+    effect_id, stored_fingerprint, status, attempt_count, result_json, error = tuple(row)
+    if stored_fingerprint != fingerprint:
+        raise EffectConflictError(run_id, node_id, effect_type)
+    status = EffectStatus(status)
+    if status in (EffectStatus.APPLIED, EffectStatus.REJECTED):
+        return Reservation(
+            effect_id, key, status, False, attempt_count, jsoncol.loads(result_json), error
+        )
+    if status is EffectStatus.PENDING:
+        attempt_no = attempt_count + 1
+        tx.conn.execute(
+            "UPDATE effects SET status = 'applying', attempt_count = ?, node_attempt_id = ?,"
+            " updated_at = ? WHERE effect_id = ?",
+            (attempt_no, node_attempt_id, tx.now, effect_id),
+        )
+        _open_attempt(tx, effect_id, attempt_no, generation, node_attempt_id)
+        return Reservation(effect_id, key, EffectStatus.APPLYING, True, attempt_no)
+    raise InvalidTransitionError(
+        run_id,
+        f"reserve effect {effect_id} of node {node_id}",
+        status.value,
+        "resolve it with 'pi-workflows effect resolve' first"
+        if status is EffectStatus.AMBIGUOUS
+        else "",
+    )
+
+
+def _open_attempt(
+    tx: Transaction, effect_id: str, attempt_no: int, generation: int, node_attempt_id: str
+) -> None:
+    tx.conn.execute(
+        "INSERT INTO effect_attempts (effect_id, attempt_no, generation, node_attempt_id, status,"
+        " started_at) VALUES (?, ?, ?, ?, 'applying', ?)",
+        (effect_id, attempt_no, generation, node_attempt_id, tx.now),
+    )
+
+
+def settle(
+    tx: Transaction,
+    run_id: str,
+    effect_id: str,
+    status: EffectStatus,
+    *,
+    result: Any = None,
+    error: str | None = None,
+    receipt: Any = None,
+) -> None:
+    """Record the outcome of an applying effect's body (``applied`` or ``rejected``)."""
+    if status not in (EffectStatus.APPLIED, EffectStatus.REJECTED):
+        raise ValueError(f"an effect body settles as applied or rejected, not {status}")
+    cursor = tx.conn.execute(
+        "UPDATE effects SET status = ?, result_json = ?, error = ?, updated_at = ?"
+        " WHERE effect_id = ? AND run_id = ? AND status = 'applying'",
+        (
+            status.value,
+            None if result is None else jsoncol.dumps(result),
+            error,
+            tx.now,
+            effect_id,
+            run_id,
+        ),
+    )
+    if cursor.rowcount != 1:
+        raise InvalidTransitionError(run_id, f"settle effect {effect_id}", "not applying")
+    tx.conn.execute(
+        "UPDATE effect_attempts SET status = ?, receipt_json = ?, finished_at = ?"
+        " WHERE effect_id = ? AND status = 'applying'",
+        (status.value, None if receipt is None else jsoncol.dumps(receipt), tx.now, effect_id),
+    )
+
+
+def resolve(
+    tx: Transaction,
+    effect_id: str,
+    resolution: str,
+    *,
+    result: Any = None,
+    reason: str | None = None,
+) -> str:
+    """An operator's decision on an ambiguous effect: ``applied``, ``rejected`` or ``retry``.
+
+    ``retry`` makes it pending, so the body runs again (a duplicate is possible). Returns the
+    run id.
+    """
+    row = tx.conn.execute(
+        "SELECT run_id, status FROM effects WHERE effect_id = ?", (effect_id,)
+    ).fetchone()
+    if row is None:
+        raise EffectNotFoundError(effect_id)
+    run_id, status = row
+    if status != EffectStatus.AMBIGUOUS:
+        raise InvalidTransitionError(
+            run_id, f"resolve effect {effect_id}", status, "only ambiguous effects are resolved"
+        )
+    target = {"applied": "applied", "rejected": "rejected", "retry": "pending"}[resolution]
+    tx.conn.execute(
+        "UPDATE effects SET status = ?, result_json = ?, error = ?, updated_at = ?"
+        " WHERE effect_id = ?",
+        (
+            target,
+            None if result is None else jsoncol.dumps(result),
+            reason if resolution == "rejected" else None,
+            tx.now,
+            effect_id,
+        ),
+    )
+    return str(run_id)

@@ -130,3 +130,35 @@ class StateIdentityError(StoreError):
             f"files (for example: mv {path} {path}-wal {path}-shm /some/backup/dir/), then "
             "run the command again to create a new empty state database"
         )
+
+
+class EffectConflictError(StoreError):
+    """Raised when an effect key is reserved again with a different request fingerprint.
+
+    The node's effect request changed between two executions of the same visit (for example
+    the workflow's command was edited): running it could apply a different side effect under
+    the receipt of the first, so it is refused.
+    """
+
+    code = "effectConflict"
+
+    def __init__(self, run_id: str, node_id: str, effect_type: str) -> None:
+        self.run_id = run_id
+        self.node_id = node_id
+        self.effect_type = effect_type
+        super().__init__(
+            f"effect {effect_type!r} of node {node_id} in run {run_id} was reserved before with a"
+            " different request; restart the run to apply the new request"
+        )
+
+
+class EffectNotFoundError(StoreError):
+    """Raised when an effect id names no effect."""
+
+    code = "notFound"
+
+    def __init__(self, effect_id: str) -> None:
+        self.effect_id = effect_id
+        super().__init__(
+            f"no effect with id {effect_id}; list them with 'pi-workflows effect list'"
+        )

@@ -21,12 +21,13 @@ class InteractionDraft:
     """What a runner asks for when a node needs an answer from outside.
 
     ``kind`` is ``checkpoint``, ``agent`` or ``decision``; a decision carries its
-    ``choices`` (ids) and optional ``timeout_choice``.
+    ``choices`` (ids) and optional ``timeout_choice``. ``timeout_ms`` is measured from the
+    commit by the store clock and becomes the durable deadline.
     """
 
     kind: str
     request: dict[str, Any]
-    deadline_at: int | None = None
+    timeout_ms: int | None = None
     origin_session: str | None = None
     choices: list[str] = field(default_factory=list)
     timeout_choice: str | None = None
@@ -110,7 +111,7 @@ def open_request(
             node_id,
             draft.kind,
             jsoncol.dumps(draft.request),
-            draft.deadline_at,
+            None if draft.timeout_ms is None else tx.now + draft.timeout_ms,
             draft.origin_session,
             tx.now,
         ),
@@ -181,6 +182,28 @@ def cancel_open(tx: Transaction, run_id: str) -> list[str]:
     return cancelled
 
 
-def new_submission_id() -> str:
-    """An id for an interactive submission."""
-    return new_id("sub")
+def due_requests(conn: sqlite3.Connection, now: int) -> list[str]:
+    """Open requests whose deadline has passed at ``now``, oldest deadline first."""
+    rows = conn.execute(
+        "SELECT request_id FROM interactive_requests WHERE status IN ('pending', 'validating')"
+        " AND deadline_at IS NOT NULL AND deadline_at <= ? ORDER BY deadline_at",
+        (now,),
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def next_deadline(conn: sqlite3.Connection) -> int | None:
+    """The earliest deadline of any open request."""
+    row = conn.execute(
+        "SELECT MIN(deadline_at) FROM interactive_requests WHERE status IN ('pending',"
+        " 'validating') AND deadline_at IS NOT NULL"
+    ).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def timeout_choice(conn: sqlite3.Connection, decision_id: str) -> str | None:
+    """The default choice of a decision, if it has one."""
+    row = conn.execute(
+        "SELECT timeout_choice FROM human_decisions WHERE decision_id = ?", (decision_id,)
+    ).fetchone()
+    return None if row is None else row[0]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pi_workflows.store import attempts, effects, interactions, jsoncol
+from pi_workflows.store import attempts, effects, interactions, jsoncol, messages
 from pi_workflows.store.attempts import Attempt
 from pi_workflows.store.claims import Claim, OwnerType, acquire, read_lease
 from pi_workflows.store.database import Database, Transaction
@@ -147,6 +147,14 @@ def _transition(
     if terminal:
         interactions.cancel_open(tx, run.run_id)
         effects.cancel_for_run(tx, run.run_id)
+        messages.record(
+            tx,
+            run.run_id,
+            f"terminal:{run.round}",
+            "terminal",
+            {"status": target.value, "output": output, "error": error},
+            run.origin,
+        )
     tx.conn.execute(
         "UPDATE runs SET status = ?, park_reason = ?, park_detail = ?,"
         " output_json = COALESCE(?, output_json), error = COALESCE(?, error), finished_at = ?"
@@ -181,19 +189,19 @@ def _transition(
     return target
 
 
+def _store_definition(tx: Transaction, new_run: NewRun) -> None:
+    definition = jsoncol.dumps(new_run.definition).encode()
+    tx.conn.execute(
+        "INSERT OR IGNORE INTO blobs (digest, size, data, created_at) VALUES (?, ?, ?, ?)",
+        (new_run.definition_digest, len(definition), definition, tx.now),
+    )
+
+
 def reserve(db: Database, new_run: NewRun, *, run_id: str | None = None) -> WriteResult:
     """Create a queued run with its definition snapshot, input and source identity."""
     run_id = run_id or new_id("run")
     with db.atomic("lifecycle.reserve") as tx:
-        tx.conn.execute(
-            "INSERT OR IGNORE INTO blobs (digest, size, data, created_at) VALUES (?, ?, ?, ?)",
-            (
-                new_run.definition_digest,
-                len(definition := jsoncol.dumps(new_run.definition).encode()),
-                definition,
-                tx.now,
-            ),
-        )
+        _store_definition(tx, new_run)
         tx.conn.execute(
             "INSERT INTO runs (run_id, workflow_name, definition_digest, input_json, input_hash,"
             " status, revision, origin, created_at, updated_at)"
@@ -290,16 +298,41 @@ def control_claim(db: Database, run_id: str) -> Claim:
     return holder[0]
 
 
+def _deadline(tx: Transaction, timeout_ms: int | None) -> int | None:
+    return None if timeout_ms is None else tx.now + timeout_ms
+
+
 def start_node(
-    db: Database, claim: Claim, node_id: str, *, expected_revision: int | None = None
+    db: Database,
+    claim: Claim,
+    node_id: str,
+    *,
+    timeout_ms: int | None = None,
+    expected_revision: int | None = None,
 ) -> NodeStarted:
-    """Open a running attempt of ``node_id`` and make it the run's current node."""
+    """Open a running attempt of ``node_id`` and make it the run's current node.
+
+    ``timeout_ms`` becomes the attempt's deadline, which the server enforces.
+    """
     holder: list[Attempt] = []
 
     def apply(tx: Transaction, run: RunRow) -> None:
         if run.status is not RunStatus.RUNNING:
             raise InvalidTransitionError(run_id, f"start node {node_id}", run.status.value)
-        holder.append(attempts.start(tx, run.run_id, node_id, claim.generation))
+        if run.unrouted_attempt is not None:
+            raise InvalidTransitionError(
+                run_id, f"start node {node_id}", run.status.value, "route the timed-out node first"
+            )
+        holder.append(
+            attempts.start(
+                tx,
+                run.run_id,
+                node_id,
+                claim.generation,
+                round_no=run.round,
+                deadline_at=_deadline(tx, timeout_ms),
+            )
+        )
         tx.conn.execute("UPDATE runs SET current_node = ? WHERE run_id = ?", (node_id, run_id))
 
     run_id = claim.run_id
@@ -327,11 +360,15 @@ def finish_node(
     error: str | None = None,
     expected_revision: int | None = None,
     start_next: bool = False,
+    next_timeout_ms: int | None = None,
+    message: tuple[str, Any] | None = None,
 ) -> NodeFinished:
     """Settle an attempt and apply the engine's decision, in one fenced write.
 
     ``GoTo`` makes the next node current (and, with ``start_next``, opens its attempt in
     the same write); ``Finish`` ends the run. ``step_count`` counts the settled attempt.
+    An attempt the server already settled (``runs.unrouted_attempt``) is only routed.
+    ``message`` (kind, body) records a notify node's workflow message in the same write.
     """
     if status not in (AttemptStatus.COMPLETED, AttemptStatus.FAILED, AttemptStatus.TIMED_OUT):
         raise ValueError(f"finish_node settles completed, failed or timed_out, not {status}")
@@ -669,6 +706,176 @@ def recover(db: Database, run_id: str, *, claim: Claim | None = None) -> WriteRe
         )
 
 
+def restart(
+    db: Database,
+    run_id: str,
+    *,
+    new_source: tuple[NewRun, str] | None = None,
+    expected_revision: int | None = None,
+) -> WriteResult:
+    """Queue a paused or failed, timed-out or cancelled run to run again from its start.
+
+    Starts a new round: earlier attempts stay as history, but the next runner sees no
+    outputs, results or steps. Refused while any effect of the run is pending, applying or
+    ambiguous (an operator resolves those first). ``new_source`` (the re-resolved run and
+    its definition digest) replaces the recorded source identity, so a restart runs the
+    code as it is now.
+    """
+
+    def apply(tx: Transaction, run: RunRow) -> None:
+        open_effects = tx.conn.execute(
+            "SELECT COUNT(*) FROM effects WHERE run_id = ?"
+            " AND status IN ('pending', 'applying', 'ambiguous')",
+            (run_id,),
+        ).fetchone()[0]
+        if open_effects:
+            raise InvalidTransitionError(
+                run_id,
+                Operation.RESTART.value,
+                run.status.value,
+                f"{open_effects} effect(s) are pending, applying or ambiguous; resolve them with "
+                "'pi-workflows effect resolve' first",
+            )
+        _transition(tx, run, Operation.RESTART, next_command=NextCommand.RESTART)
+        attempts.close_unfinished(tx, run_id, AttemptStatus.INTERRUPTED)
+        interactions.cancel_open(tx, run_id)
+        tx.conn.execute(
+            "UPDATE runs SET round = round + 1, step_count = 0, current_node = NULL,"
+            " unrouted_attempt = NULL, output_json = NULL, error = NULL, finished_at = NULL"
+            " WHERE run_id = ?",
+            (run_id,),
+        )
+        if new_source is not None:
+            fresh, digest = new_source
+            _store_definition(tx, fresh)
+            source = fresh.source
+            tx.conn.execute(
+                "UPDATE runs SET definition_digest = ? WHERE run_id = ?", (digest, run_id)
+            )
+            tx.conn.execute(
+                "UPDATE run_sources SET source_kind = ?, source_ref = ?, source_revision = ?,"
+                " mounted_json = ? WHERE run_id = ?",
+                (source.kind, source.ref, source.revision, jsoncol.dumps(source.mounted), run_id),
+            )
+
+    return write_run(
+        db,
+        run_id,
+        name="lifecycle.restart",
+        event_type="run.restarted",
+        claim=None,
+        expected_revision=expected_revision,
+        apply=apply,
+    )
+
+
+def time_out_node(db: Database, claim: Claim, attempt_id: str, error: str) -> WriteResult:
+    """The server's node deadline passed: settle the attempt timed out and queue the run.
+
+    Used after the server killed a runner that did not finish the node in time. The attempt
+    becomes ``runs.unrouted_attempt``: the next runner routes it with the engine (a
+    ``$result.outcome`` switch may continue) instead of running the node again.
+    """
+    run_id = claim.run_id
+
+    def apply(tx: Transaction, run: RunRow) -> None:
+        active = attempts.unfinished(tx.conn, run_id)
+        if run.status is not RunStatus.RUNNING or active is None:
+            raise InvalidTransitionError(run_id, "time out a node of", run.status.value)
+        if active.attempt_id != attempt_id:
+            raise InvalidTransitionError(
+                run_id, "time out a node of", run.status.value, f"{attempt_id} is not active"
+            )
+        attempts.settle(tx, active, AttemptStatus.TIMED_OUT, error=error)
+        tx.conn.execute(
+            "UPDATE runs SET step_count = step_count + 1, unrouted_attempt = ? WHERE run_id = ?",
+            (attempt_id, run_id),
+        )
+        effects.settle_lost_runner(tx, run_id)
+        _transition(tx, run, Operation.RECOVER, next_command=NextCommand.RESUME)
+
+    return write_run(
+        db,
+        run_id,
+        name="lifecycle.time_out_node",
+        event_type="node.timedOut",
+        event_data={"attemptId": attempt_id},
+        claim=claim,
+        apply=apply,
+    )
+
+
+def expire_request(db: Database, request_id: str) -> WriteResult:
+    """An open request's deadline passed while its run waited: close it and queue the run.
+
+    A decision with a default choice resolves to it (``timedOut`` resolution, the choice in
+    the request's answer); any other request closes as ``timed_out``. The waiting attempt
+    stays open: the next runner routes it from the recorded request.
+    """
+    with db.read() as conn:
+        request = interactions.read_request(conn, request_id)
+    if request is None:
+        raise InvalidTransitionError(request_id, "expire request", "unknown")
+
+    def apply(tx: Transaction, run: RunRow) -> None:
+        current = interactions.read_request(tx.conn, request_id)
+        if current is None or current.status not in ("pending", "validating"):
+            raise InvalidTransitionError(
+                run.run_id, f"expire request {request_id}", run.status.value, "already settled"
+            )
+        if current.deadline_at is None or current.deadline_at > tx.now:
+            raise InvalidTransitionError(
+                run.run_id, f"expire request {request_id}", run.status.value, "not yet due"
+            )
+        default = interactions.timeout_choice(tx.conn, request_id)
+        answer = {"choice": default} if current.kind == "decision" and default else None
+        interactions.settle_request(tx, request_id, "timed_out", answer)
+        if current.kind == "decision":
+            interactions.resolve_decision(tx, request_id, "timedOut", default, None)
+        _transition(tx, run, Operation.RESUME, next_command=NextCommand.RESUME)
+
+    return write_run(
+        db,
+        request.run_id,
+        name="lifecycle.expire_request",
+        event_type="interaction.timedOut",
+        event_data={"requestId": request_id},
+        claim=None,
+        apply=apply,
+    )
+
+
+def release_claims_of_dead_servers(db: Database, server_epoch: int) -> list[str]:
+    """Expire every runner claim taken by an earlier server epoch; return their run ids.
+
+    Runner claims are named ``s<epoch>-r<runner epoch>`` and their tokens lived only in that
+    server's memory. Once a newer server holds the state directory's lock the older one is
+    dead, so its claims can never be used again: this is the exact evidence that lets
+    recovery take them without waiting for the lease to run out.
+    """
+    with db.atomic("lifecycle.release_dead_claims") as tx:
+        rows = tx.conn.execute(
+            "SELECT run_id, owner_id FROM leases WHERE status = 'held' AND owner_type = 'runner'"
+        ).fetchall()
+        stale = [run_id for run_id, owner in rows if _owner_epoch(owner) < server_epoch]
+        for run_id in stale:
+            tx.conn.execute(
+                "UPDATE leases SET expires_at = MIN(expires_at, ?) WHERE run_id = ?",
+                (tx.now, run_id),
+            )
+        return stale
+
+
+def runner_owner_id(server_epoch: int, runner_epoch: int) -> str:
+    """The owner id of a runner claim taken by server ``server_epoch``."""
+    return f"s{server_epoch}-r{runner_epoch}"
+
+
+def _owner_epoch(owner_id: str) -> int:
+    head = owner_id.split("-", 1)[0]
+    return int(head[1:]) if head.startswith("s") and head[1:].isdigit() else -1
+
+
 def expired_running(db: Database) -> list[str]:
     """Run ids that are running under a claim that has expired or was released."""
     now = db.clock.now_ms()
@@ -713,8 +920,13 @@ __all__ = [
     "recover",
     "recover_all_expired",
     "reserve",
+    "release_claims_of_dead_servers",
+    "restart",
     "resume",
+    "runner_owner_id",
     "start_node",
+    "expire_request",
+    "time_out_node",
     "time_out",
     "wait",
 ]

@@ -22,7 +22,8 @@ from pi_workflows.store.states import RunStatus
 
 RUN_COLUMNS = (
     "run_id, workflow_name, definition_digest, status, park_reason, park_detail, current_node,"
-    " step_count, revision, output_json, error, created_at, updated_at, finished_at"
+    " step_count, revision, output_json, error, created_at, updated_at, finished_at, round,"
+    " unrouted_attempt, origin"
 )
 
 
@@ -44,6 +45,9 @@ class RunRow:
     created_at: int
     updated_at: int
     finished_at: int | None
+    round: int
+    unrouted_attempt: str | None
+    origin: str | None
 
 
 def _row(row: sqlite3.Row) -> RunRow:
@@ -62,6 +66,9 @@ def _row(row: sqlite3.Row) -> RunRow:
         created_at=row[11],
         updated_at=row[12],
         finished_at=row[13],
+        round=row[14],
+        unrouted_attempt=row[15],
+        origin=row[16],
     )
 
 

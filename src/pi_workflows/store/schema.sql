@@ -50,6 +50,10 @@ CREATE TABLE runs (
     park_detail TEXT,
     current_node TEXT,
     step_count INTEGER NOT NULL DEFAULT 0 CHECK (step_count >= 0),
+    -- Incremented by a restart; node state is read from the attempts of the current round.
+    round INTEGER NOT NULL DEFAULT 0 CHECK (round >= 0),
+    -- An attempt the server settled (a node deadline) that the next runner must route.
+    unrouted_attempt TEXT,
     revision INTEGER NOT NULL CHECK (revision >= 1),
     output_json TEXT,
     error TEXT,
@@ -101,6 +105,7 @@ CREATE TABLE leases (
 CREATE TABLE node_attempts (
     attempt_id TEXT PRIMARY KEY,
     run_id TEXT NOT NULL REFERENCES runs (run_id),
+    round INTEGER NOT NULL DEFAULT 0,
     node_id TEXT NOT NULL,
     visit INTEGER NOT NULL CHECK (visit >= 1),
     attempt_no INTEGER NOT NULL CHECK (attempt_no >= 1),
@@ -111,15 +116,17 @@ CREATE TABLE node_attempts (
     ),
     output_json TEXT,
     error TEXT,
+    -- The node deadline the server enforces while the attempt runs (NULL: none).
+    deadline_at INTEGER,
     started_at INTEGER NOT NULL,
     finished_at INTEGER,
-    UNIQUE (run_id, node_id, visit, attempt_no),
+    UNIQUE (run_id, round, node_id, visit, attempt_no),
     CHECK ((status IN ('running', 'waiting')) = (finished_at IS NULL))
 ) STRICT;
 CREATE UNIQUE INDEX node_attempts_one_unfinished
     ON node_attempts (run_id) WHERE status IN ('running', 'waiting');
 CREATE UNIQUE INDEX node_attempts_one_settled_per_visit
-    ON node_attempts (run_id, node_id, visit)
+    ON node_attempts (run_id, round, node_id, visit)
     WHERE status IN ('completed', 'failed', 'timed_out');
 
 -- Immutable history: exactly one event per run revision.
@@ -249,6 +256,7 @@ CREATE TABLE effects (
     effect_id TEXT PRIMARY KEY,
     run_id TEXT NOT NULL REFERENCES runs (run_id),
     effect_key TEXT NOT NULL UNIQUE,
+    node_attempt_id TEXT REFERENCES node_attempts (attempt_id),
     effect_type TEXT NOT NULL,
     effect_kind TEXT NOT NULL CHECK (effect_kind IN ('idempotent', 'manual')),
     node_id TEXT NOT NULL,

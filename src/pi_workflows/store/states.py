@@ -58,6 +58,7 @@ class ParkReason(StrEnum):
     RUNNER_CRASHED = "runnerCrashed"
     WORKFLOW_SOURCE_CHANGED = "workflowSourceChanged"
     EFFECT_AMBIGUOUS = "effectAmbiguous"
+    WORKFLOW_LOAD_FAILED = "workflowLoadFailed"
 
 
 class NextCommand(StrEnum):
@@ -97,6 +98,7 @@ class Operation(StrEnum):
     FAIL = "fail"
     TIME_OUT = "time out"
     CANCEL = "cancel"
+    RESTART = "restart"
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,9 @@ TRANSITIONS: dict[Operation, Transition] = {
     Operation.FAIL: _t({R}, RunStatus.FAILED, needs_claim=True),
     Operation.TIME_OUT: _t({R}, RunStatus.TIMED_OUT, needs_claim=True),
     Operation.CANCEL: _t({Q, R, W, P}, RunStatus.CANCELLED, needs_claim=True),
+    Operation.RESTART: _t(
+        {P, RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.CANCELLED}, Q, needs_claim=False
+    ),
 }
 
 

@@ -1,0 +1,229 @@
+"""Read models: the run view clients show, run summaries, the runner's narrow state, counts.
+
+Owns no table; reads only. Shapes are the wire shapes of ``docs/protocol.md`` (camelCase).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from pi_workflows.store import effects, jsoncol
+from pi_workflows.store.errors import RunNotFoundError
+from pi_workflows.store.runs import read_run
+from pi_workflows.store.states import view_status
+
+SUMMARY_COLUMNS = (
+    "run_id, workflow_name, status, run_status, queue_status, park_reason, current_node,"
+    " revision, created_at, updated_at, finished_at"
+)
+
+
+def _summary(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "runId": row[0],
+        "workflow": row[1],
+        "status": row[2],
+        "runStatus": row[3],
+        "queueStatus": row[4],
+        "parkReason": row[5],
+        "currentNode": row[6],
+        "revision": row[7],
+        "createdAt": row[8],
+        "updatedAt": row[9],
+        "finishedAt": row[10],
+    }
+
+
+def list_runs(
+    conn: sqlite3.Connection, statuses: list[str] | None = None, limit: int = 100
+) -> list[dict[str, Any]]:
+    """Run summaries from the viewer projection, newest first."""
+    if statuses:
+        marks = ", ".join("?" for _ in statuses)
+        rows = conn.execute(
+            f"SELECT {SUMMARY_COLUMNS} FROM viewer_runs WHERE status IN ({marks})"
+            " ORDER BY created_at DESC, run_id DESC LIMIT ?",
+            (*statuses, limit),
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            f"SELECT {SUMMARY_COLUMNS} FROM viewer_runs ORDER BY created_at DESC, run_id DESC"
+            " LIMIT ?",
+            (limit,),
+        ).fetchall()
+    return [_summary(row) for row in rows]
+
+
+def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
+    """The full ``RunView`` of one run (``run show --json``)."""
+    run = read_run(conn, run_id)
+    view = conn.execute(
+        "SELECT queue_status, generation FROM viewer_runs WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    if view is None:
+        raise RunNotFoundError(run_id)
+    input_row = conn.execute("SELECT input_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    waiting = conn.execute(
+        "SELECT request_id, node_id, kind, request_json, deadline_at FROM interactive_requests"
+        " WHERE run_id = ? AND status IN ('pending', 'validating')",
+        (run_id,),
+    ).fetchone()
+    attempt_rows = conn.execute(
+        "SELECT attempt_id, node_id, visit, attempt_no, status, round FROM node_attempts"
+        " WHERE run_id = ? ORDER BY started_at, rowid",
+        (run_id,),
+    ).fetchall()
+    runner = conn.execute(
+        "SELECT pid, status, runner_epoch FROM run_runners WHERE run_id = ? AND status != 'exited'"
+        " ORDER BY runner_epoch DESC LIMIT 1",
+        (run_id,),
+    ).fetchone()
+    return {
+        "runId": run.run_id,
+        "workflow": run.workflow_name,
+        "status": view_status(run.status, run.park_reason),
+        "runStatus": run.status.value,
+        "queueStatus": view[0],
+        "parkReason": run.park_reason,
+        "parkDetail": run.park_detail,
+        "revision": run.revision,
+        "generation": view[1],
+        "round": run.round,
+        "currentNode": run.current_node,
+        "waitingOn": None
+        if waiting is None
+        else {
+            "requestId": waiting[0],
+            "nodeId": waiting[1],
+            "kind": waiting[2],
+            "request": jsoncol.loads(waiting[3]),
+            "deadlineAt": waiting[4],
+        },
+        "input": jsoncol.loads(input_row[0]),
+        "output": run.output,
+        "error": run.error,
+        "stepCount": run.step_count,
+        "attempts": [
+            {
+                "attemptId": row[0],
+                "nodeId": row[1],
+                "visit": row[2],
+                "attemptNo": row[3],
+                "status": row[4],
+                "round": row[5],
+            }
+            for row in attempt_rows
+        ],
+        "effects": [
+            {
+                "effectId": e.effect_id,
+                "type": e.effect_type,
+                "kind": e.effect_kind,
+                "nodeId": e.node_id,
+                "visit": e.visit,
+                "status": e.status.value,
+            }
+            for e in effects.list_for_run(conn, run_id)
+        ],
+        "runner": None
+        if runner is None
+        else {"pid": runner[0], "status": runner[1], "runnerEpoch": runner[2]},
+        "createdAt": run.created_at,
+        "updatedAt": run.updated_at,
+        "finishedAt": run.finished_at,
+    }
+
+
+def runner_state(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
+    """What a runner needs to continue a run (``state.get``): never whole histories."""
+    run = read_run(conn, run_id)
+    input_row = conn.execute("SELECT input_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    settled = conn.execute(
+        "SELECT node_id, status, output_json, error FROM node_attempts"
+        " WHERE run_id = ? AND round = ? AND status IN ('completed', 'failed', 'timed_out')"
+        " ORDER BY finished_at, rowid",
+        (run_id, run.round),
+    ).fetchall()
+    outputs: dict[str, Any] = {}
+    results: dict[str, Any] = {}
+    visits: dict[str, int] = {}
+    for node_id, status, output_json, error in settled:
+        visits[node_id] = visits.get(node_id, 0) + 1
+        if status == "completed":
+            outputs[node_id] = jsoncol.loads(output_json)
+            results[node_id] = {"outcome": "ok", "output": outputs[node_id]}
+        else:
+            results[node_id] = {
+                "outcome": "failed" if status == "failed" else "timed_out",
+                "error": error,
+            }
+    active_id = run.unrouted_attempt
+    if active_id is None:
+        row = conn.execute(
+            "SELECT attempt_id FROM node_attempts WHERE run_id = ?"
+            " AND status IN ('running', 'waiting')",
+            (run_id,),
+        ).fetchone()
+        active_id = None if row is None else row[0]
+    return {
+        "input": jsoncol.loads(input_row[0]),
+        "stepCount": run.step_count,
+        "currentNode": run.current_node,
+        "outputs": outputs,
+        "results": results,
+        "visits": visits,
+        "active": None if active_id is None else _active(conn, active_id),
+        "revision": run.revision,
+    }
+
+
+def _active(conn: sqlite3.Connection, attempt_id: str) -> dict[str, Any]:
+    row = conn.execute(
+        "SELECT attempt_id, node_id, visit, attempt_no, status, error FROM node_attempts"
+        " WHERE attempt_id = ?",
+        (attempt_id,),
+    ).fetchone()
+    request = conn.execute(
+        "SELECT request_id, kind, status, answer_json FROM interactive_requests"
+        " WHERE attempt_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
+        (attempt_id,),
+    ).fetchone()
+    return {
+        "attemptId": row[0],
+        "nodeId": row[1],
+        "visit": row[2],
+        "attemptNo": row[3],
+        "status": row[4],
+        "error": row[5],
+        "request": None
+        if request is None
+        else {
+            "requestId": request[0],
+            "kind": request[1],
+            "status": request[2],
+            "answer": jsoncol.loads(request[3]),
+        },
+    }
+
+
+def status_counts(conn: sqlite3.Connection, now: int) -> dict[str, Any]:
+    """Counts for ``server status``: runs by status, expired claims, open work. No payloads."""
+    by_status = dict(
+        conn.execute("SELECT status, COUNT(*) FROM viewer_runs GROUP BY status").fetchall()
+    )
+    expired = conn.execute(
+        "SELECT COUNT(*) FROM leases WHERE status = 'held' AND expires_at <= ?", (now,)
+    ).fetchone()[0]
+    pending = conn.execute(
+        "SELECT COUNT(*) FROM interactive_requests WHERE status IN ('pending', 'validating')"
+    ).fetchone()[0]
+    ambiguous = conn.execute("SELECT COUNT(*) FROM effects WHERE status = 'ambiguous'").fetchone()[
+        0
+    ]
+    return {
+        "runsByStatus": by_status,
+        "expiredClaims": expired,
+        "pendingInteractions": pending,
+        "ambiguousEffects": ambiguous,
+    }

@@ -1,0 +1,180 @@
+"""The server process: start-up, serving, and an orderly shutdown, in named phases.
+
+Runs in the server process only. It never imports or executes workflow code (resolver and
+runner children do that). Its event loop holds only bounded IPC, short SQLite transactions,
+timers and process supervision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from importlib.metadata import version
+from pathlib import Path
+
+from pi_workflows.protocol import MAX_FRAME_BYTES
+from pi_workflows.server import recovery
+from pi_workflows.server.config import ServerConfig
+from pi_workflows.server.connections import serve_client
+from pi_workflows.server.supervisor import Supervisor
+from pi_workflows.store import interactions, runners
+from pi_workflows.store.database import Database
+from pi_workflows.store.errors import StoreError
+from pi_workflows.store.paths import SOCKET_NAME
+
+log = logging.getLogger(__name__)
+
+TICK_SECONDS = 1.0
+
+
+class Server:
+    """One server for one state directory (the caller holds the directory's lock)."""
+
+    def __init__(self, db: Database, config: ServerConfig) -> None:
+        self.db = db
+        self.config = config
+        self.version = version("pi-workflows")
+        self.socket_path: Path = config.home / SOCKET_NAME
+        self.epoch = 0
+        self.stopping = False
+        self.supervisor: Supervisor
+        self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._clients: set[asyncio.StreamWriter] = set()
+        self._no_clients = asyncio.Event()
+        self._no_clients.set()
+        self._idle_since = asyncio.get_running_loop().time()
+
+    # --- signals from handlers and children ------------------------------------------------
+
+    def wake(self) -> None:
+        """Ask the scheduler to look at the queue now."""
+        self._wake.set()
+
+    def request_stop(self) -> None:
+        """Begin shutdown (from ``server.stop``, SIGTERM or SIGINT)."""
+        self._stop.set()
+
+    def connection_opened(self, writer: asyncio.StreamWriter) -> None:
+        """A client connected."""
+        self._clients.add(writer)
+        self._no_clients.clear()
+
+    def connection_closed(self, writer: asyncio.StreamWriter) -> None:
+        """A client disconnected."""
+        self._clients.discard(writer)
+        if not self._clients:
+            self._no_clients.set()
+        self._idle_since = asyncio.get_running_loop().time()
+
+    # --- phases --------------------------------------------------------------------------
+
+    async def serve(self) -> int:
+        """startup -> serve -> shutdown. Returns the process exit code."""
+        await self._startup()
+        server = await asyncio.start_unix_server(
+            lambda r, w: serve_client(self, r, w), path=str(self.socket_path), limit=MAX_FRAME_BYTES
+        )
+        os.chmod(self.socket_path, 0o600)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        log.info("serving on %s (epoch %d, pid %d)", self.socket_path, self.epoch, os.getpid())
+        print(f"pi-workflows server ready: epoch {self.epoch}, pid {os.getpid()}", flush=True)
+        tasks = [
+            asyncio.create_task(self._schedule(), name="scheduler"),
+            asyncio.create_task(self._renew(), name="renewal"),
+        ]
+        await self._stop.wait()
+        await self._shutdown(server, tasks)
+        return 0
+
+    async def _startup(self) -> None:
+        """1. new epoch before any work; 2. recovery; 3. a fresh socket path."""
+        self.epoch = runners.bump_server_epoch(self.db, os.getpid())
+        self.supervisor = Supervisor(self.db, self.config, self.epoch, self.wake)
+        recovery.recover(self.db, self.epoch)
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()  # we hold the lock: any socket file here is stale
+
+    async def _shutdown(self, server: asyncio.Server, tasks: list[asyncio.Task[None]]) -> None:
+        """Shutdown, in order, each step bounded."""
+        self.stopping = True
+        # 1. Stop accepting connections.
+        server.close()
+        # 2. Stop the timers.
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        # 3. Park running work at its last durable boundary and stop every runner.
+        await self.supervisor.stop_all()
+        # 4. Close client connections (their last responses were already written).
+        for writer in list(self._clients):
+            writer.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._no_clients.wait(), 2.0)
+        # 5. Remove the socket so clients see at once that no server runs.
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+        log.info("stopped")
+
+    # --- timers --------------------------------------------------------------------------
+
+    async def _schedule(self) -> None:
+        """Launch queued runs within capacity; enforce deadlines; exit when idle."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), TICK_SECONDS)
+            self._wake.clear()
+            try:
+                self._tick()
+            except StoreError:
+                log.exception("scheduler tick failed")
+            if self._idle_too_long():
+                log.info("idle for %.0f s; exiting", self.config.idle_exit_seconds)
+                self.request_stop()
+                return
+
+    def _tick(self) -> None:
+        now = self.db.clock.now_ms()
+        recovery.expire_due_requests(self.db)
+        self.supervisor.enforce_deadlines(now)
+        free = self.config.max_runners - self.supervisor.count
+        if free <= 0:
+            return
+        rows = self.db.conn.execute(
+            "SELECT run_id FROM run_queue WHERE status = 'ready' AND available_at <= ?"
+            " ORDER BY available_at, enqueued_at LIMIT ?",
+            (now, free),
+        ).fetchall()
+        for (run_id,) in rows:
+            if self.supervisor.handle_of(run_id) is None:
+                try:
+                    self.supervisor.launch(run_id)
+                except StoreError as exc:
+                    log.warning("could not launch run %s: %s", run_id, exc)
+
+    def _idle_too_long(self) -> bool:
+        if self.config.idle_exit_seconds <= 0 or self._clients or self.supervisor.count:
+            self._idle_since = asyncio.get_running_loop().time()
+            return False
+        busy = self.db.conn.execute(
+            "SELECT COUNT(*) FROM run_queue WHERE status IN ('ready', 'claimed')"
+        ).fetchone()[0]
+        if busy or interactions.next_deadline(self.db.conn) is not None:
+            self._idle_since = asyncio.get_running_loop().time()
+            return False
+        idle = asyncio.get_running_loop().time() - self._idle_since
+        return idle >= self.config.idle_exit_seconds
+
+    async def _renew(self) -> None:
+        """The backup renewal timer (a third of the lease); correctness never depends on it."""
+        while True:
+            await asyncio.sleep(self.config.lease_seconds / 3)
+            try:
+                self.supervisor.renew_all()
+            except StoreError:
+                log.exception("claim renewal failed")

@@ -1,0 +1,60 @@
+"""Server settings, read once from the environment at start-up.
+
+Every limit the server enforces is named here with its environment variable and default,
+and documented in ``docs/server.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def _number(environ: dict[str, str], name: str, default: float, minimum: float) -> float:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number") from None
+    if value < minimum:
+        raise ValueError(f"{name}={raw!r} must be at least {minimum:g}")
+    return value
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """The server's limits. Times are seconds unless the name says otherwise."""
+
+    home: Path
+    max_runners: int = 4  # PI_WORKFLOWS_MAX_RUNNERS: starting + live runner children
+    lease_seconds: float = 30.0  # PI_WORKFLOWS_LEASE_SECONDS: claim lifetime after a write
+    idle_exit_seconds: float = 600.0  # PI_WORKFLOWS_IDLE_EXIT_SECONDS: 0 disables idle exit
+    kill_grace_seconds: float = 5.0  # PI_WORKFLOWS_KILL_GRACE_SECONDS: SIGTERM to SIGKILL
+    runner_startup_seconds: float = 20.0  # PI_WORKFLOWS_RUNNER_STARTUP_SECONDS: until ready
+    node_grace_seconds: float = 10.0  # PI_WORKFLOWS_NODE_GRACE_SECONDS: after a node deadline
+    resolve_seconds: float = 30.0  # PI_WORKFLOWS_RESOLVE_SECONDS: resolver child limit
+    client_write_buffer_bytes: int = 4 * 1024 * 1024  # a slower reader is disconnected
+    runner_output_tail_bytes: int = 64 * 1024  # kept of each runner's stdout and stderr
+
+    @property
+    def lease_ms(self) -> int:
+        """The lease in milliseconds."""
+        return int(self.lease_seconds * 1000)
+
+    @classmethod
+    def from_environment(cls, home: Path, environ: dict[str, str] | None = None) -> ServerConfig:
+        """Read the settings; a malformed value raises ``ValueError`` naming the variable."""
+        env = dict(os.environ if environ is None else environ)
+        return cls(
+            home=home,
+            max_runners=int(_number(env, "PI_WORKFLOWS_MAX_RUNNERS", 4, 1)),
+            lease_seconds=_number(env, "PI_WORKFLOWS_LEASE_SECONDS", 30.0, 0.5),
+            idle_exit_seconds=_number(env, "PI_WORKFLOWS_IDLE_EXIT_SECONDS", 600.0, 0),
+            kill_grace_seconds=_number(env, "PI_WORKFLOWS_KILL_GRACE_SECONDS", 5.0, 0.1),
+            runner_startup_seconds=_number(env, "PI_WORKFLOWS_RUNNER_STARTUP_SECONDS", 20.0, 1),
+            node_grace_seconds=_number(env, "PI_WORKFLOWS_NODE_GRACE_SECONDS", 10.0, 0.1),
+            resolve_seconds=_number(env, "PI_WORKFLOWS_RESOLVE_SECONDS", 30.0, 1),
+        )

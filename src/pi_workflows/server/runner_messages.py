@@ -1,0 +1,304 @@
+"""Answering one runner child's messages: check identity, replay, commit, reply.
+
+Runs in the server. Each proposal is committed with the fenced write under the claim the
+server holds for that runner, and its reply is stored in ``runner_messages`` in the same
+transaction, so a repeated message id replays exactly what was committed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from pi_workflows.protocol import (
+    RUNNER_SCHEMA,
+    ErrorInfo,
+    Outcome,
+    RunnerMessage,
+    RunnerReply,
+    safe_message,
+)
+from pi_workflows.store import lifecycle, messages, runners, views
+from pi_workflows.store.claims import Claim
+from pi_workflows.store.database import Database
+from pi_workflows.store.effect_writes import reserve_effect, settle_effect
+from pi_workflows.store.effects import EffectStatus
+from pi_workflows.store.errors import (
+    ClaimLostError,
+    EffectConflictError,
+    InvalidTransitionError,
+    RevisionConflictError,
+    StoreError,
+)
+from pi_workflows.store.interactions import InteractionDraft
+from pi_workflows.store.lifecycle import Finish, GoTo
+from pi_workflows.store.runs import read_run, write_run
+from pi_workflows.store.states import AttemptStatus, ParkReason, RunStatus
+
+log = logging.getLogger(__name__)
+
+PROPOSALS = frozenset(
+    {
+        "node.start",
+        "node.finish",
+        "node.wait",
+        "node.update",
+        "run.park",
+        "effect.reserve",
+        "effect.settle",
+    }
+)
+# After these commit, the runner has nothing left to do for this generation.
+FINAL_KINDS = frozenset({"node.wait", "run.park"})
+
+
+class BadRunnerMessage(Exception):  # noqa: N818 - a refusal, answered as `rejected`
+    """A runner message whose payload is malformed."""
+
+
+@dataclass
+class RunnerIdentity:
+    """What the server knows about one live runner: whose messages it may accept."""
+
+    run_id: str
+    runner_epoch: int
+    claim: Claim
+
+
+def _reply(
+    message_id: str,
+    outcome: Outcome,
+    *,
+    revision: int | None = None,
+    payload: dict[str, Any] | None = None,
+    code: str | None = None,
+    error: str | None = None,
+) -> RunnerReply:
+    return RunnerReply(
+        schema=RUNNER_SCHEMA,
+        message_id=message_id,
+        outcome=outcome,
+        revision=revision,
+        payload=payload,
+        error=None if code is None else ErrorInfo(code=code, message=safe_message(error or code)),
+    )
+
+
+def _field(payload: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
+    value = payload.get(name)
+    if not isinstance(value, kind):
+        raise BadRunnerMessage(f"payload field {name!r} is missing or has the wrong type")
+    return value
+
+
+def _optional_ms(payload: dict[str, Any], name: str) -> int | None:
+    value = payload.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise BadRunnerMessage(f"payload field {name!r} must be a non-negative integer")
+    return value
+
+
+def _next_step(payload: dict[str, Any]) -> GoTo | Finish:
+    step = _field(payload, "next", dict)
+    if step.get("type") == "goto":
+        return GoTo(_field(step, "nodeId", str))
+    if step.get("type") == "finish":
+        status = RunStatus(_field(step, "status", str))
+        if status not in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.TIMED_OUT):
+            raise BadRunnerMessage(f"a run cannot finish as {status}")
+        return Finish(status, step.get("output"), step.get("error"))
+    raise BadRunnerMessage("payload field 'next' must be a goto or a finish")
+
+
+_ATTEMPT_OUTCOMES = {
+    "completed": AttemptStatus.COMPLETED,
+    "failed": AttemptStatus.FAILED,
+    "timed_out": AttemptStatus.TIMED_OUT,
+}
+
+
+def answer(db: Database, runner: RunnerIdentity, message: RunnerMessage) -> RunnerReply:
+    """Answer one message from ``runner``; never raises for bad input or lost claims."""
+    claim = runner.claim
+    if (
+        message.run_id != runner.run_id
+        or message.runner_epoch != runner.runner_epoch
+        or message.generation != claim.generation
+    ):
+        return _reply(message.message_id, Outcome.CLAIM_LOST, code="claimLost", error="stale")
+    stored = runners.stored_reply(db.conn, runner.runner_epoch, message.message_id)
+    if stored is not None:
+        return RunnerReply(schema=RUNNER_SCHEMA, **_replay(stored))
+    try:
+        if message.kind == "state.get":
+            with db.read() as conn:
+                state = views.runner_state(conn, runner.run_id)
+            return _reply(
+                message.message_id, Outcome.ACCEPTED, revision=state["revision"], payload=state
+            )
+        if message.kind not in PROPOSALS:
+            raise BadRunnerMessage(f"unknown runner message kind {message.kind!r}")
+        with db.atomic(f"runner.{message.kind}") as tx:
+            payload = _apply(db, claim, message)
+            revision = read_run(tx.conn, runner.run_id).revision
+            reply = {
+                "messageId": message.message_id,
+                "outcome": Outcome.ACCEPTED.value,
+                "revision": revision,
+                "payload": payload,
+            }
+            runners.store_reply(tx, runner.runner_epoch, message.message_id, message.kind, reply)
+        return _reply(message.message_id, Outcome.ACCEPTED, revision=revision, payload=payload)
+    except ClaimLostError as exc:
+        log.info(
+            "runner %s of run %s lost its claim: %s", runner.runner_epoch, exc.run_id, exc.reason
+        )
+        return _reply(message.message_id, Outcome.CLAIM_LOST, code="claimLost", error=str(exc))
+    except (RevisionConflictError, EffectConflictError) as exc:
+        return _reply(message.message_id, Outcome.CONFLICT, code=exc.code, error=str(exc))
+    except (InvalidTransitionError, BadRunnerMessage, ValueError) as exc:
+        return _reply(message.message_id, Outcome.REJECTED, code="rejected", error=str(exc))
+    except StoreError as exc:
+        return _reply(message.message_id, Outcome.REJECTED, code=exc.code, error=str(exc))
+
+
+def _replay(stored: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "message_id": stored["messageId"],
+        "outcome": Outcome(stored["outcome"]),
+        "revision": stored.get("revision"),
+        "payload": stored.get("payload"),
+    }
+
+
+def _attempt_wire(attempt: Any) -> dict[str, Any]:
+    return {
+        "attemptId": attempt.attempt_id,
+        "nodeId": attempt.node_id,
+        "visit": attempt.visit,
+        "attemptNo": attempt.attempt_no,
+    }
+
+
+def _apply(db: Database, claim: Claim, message: RunnerMessage) -> dict[str, Any]:
+    """Commit one proposal (inside the caller's transaction); return the reply payload."""
+    payload = message.payload
+    expected = message.expected_revision
+    match message.kind:
+        case "node.start":
+            started = lifecycle.start_node(
+                db,
+                claim,
+                _field(payload, "nodeId", str),
+                timeout_ms=_optional_ms(payload, "timeoutMs"),
+                expected_revision=expected,
+            )
+            return _attempt_wire(started.attempt)
+        case "node.finish":
+            outcome = _ATTEMPT_OUTCOMES.get(str(payload.get("outcome")))
+            if outcome is None:
+                raise BadRunnerMessage("payload field 'outcome' must be completed|failed|timed_out")
+            note = payload.get("message")
+            message_pair = None
+            if note is not None:
+                if not isinstance(note, dict) or note.get("kind") not in ("progress", "final"):
+                    raise BadRunnerMessage("payload field 'message' must have kind progress|final")
+                message_pair = (str(note["kind"]), note.get("body"))
+            finished = lifecycle.finish_node(
+                db,
+                claim,
+                _field(payload, "attemptId", str),
+                outcome,
+                _next_step(payload),
+                output=payload.get("output"),
+                error=payload.get("error"),
+                expected_revision=expected,
+                start_next=bool(payload.get("startNext", False)),
+                next_timeout_ms=_optional_ms(payload, "timeoutMs"),
+                message=message_pair,
+            )
+            return (
+                {}
+                if finished.next_attempt is None
+                else {"nextAttempt": _attempt_wire(finished.next_attempt)}
+            )
+        case "node.wait":
+            kind = _field(payload, "kind", str)
+            if kind not in ("checkpoint", "decision", "agent"):
+                raise BadRunnerMessage("payload field 'kind' must be checkpoint|decision|agent")
+            request = payload.get("request")
+            draft = InteractionDraft(
+                kind=kind,
+                request=request if isinstance(request, dict) else {"value": request},
+                timeout_ms=_optional_ms(payload, "timeoutMs"),
+                choices=[str(c) for c in payload.get("choices") or []],
+                timeout_choice=payload.get("timeoutChoice"),
+            )
+            _, request_id = lifecycle.wait(
+                db, claim, _field(payload, "attemptId", str), draft, expected_revision=expected
+            )
+            return {"requestId": request_id}
+        case "node.update":
+            attempt_id = _field(payload, "attemptId", str)
+            body = payload.get("body")
+            _record_update(db, claim, attempt_id, body, message.message_id)
+            return {}
+        case "run.park":
+            reason = ParkReason(_field(payload, "reason", str))
+            if reason not in (ParkReason.WORKFLOW_SOURCE_CHANGED, ParkReason.WORKFLOW_LOAD_FAILED):
+                raise BadRunnerMessage(f"a runner cannot park a run for {reason}")
+            lifecycle.park(db, claim, reason, safe_message(str(payload.get("detail", ""))) or None)
+            return {}
+        case "effect.reserve":
+            kind = _field(payload, "effectKind", str)
+            if kind not in ("idempotent", "manual"):
+                raise BadRunnerMessage("payload field 'effectKind' must be idempotent|manual")
+            reservation, _ = reserve_effect(
+                db,
+                claim,
+                attempt_id=_field(payload, "attemptId", str),
+                effect_type=_field(payload, "effectType", str),
+                effect_kind=kind,
+                fingerprint=_field(payload, "fingerprint", str),
+                expected_revision=expected,
+            )
+            return {
+                "effectId": reservation.effect_id,
+                "effectKey": reservation.effect_key,
+                "status": reservation.status.value,
+                "attemptNo": reservation.attempt_no,
+                "result": reservation.result,
+                "error": reservation.error,
+            }
+        case "effect.settle":
+            status = EffectStatus(_field(payload, "status", str))
+            settle_effect(
+                db,
+                claim,
+                _field(payload, "effectId", str),
+                status,
+                result=payload.get("result"),
+                error=payload.get("error"),
+                receipt=payload.get("receipt"),
+                expected_revision=expected,
+            )
+            return {}
+    raise BadRunnerMessage(f"unknown runner message kind {message.kind!r}")  # pragma: no cover
+
+
+def _record_update(db: Database, claim: Claim, attempt_id: str, body: Any, key: str) -> None:
+    def apply(tx: Any, run: Any) -> None:
+        messages.record(tx, run.run_id, f"{attempt_id}:update:{key}", "progress", body, run.origin)
+
+    write_run(
+        db,
+        claim.run_id,
+        name="runner.node.update",
+        event_type="node.update",
+        event_data={"attemptId": attempt_id},
+        claim=claim,
+        apply=apply,
+    )

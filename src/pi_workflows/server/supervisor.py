@@ -1,0 +1,354 @@
+"""Runner supervision: launch, talk to, renew, time out, stop and settle runner children.
+
+Runs in the server. A runner's launch (claim + envelope) commits before the child is
+spawned; the child gets a startup deadline, one explicit command, and its node deadlines;
+stopping is SIGTERM to its process group, a bounded grace, then SIGKILL. When a child ends,
+what happens to its run is decided from committed state, never from the exit alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from pi_workflows.protocol import (
+    PROTOCOL_VERSION,
+    RUNNER_SCHEMA,
+    Outcome,
+    RunnerCommand,
+    RunnerCommandKind,
+    RunnerReply,
+    decode_runner_message,
+    encode_frame,
+    read_frame,
+)
+from pi_workflows.protocol.errors import ProtocolError
+from pi_workflows.server import children
+from pi_workflows.server.children import Child
+from pi_workflows.server.config import ServerConfig
+from pi_workflows.server.runner_messages import RunnerIdentity, answer
+from pi_workflows.store import attempts, jsoncol, lifecycle, runners
+from pi_workflows.store.claims import read_lease, renew
+from pi_workflows.store.database import Database, Transaction
+from pi_workflows.store.errors import ClaimLostError, StoreError
+from pi_workflows.store.runs import read_run
+from pi_workflows.store.states import ParkReason, RunStatus
+
+log = logging.getLogger(__name__)
+
+RUNNER_MODULE = "pi_workflows.runner"
+# A node that keeps crashing its runner after making progress parks after this many tries.
+MAX_ATTEMPTS_PER_VISIT = 3
+
+
+@dataclass
+class RunnerHandle:
+    """One live runner as the supervisor tracks it."""
+
+    identity: RunnerIdentity
+    command: str
+    envelope: dict[str, Any]
+    child: Child | None = None
+    ready: bool = False
+    ready_revision: int | None = None
+    kill_reason: str | None = None  # cancelled | timedOut | nodeTimeout | stopping
+    claim_lost: bool = False
+    task: asyncio.Task[None] | None = None
+    stopped: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def run_id(self) -> str:
+        """The run this runner executes."""
+        return self.identity.run_id
+
+    @property
+    def pid(self) -> int | None:
+        """The child's pid once spawned."""
+        return None if self.child is None else self.child.pid
+
+
+def _envelope(
+    config: ServerConfig, server_epoch: int
+) -> Callable[[Transaction, int, int], dict[str, Any]]:
+    def build(tx: Transaction, runner_epoch: int, generation: int) -> dict[str, Any]:
+        row = tx.conn.execute(
+            "SELECT r.run_id, r.workflow_name, r.definition_digest, r.input_hash, s.source_kind,"
+            " s.source_ref, s.source_revision, s.project_dir, s.mounted_json"
+            " FROM runs r JOIN run_sources s USING (run_id) WHERE r.run_id = (SELECT run_id"
+            " FROM run_runners WHERE runner_epoch = ?)",
+            (runner_epoch,),
+        ).fetchone()
+        return {
+            "runId": row[0],
+            "generation": generation,
+            "runnerEpoch": runner_epoch,
+            "serverEpoch": server_epoch,
+            "protocolVersion": PROTOCOL_VERSION,
+            "workflowName": row[1],
+            "projectDir": row[7],
+            "source": {
+                "kind": row[4],
+                "ref": row[5],
+                "revision": row[6],
+                "mounted": jsoncol.loads(row[8]),
+            },
+            "definitionDigest": row[2],
+            "inputHash": row[3],
+            "leaseMs": config.lease_ms,
+        }
+
+    return build
+
+
+class Supervisor:
+    """Owns every runner child of this server and the claims held for them."""
+
+    def __init__(
+        self,
+        db: Database,
+        config: ServerConfig,
+        server_epoch: int,
+        on_change: Callable[[], None],
+    ) -> None:
+        self.db = db
+        self.config = config
+        self.server_epoch = server_epoch
+        self.on_change = on_change
+        self.handles: dict[str, RunnerHandle] = {}
+
+    @property
+    def count(self) -> int:
+        """Starting and live runners (what capacity counts)."""
+        return len(self.handles)
+
+    def handle_of(self, run_id: str) -> RunnerHandle | None:
+        """The live runner of ``run_id``, if this server has one."""
+        return self.handles.get(run_id)
+
+    def launch(self, run_id: str) -> RunnerHandle:
+        """Claim ``run_id``, record the launch, and start its runner task."""
+        launch = runners.launch(
+            self.db, run_id, self.server_epoch, _envelope(self.config, self.server_epoch)
+        )
+        handle = RunnerHandle(
+            identity=RunnerIdentity(run_id, launch.runner_epoch, launch.claim),
+            command=launch.command.value,
+            envelope=launch.envelope,
+        )
+        self.handles[run_id] = handle
+        handle.task = asyncio.create_task(self._supervise(handle), name=f"runner-{run_id}")
+        return handle
+
+    async def _supervise(self, handle: RunnerHandle) -> None:
+        try:
+            await self._converse(handle)
+        except Exception:
+            log.exception("runner %s of run %s failed", handle.identity.runner_epoch, handle.run_id)
+            handle.kill_reason = handle.kill_reason or "crashed"
+        finally:
+            await self._finish(handle)
+
+    async def _converse(self, handle: RunnerHandle) -> None:
+        child = await children.spawn(RUNNER_MODULE, tail_bytes=self.config.runner_output_tail_bytes)
+        handle.child = child
+        with contextlib.suppress(psutil.Error):
+            started = psutil.Process(child.pid).create_time()
+            runners.mark_spawned(self.db, handle.identity.runner_epoch, child.pid, started)
+        await self._send(
+            child,
+            RunnerCommand(
+                schema=RUNNER_SCHEMA, command=RunnerCommandKind.LAUNCH, payload=handle.envelope
+            ),
+        )
+        loop = asyncio.get_running_loop()
+        ready_by = loop.time() + self.config.runner_startup_seconds
+        while True:
+            timeout = None if handle.ready else max(0.0, ready_by - loop.time())
+            try:
+                frame = await asyncio.wait_for(read_frame(child.reader), timeout)
+            except TimeoutError:
+                log.warning("runner of run %s missed its startup deadline", handle.run_id)
+                handle.kill_reason = "timedOut"
+                return
+            except (ProtocolError, ConnectionError) as exc:
+                log.warning("runner of run %s broke its channel: %s", handle.run_id, exc)
+                handle.kill_reason = handle.kill_reason or "crashed"
+                return
+            if frame is None:
+                return
+            try:
+                message = decode_runner_message(frame)
+            except ProtocolError as exc:
+                log.warning("runner of run %s sent a bad frame: %s", handle.run_id, exc)
+                handle.kill_reason = handle.kill_reason or "crashed"
+                return
+            if handle.kill_reason is not None:
+                return  # being stopped: its claim is already gone or about to be
+            if message.kind == "ready" and not handle.ready:
+                await self._on_ready(handle, child, message.message_id)
+                continue
+            reply = answer(self.db, handle.identity, message)
+            if reply.outcome is Outcome.CLAIM_LOST:
+                handle.claim_lost = True
+            await self._send(child, reply)
+            self.on_change()
+            if reply.outcome is Outcome.CLAIM_LOST:
+                return
+
+    async def _on_ready(self, handle: RunnerHandle, child: Child, message_id: str) -> None:
+        revision = read_run(self.db.conn, handle.run_id).revision
+        runners.mark_ready(self.db, handle.identity.runner_epoch, revision)
+        handle.ready = True
+        handle.ready_revision = revision
+        await self._send(
+            child,
+            RunnerReply(
+                schema=RUNNER_SCHEMA,
+                message_id=message_id,
+                outcome=Outcome.ACCEPTED,
+                revision=revision,
+                payload={},
+            ),
+        )
+        await self._send(
+            child,
+            RunnerCommand(schema=RUNNER_SCHEMA, command=RunnerCommandKind(handle.command)),
+        )
+
+    async def _send(self, child: Child, message: object) -> None:
+        child.writer.write(encode_frame(message))
+        await child.writer.drain()
+
+    async def _finish(self, handle: RunnerHandle) -> None:
+        child = handle.child
+        code: int | None = None
+        if child is not None:
+            if handle.kill_reason is None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(child.process.wait(), self.config.kill_grace_seconds)
+            code = await children.stop(child, self.config.kill_grace_seconds)
+        outcome = self._outcome(handle, code)
+        signal_number = -code if code is not None and code < 0 else None
+        try:
+            runners.mark_exited(
+                self.db,
+                handle.identity.runner_epoch,
+                outcome,
+                exit_code=code if code is not None and code >= 0 else None,
+                exit_signal=signal_number,
+                output_tail=child.output_tail()[-4000:] if child else None,
+            )
+            self._settle(handle, code)
+        except StoreError:
+            log.exception("could not settle run %s after its runner ended", handle.run_id)
+        finally:
+            self.handles.pop(handle.run_id, None)
+            handle.stopped.set()
+            self.on_change()
+
+    def _outcome(self, handle: RunnerHandle, code: int | None) -> str:
+        if handle.kill_reason in ("cancelled", "stopping"):
+            return "cancelled"
+        if handle.kill_reason in ("timedOut", "nodeTimeout"):
+            return "timedOut"
+        if handle.claim_lost:
+            return "claimLost"
+        if code == 0 and handle.kill_reason is None:
+            return "exited"
+        return "crashed"
+
+    def _settle(self, handle: RunnerHandle, code: int | None) -> None:
+        """Decide the run's fate from committed state after its runner ended."""
+        claim = handle.identity.claim
+        run = read_run(self.db.conn, handle.run_id)
+        lease = read_lease(self.db.conn, handle.run_id)
+        if (
+            run.status is not RunStatus.RUNNING
+            or lease is None
+            or not lease.held
+            or lease.generation != claim.generation
+        ):
+            return  # the run moved on (it waits, parked, finished, or someone else owns it)
+        try:
+            if handle.kill_reason == "nodeTimeout":
+                active = attempts.unfinished(self.db.conn, handle.run_id)
+                if active is not None:
+                    lifecycle.time_out_node(
+                        self.db,
+                        claim,
+                        active.attempt_id,
+                        f"node {active.node_id} did not finish within its timeout",
+                    )
+                    return
+            if handle.kill_reason == "stopping":
+                lifecycle.park(self.db, claim, ParkReason.SERVER_STOPPED)
+                return
+            progressed = handle.ready_revision is not None and run.revision > handle.ready_revision
+            detail = f"runner exited with {'code ' + str(code) if code is not None else 'no code'}"
+            if not progressed:
+                lifecycle.park(self.db, claim, ParkReason.RUNNER_NO_PROGRESS, detail)
+                return
+            active = attempts.unfinished(self.db.conn, handle.run_id)
+            if active is not None and active.attempt_no >= MAX_ATTEMPTS_PER_VISIT:
+                lifecycle.park(
+                    self.db,
+                    claim,
+                    ParkReason.RUNNER_CRASHED,
+                    f"node {active.node_id} stopped its runner {active.attempt_no} times; {detail}",
+                )
+                return
+            lifecycle.recover(self.db, handle.run_id, claim=claim)
+        except ClaimLostError:
+            log.info("run %s: claim already gone when its runner ended", handle.run_id)
+
+    def terminate(self, handle: RunnerHandle, reason: str) -> None:
+        """Stop a runner whose run has already been changed under its claim (or must be)."""
+        handle.kill_reason = reason
+        if handle.child is not None:
+            children.signal_group(handle.child.pid, signal.SIGTERM)
+        if handle.task is not None and handle.child is None:
+            handle.task.cancel()
+
+    def renew_all(self) -> None:
+        """The backup timer: renew every claim this server holds for a live runner."""
+        for handle in list(self.handles.values()):
+            try:
+                renew(self.db, handle.identity.claim)
+            except ClaimLostError as exc:
+                log.warning("claim of run %s lost at renewal: %s", handle.run_id, exc.reason)
+                handle.claim_lost = True
+                self.terminate(handle, "cancelled")
+
+    def enforce_deadlines(self, now: int) -> None:
+        """Kill runners whose node ran past its deadline plus the grace period."""
+        if not self.handles:
+            return
+        grace = int(self.config.node_grace_seconds * 1000)
+        marks = ", ".join("?" for _ in self.handles)
+        rows = self.db.conn.execute(
+            f"SELECT run_id FROM node_attempts WHERE status = 'running' AND run_id IN ({marks})"
+            " AND deadline_at IS NOT NULL AND deadline_at + ? <= ?",
+            (*self.handles, grace, now),
+        ).fetchall()
+        for (run_id,) in rows:
+            handle = self.handles.get(run_id)
+            if handle is not None and handle.kill_reason is None:
+                log.warning("run %s: node deadline passed, stopping its runner", run_id)
+                self.terminate(handle, "nodeTimeout")
+
+    async def stop_all(self) -> None:
+        """Shutdown: park every running run at its last boundary, then stop the runners."""
+        for handle in list(self.handles.values()):
+            with contextlib.suppress(StoreError):
+                lifecycle.park(self.db, handle.identity.claim, ParkReason.SERVER_STOPPED)
+            self.terminate(handle, "stopping")
+        tasks = [h.task for h in self.handles.values() if h.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.config.kill_grace_seconds + 5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pi_workflows.store import lifecycle
+from pi_workflows.store import lifecycle, takeover
 from pi_workflows.store.claims import Claim, ClaimToken, read_lease, renew
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
@@ -88,7 +88,7 @@ def test_claim_loss_adds_no_failed_event_and_no_terminal_write(
     old = running(db)
     started = lifecycle.start_node(db, old, "a")
     clock.advance(LEASE_MS + 1)
-    lifecycle.recover(db, old.run_id)
+    takeover.recover(db, old.run_id)
     new = lifecycle.claim(db, old.run_id, "runner-2").claim
     before = snapshot(db)
     attempts = [
@@ -137,8 +137,8 @@ def test_a_live_claim_is_never_taken_over(db: Database, clock: FakeClock) -> Non
     with pytest.raises(LeaseHeldError):
         lifecycle.control_claim(db, claim.run_id)
     with pytest.raises(LeaseHeldError):
-        lifecycle.recover(db, claim.run_id)
-    assert lifecycle.recover_all_expired(db) == []
+        takeover.recover(db, claim.run_id)
+    assert takeover.recover_all_expired(db) == []
     assert renew(db, claim) > 0
 
 

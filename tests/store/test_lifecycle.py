@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pi_workflows.store import attempts, interactions, lifecycle
+from pi_workflows.store import attempts, interactions, lifecycle, takeover
 from pi_workflows.store.claims import read_lease
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
@@ -188,7 +188,7 @@ def test_park_interrupts_the_attempt_and_resume_retries_the_same_visit(db: Datab
     first = attempts.read_attempt(db.conn, started.attempt.attempt_id)
     assert first is not None
     assert first.status is AttemptStatus.INTERRUPTED
-    assert lifecycle.expired_running(db) == []
+    assert takeover.expired_running(db) == []
     lifecycle.resume(db, run_id)
     assert db.conn.execute("SELECT park_reason FROM runs").fetchone()[0] is None
     again = lifecycle.claim(db, run_id, "runner-2")
@@ -300,7 +300,7 @@ def test_recovery_requeues_expired_runs_and_leaves_live_ones(
     lifecycle.start_node(db, stale, "a")
     clock.advance(LEASE_MS + 1)
     live = running(db, "runner-live")
-    recovered = lifecycle.recover_all_expired(db)
+    recovered = takeover.recover_all_expired(db)
     assert [r.run_id for r in recovered] == [stale.run_id]
     assert _queue(db, stale.run_id) == ("ready", "resume")
     assert run_status(db, live.run_id) == "running"
@@ -317,7 +317,7 @@ def test_recovery_parks_a_run_whose_manual_effect_may_have_applied(
     _add_effect(db, claim.run_id, "eff_manual", "manual", "applying")
     _add_effect(db, claim.run_id, "eff_idem", "idempotent", "applying")
     clock.advance(LEASE_MS + 1)
-    lifecycle.recover(db, claim.run_id)
+    takeover.recover(db, claim.run_id)
     row = db.conn.execute("SELECT status, park_reason FROM runs").fetchone()
     assert tuple(row) == ("paused", "effectAmbiguous")
     view = stored_view(db.conn, claim.run_id)

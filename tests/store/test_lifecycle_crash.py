@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pi_workflows.store import faults, lifecycle
+from pi_workflows.store import faults, lifecycle, takeover
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
 from pi_workflows.store.errors import StoreError
@@ -25,7 +25,7 @@ IDS = [scenario.name for scenario in SCENARIOS]
 def _drive_to_an_end(db: Database, clock: FakeClock) -> None:
     """Recover, resume, answer and run every run to completion, as a restarted server would."""
     clock.advance(LEASE_MS + 1)
-    lifecycle.recover_all_expired(db)
+    takeover.recover_all_expired(db)
     for (run_id,) in db.conn.execute("SELECT run_id FROM runs").fetchall():
         status = RunStatus(
             db.conn.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]

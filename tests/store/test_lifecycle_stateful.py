@@ -19,7 +19,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from pi_workflows.store import attempts, faults, interactions, lifecycle
+from pi_workflows.store import attempts, faults, interactions, lifecycle, takeover
 from pi_workflows.store.claims import Claim, read_lease
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.errors import (
@@ -208,7 +208,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(run_id=runs)
     def recover(self, run_id: str) -> None:
-        self._do("lifecycle.recover", lambda: lifecycle.recover(self.db, run_id))
+        self._do("lifecycle.recover", lambda: takeover.recover(self.db, run_id))
 
     @rule(
         run_id=runs,
@@ -229,7 +229,7 @@ class LifecycleMachine(RuleBasedStateMachine):
                 self.resume(run_id)
             elif status == RunStatus.WAITING:
                 self.answer(run_id)
-            elif status == RunStatus.RUNNING and run_id in lifecycle.expired_running(self.db):
+            elif status == RunStatus.RUNNING and run_id in takeover.expired_running(self.db):
                 self.recover(run_id)
             elif status == RunStatus.RUNNING and active is None:
                 self.start_node(run_id, 5, node)

@@ -16,7 +16,7 @@ from typing import Any
 if __name__ == "__main__":  # pragma: no cover - child process entry
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pi_workflows.store import faults, lifecycle
+from pi_workflows.store import faults, lifecycle, takeover
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
 from pi_workflows.store.interactions import InteractionDraft
@@ -210,7 +210,7 @@ SCENARIOS = [
         "lifecycle.recover",
         "run.recovered",
         _expired,
-        lambda db, c, x: lifecycle.recover(db, x["claim"].run_id),
+        lambda db, c, x: takeover.recover(db, x["claim"].run_id),
     ),
     Scenario(
         "control_claim",

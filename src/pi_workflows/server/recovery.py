@@ -16,7 +16,7 @@ import signal
 
 import psutil
 
-from pi_workflows.store import interactions, lifecycle, runners
+from pi_workflows.store import interactions, lifecycle, runners, takeover
 from pi_workflows.store.database import Database
 from pi_workflows.store.errors import StoreError
 from pi_workflows.store.states import ParkReason
@@ -75,8 +75,8 @@ def kill_orphans(db: Database, server_epoch: int) -> int:
 def recover(db: Database, server_epoch: int) -> dict[str, int]:
     """Run every start-up recovery step; return counts for the log."""
     orphans = kill_orphans(db, server_epoch)
-    released = lifecycle.release_claims_of_dead_servers(db, server_epoch)
-    recovered = lifecycle.recover_all_expired(db)
+    released = takeover.release_claims_of_dead_servers(db, server_epoch)
+    recovered = takeover.recover_all_expired(db)
     resumed = 0
     for (run_id,) in db.conn.execute(
         "SELECT run_id FROM runs WHERE status = 'paused' AND park_reason = ?",
@@ -102,7 +102,7 @@ def expire_due_requests(db: Database) -> int:
     count = 0
     for request_id in interactions.due_requests(db.conn, db.clock.now_ms()):
         try:
-            lifecycle.expire_request(db, request_id)
+            takeover.expire_request(db, request_id)
             count += 1
         except StoreError as exc:
             log.warning("could not expire request %s: %s", request_id, exc)

@@ -34,7 +34,7 @@ from pi_workflows.server import children
 from pi_workflows.server.children import Child
 from pi_workflows.server.config import ServerConfig
 from pi_workflows.server.runner_messages import RunnerIdentity, answer
-from pi_workflows.store import attempts, jsoncol, lifecycle, runners
+from pi_workflows.store import attempts, jsoncol, lifecycle, runners, takeover
 from pi_workflows.store.claims import read_lease, renew
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import ClaimLostError, StoreError
@@ -280,7 +280,7 @@ class Supervisor:
             if handle.kill_reason == "nodeTimeout":
                 active = attempts.unfinished(self.db.conn, handle.run_id)
                 if active is not None:
-                    lifecycle.time_out_node(
+                    takeover.time_out_node(
                         self.db,
                         claim,
                         active.attempt_id,
@@ -304,7 +304,7 @@ class Supervisor:
                     f"node {active.node_id} stopped its runner {active.attempt_no} times; {detail}",
                 )
                 return
-            lifecycle.recover(self.db, handle.run_id, claim=claim)
+            takeover.recover(self.db, handle.run_id, claim=claim)
         except ClaimLostError:
             log.info("run %s: claim already gone when its runner ended", handle.run_id)
 

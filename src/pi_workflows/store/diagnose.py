@@ -15,10 +15,10 @@ from typing import Any
 
 from pi_workflows.store import effects, interactions
 from pi_workflows.store.database import Database, Transaction
-from pi_workflows.store.lifecycle import recover
 from pi_workflows.store.projection import expected_view, project_run, stored_view
 from pi_workflows.store.runs import RunRow, write_run
 from pi_workflows.store.states import QUEUE_STATUS_OF, TERMINAL_STATUSES, RunStatus
+from pi_workflows.store.takeover import recover
 
 
 @dataclass(frozen=True)

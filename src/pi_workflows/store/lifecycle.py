@@ -14,7 +14,7 @@ from typing import Any
 
 from pi_workflows.store import attempts, effects, interactions, jsoncol, messages
 from pi_workflows.store.attempts import Attempt
-from pi_workflows.store.claims import Claim, OwnerType, acquire, read_lease
+from pi_workflows.store.claims import Claim, OwnerType, acquire
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import InvalidTransitionError
 from pi_workflows.store.ids import new_id
@@ -111,7 +111,7 @@ _ATTEMPT_STATUS_OF_TERMINAL = {
 }
 
 
-def _transition(
+def apply_transition(
     tx: Transaction,
     run: RunRow,
     operation: Operation,
@@ -260,7 +260,7 @@ def claim(
             "SELECT next_command FROM run_queue WHERE run_id = ?", (run_id,)
         ).fetchone()
         command.append(NextCommand(row[0]))
-        _transition(tx, run, Operation.CLAIM)
+        apply_transition(tx, run, Operation.CLAIM)
 
     result = write_run(
         db,
@@ -392,7 +392,7 @@ def finish_node(
             if start_next:
                 holder.append(attempts.start(tx, run_id, next_step.node_id, claim.generation))
         else:
-            _transition(
+            apply_transition(
                 tx,
                 run,
                 _OPERATION_OF_FINISH[next_step.status],
@@ -442,7 +442,7 @@ def wait(
             )
         attempts.set_waiting(tx, active)
         request_ids.append(interactions.open_request(tx, run_id, attempt_id, active.node_id, draft))
-        _transition(tx, run, Operation.WAIT)
+        apply_transition(tx, run, Operation.WAIT)
 
     result = write_run(
         db,
@@ -474,7 +474,7 @@ def park(
         event_data={"reason": reason.value},
         claim=claim,
         expected_revision=expected_revision,
-        apply=lambda tx, run: _transition(
+        apply=lambda tx, run: apply_transition(
             tx, run, Operation.PARK, park_reason=reason, park_detail=detail
         ),
     )
@@ -489,7 +489,7 @@ def pause(db: Database, run_id: str, *, expected_revision: int | None = None) ->
         event_type="run.paused",
         claim=None,
         expected_revision=expected_revision,
-        apply=lambda tx, run: _transition(
+        apply=lambda tx, run: apply_transition(
             tx, run, Operation.PAUSE, park_reason=ParkReason.USER_PAUSED
         ),
     )
@@ -522,7 +522,7 @@ def resume(
             raise InvalidTransitionError(
                 run_id, Operation.RESUME.value, run.status.value, "answer its request instead"
             )
-        _transition(tx, run, Operation.RESUME, next_command=command)
+        apply_transition(tx, run, Operation.RESUME, next_command=command)
 
     return write_run(
         db,
@@ -569,7 +569,7 @@ def answer(
             )
         if current.kind == "decision":
             interactions.resolve_decision(tx, request_id, "answered", value["choice"], answered_by)
-        _transition(tx, run, Operation.RESUME, next_command=NextCommand.RESUME)
+        apply_transition(tx, run, Operation.RESUME, next_command=NextCommand.RESUME)
 
     return write_run(
         db,
@@ -627,7 +627,7 @@ def _end(
         name=f"lifecycle.{operation.name.lower()}",
         event_type=event_type,
         claim=claim,
-        apply=lambda tx, run: _transition(tx, run, operation, output=output, error=error),
+        apply=lambda tx, run: apply_transition(tx, run, operation, output=output, error=error),
     )
 
 
@@ -662,47 +662,7 @@ def cancel(
             event_data={"reason": reason},
             claim=fence,
             expected_revision=expected_revision,
-            apply=lambda tx, run: _transition(tx, run, Operation.CANCEL, error=reason),
-        )
-
-
-def recover(db: Database, run_id: str, *, claim: Claim | None = None) -> WriteResult:
-    """Make a running run whose runner is gone claimable again.
-
-    With ``claim`` (the server's claim for a runner it saw exit) the write is fenced by it;
-    without, a control claim is taken in the same transaction (refused while a claim is
-    live). Either way it
-    closes a running attempt as interrupted, and settles applying effects: idempotent ones
-    become pending; if a manual one becomes ambiguous the run parks with
-    ``effectAmbiguous`` instead of being queued.
-    """
-    with db.atomic("lifecycle.recover") as tx:
-        run = read_run(tx.conn, run_id)
-        if run.status is not RunStatus.RUNNING:
-            raise InvalidTransitionError(run_id, Operation.RECOVER.value, run.status.value)
-        fence = claim or acquire(tx, run_id, OwnerType.CONTROL, new_id("ctl"), db.lease_ms)
-
-        def apply(tx: Transaction, run: RunRow) -> None:
-            ambiguous = effects.settle_lost_runner(tx, run_id)
-            if ambiguous:
-                _transition(
-                    tx,
-                    run,
-                    Operation.PARK,
-                    park_reason=ParkReason.EFFECT_AMBIGUOUS,
-                    park_detail=f"effect {ambiguous[0]} may or may not have been applied",
-                )
-            else:
-                _transition(tx, run, Operation.RECOVER, next_command=NextCommand.RESUME)
-
-        return write_run(
-            db,
-            run_id,
-            name="lifecycle.recover",
-            event_type="run.recovered",
-            event_data={"generation": fence.generation},
-            claim=fence,
-            apply=apply,
+            apply=lambda tx, run: apply_transition(tx, run, Operation.CANCEL, error=reason),
         )
 
 
@@ -736,7 +696,7 @@ def restart(
                 f"{open_effects} effect(s) are pending, applying or ambiguous; resolve them with "
                 "'pi-workflows effect resolve' first",
             )
-        _transition(tx, run, Operation.RESTART, next_command=NextCommand.RESTART)
+        apply_transition(tx, run, Operation.RESTART, next_command=NextCommand.RESTART)
         attempts.close_unfinished(tx, run_id, AttemptStatus.INTERRUPTED)
         interactions.cancel_open(tx, run_id)
         tx.conn.execute(
@@ -769,136 +729,6 @@ def restart(
     )
 
 
-def time_out_node(db: Database, claim: Claim, attempt_id: str, error: str) -> WriteResult:
-    """The server's node deadline passed: settle the attempt timed out and queue the run.
-
-    Used after the server killed a runner that did not finish the node in time. The attempt
-    becomes ``runs.unrouted_attempt``: the next runner routes it with the engine (a
-    ``$result.outcome`` switch may continue) instead of running the node again.
-    """
-    run_id = claim.run_id
-
-    def apply(tx: Transaction, run: RunRow) -> None:
-        active = attempts.unfinished(tx.conn, run_id)
-        if run.status is not RunStatus.RUNNING or active is None:
-            raise InvalidTransitionError(run_id, "time out a node of", run.status.value)
-        if active.attempt_id != attempt_id:
-            raise InvalidTransitionError(
-                run_id, "time out a node of", run.status.value, f"{attempt_id} is not active"
-            )
-        attempts.settle(tx, active, AttemptStatus.TIMED_OUT, error=error)
-        tx.conn.execute(
-            "UPDATE runs SET step_count = step_count + 1, unrouted_attempt = ? WHERE run_id = ?",
-            (attempt_id, run_id),
-        )
-        effects.settle_lost_runner(tx, run_id)
-        _transition(tx, run, Operation.RECOVER, next_command=NextCommand.RESUME)
-
-    return write_run(
-        db,
-        run_id,
-        name="lifecycle.time_out_node",
-        event_type="node.timedOut",
-        event_data={"attemptId": attempt_id},
-        claim=claim,
-        apply=apply,
-    )
-
-
-def expire_request(db: Database, request_id: str) -> WriteResult:
-    """An open request's deadline passed while its run waited: close it and queue the run.
-
-    A decision with a default choice resolves to it (``timedOut`` resolution, the choice in
-    the request's answer); any other request closes as ``timed_out``. The waiting attempt
-    stays open: the next runner routes it from the recorded request.
-    """
-    with db.read() as conn:
-        request = interactions.read_request(conn, request_id)
-    if request is None:
-        raise InvalidTransitionError(request_id, "expire request", "unknown")
-
-    def apply(tx: Transaction, run: RunRow) -> None:
-        current = interactions.read_request(tx.conn, request_id)
-        if current is None or current.status not in ("pending", "validating"):
-            raise InvalidTransitionError(
-                run.run_id, f"expire request {request_id}", run.status.value, "already settled"
-            )
-        if current.deadline_at is None or current.deadline_at > tx.now:
-            raise InvalidTransitionError(
-                run.run_id, f"expire request {request_id}", run.status.value, "not yet due"
-            )
-        default = interactions.timeout_choice(tx.conn, request_id)
-        answer = {"choice": default} if current.kind == "decision" and default else None
-        interactions.settle_request(tx, request_id, "timed_out", answer)
-        if current.kind == "decision":
-            interactions.resolve_decision(tx, request_id, "timedOut", default, None)
-        _transition(tx, run, Operation.RESUME, next_command=NextCommand.RESUME)
-
-    return write_run(
-        db,
-        request.run_id,
-        name="lifecycle.expire_request",
-        event_type="interaction.timedOut",
-        event_data={"requestId": request_id},
-        claim=None,
-        apply=apply,
-    )
-
-
-def release_claims_of_dead_servers(db: Database, server_epoch: int) -> list[str]:
-    """Expire every runner claim taken by an earlier server epoch; return their run ids.
-
-    Runner claims are named ``s<epoch>-r<runner epoch>`` and their tokens lived only in that
-    server's memory. Once a newer server holds the state directory's lock the older one is
-    dead, so its claims can never be used again: this is the exact evidence that lets
-    recovery take them without waiting for the lease to run out.
-    """
-    with db.atomic("lifecycle.release_dead_claims") as tx:
-        rows = tx.conn.execute(
-            "SELECT run_id, owner_id FROM leases WHERE status = 'held' AND owner_type = 'runner'"
-        ).fetchall()
-        stale = [run_id for run_id, owner in rows if _owner_epoch(owner) < server_epoch]
-        for run_id in stale:
-            tx.conn.execute(
-                "UPDATE leases SET expires_at = MIN(expires_at, ?) WHERE run_id = ?",
-                (tx.now, run_id),
-            )
-        return stale
-
-
-def runner_owner_id(server_epoch: int, runner_epoch: int) -> str:
-    """The owner id of a runner claim taken by server ``server_epoch``."""
-    return f"s{server_epoch}-r{runner_epoch}"
-
-
-def _owner_epoch(owner_id: str) -> int:
-    head = owner_id.split("-", 1)[0]
-    return int(head[1:]) if head.startswith("s") and head[1:].isdigit() else -1
-
-
-def expired_running(db: Database) -> list[str]:
-    """Run ids that are running under a claim that has expired or was released."""
-    now = db.clock.now_ms()
-    rows = db.conn.execute(
-        "SELECT r.run_id FROM runs r LEFT JOIN leases l USING (run_id)"
-        " WHERE r.status = 'running' AND (l.run_id IS NULL OR l.status = 'released'"
-        " OR l.expires_at <= ?)",
-        (now,),
-    ).fetchall()
-    return [row[0] for row in rows]
-
-
-def recover_all_expired(db: Database) -> list[WriteResult]:
-    """Startup recovery: recover every expired running run; live ones are left alone."""
-    results = []
-    for run_id in expired_running(db):
-        lease = read_lease(db.conn, run_id)
-        if lease is not None and lease.live_at(db.clock.now_ms()):
-            continue
-        results.append(recover(db, run_id))
-    return results
-
-
 __all__ = [
     "ClaimResult",
     "Finish",
@@ -912,21 +742,14 @@ __all__ = [
     "claim",
     "complete",
     "control_claim",
-    "expired_running",
     "fail",
     "finish_node",
     "park",
     "pause",
-    "recover",
-    "recover_all_expired",
     "reserve",
-    "release_claims_of_dead_servers",
     "restart",
     "resume",
-    "runner_owner_id",
     "start_node",
-    "expire_request",
-    "time_out_node",
     "time_out",
     "wait",
 ]

@@ -16,8 +16,8 @@ from pi_workflows.store import jsoncol
 from pi_workflows.store.claims import Claim, read_lease
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.lifecycle import claim as claim_run
-from pi_workflows.store.lifecycle import runner_owner_id
 from pi_workflows.store.states import NextCommand
+from pi_workflows.store.takeover import runner_owner_id
 
 
 @dataclass(frozen=True)

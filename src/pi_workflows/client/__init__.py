@@ -1,1 +1,74 @@
-"""client package."""
+"""The Python client of a pi-workflows server: speaks client protocol v1 over the Unix socket.
+
+Layout:
+
+- `paths`: where the state directory and the socket are (the same rule as the store's).
+- `connection`: one blocking connection: connect, check the hello, exchange one request.
+- `autostart`: `ensure_server`, which starts a detached server when none answers.
+- `sync_client`: `Client`, one method per operation, with durable retries, and `Receipt`.
+- `errors`: `ClientError` and its subclasses.
+
+This package imports only `pi_workflows.protocol` among internal packages (import-linter
+enforces it); it never opens the database.
+"""
+
+from pi_workflows.client.autostart import ServerInfo, ensure_server, server_command
+from pi_workflows.client.connection import Connection
+from pi_workflows.client.errors import (
+    ClaimLostError,
+    ClientError,
+    CommandError,
+    ConflictError,
+    ConnectionLostError,
+    InvalidPayloadError,
+    NotFoundError,
+    ProtocolMismatchError,
+    RejectedError,
+    RequestTooLargeError,
+    ServerProtocolError,
+    ServerStartError,
+    ServerUnavailableError,
+    StopTimeoutError,
+    UnavailableError,
+)
+from pi_workflows.client.paths import log_path, socket_path, state_home
+from pi_workflows.client.sync_client import (
+    MAX_RETRIES,
+    READ_OPERATIONS,
+    Client,
+    JsonObject,
+    Receipt,
+)
+
+__all__ = [
+    # the client
+    "Client",
+    "Receipt",
+    "JsonObject",
+    "MAX_RETRIES",
+    "READ_OPERATIONS",
+    # starting and reaching a server
+    "ensure_server",
+    "server_command",
+    "ServerInfo",
+    "Connection",
+    "state_home",
+    "socket_path",
+    "log_path",
+    # errors
+    "ClientError",
+    "CommandError",
+    "RejectedError",
+    "ConflictError",
+    "NotFoundError",
+    "UnavailableError",
+    "ClaimLostError",
+    "ServerUnavailableError",
+    "ServerStartError",
+    "ProtocolMismatchError",
+    "ServerProtocolError",
+    "ConnectionLostError",
+    "StopTimeoutError",
+    "RequestTooLargeError",
+    "InvalidPayloadError",
+]

@@ -1,0 +1,1 @@
+"""The command groups of `pi-workflows`, one module each; `main` registers them."""

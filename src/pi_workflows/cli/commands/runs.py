@@ -1,0 +1,224 @@
+"""`pi-workflows run start|list|show|pause|resume|cancel|restart`: start and control runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from pi_workflows.cli.errors import EXIT_FAILURE
+from pi_workflows.cli.options import (
+    RUN_STATUSES,
+    JsonValue,
+    default_project,
+    json_option,
+    make_client,
+    project_option,
+)
+from pi_workflows.cli.output import console, print_json, render_run, render_runs
+from pi_workflows.cli.waiting import FAILED_STATUSES, follow_run
+from pi_workflows.client import Receipt
+
+__all__ = ["run"]
+
+
+@click.group()
+def run() -> None:
+    """Start, list, inspect and control runs.
+
+    \b
+    Example:
+      pi-workflows run start builtin:demo --input '{"items": [3, 1, 2]}' --wait
+    """
+
+
+@run.command("start")
+@click.argument("workflow")
+@click.option(
+    "--input",
+    "input_value",
+    type=JsonValue(),
+    default=None,
+    help="The run's input as JSON (or @FILE, or - for stdin). Default: {}.",
+)
+@project_option
+@click.option("--idempotency-key", help="Key that makes a repeated start return the same run.")
+@click.option("--wait", is_flag=True, help="Follow the run until it completes, fails or waits.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="With --wait: give up after this many seconds (default: no limit).",
+)
+@json_option
+@click.pass_context
+def start(
+    ctx: click.Context,
+    workflow: str,
+    input_value: Any,
+    project: Path | None,
+    idempotency_key: str | None,
+    wait: bool,
+    timeout: float | None,
+    as_json: bool,
+) -> None:
+    """Start WORKFLOW (a name, builtin:NAME, or a path to NAME.workflow.py); print its run id.
+
+    With --wait, follow the run until it is completed, failed, timed out, cancelled, paused,
+    ambiguous or waiting for an answer, print it, and exit 0 for completed or waiting, else 1.
+
+    \b
+    Example:
+      pi-workflows run start triage --input @input.json --wait --timeout 600
+    """
+    client = make_client(ctx)
+    receipt = client.start_run(
+        workflow,
+        {} if input_value is None else input_value,
+        project_dir=default_project(project),
+        idempotency_key=idempotency_key,
+    )
+    run_id = str(receipt["runId"])
+    if not wait:
+        if as_json:
+            print_json({"runId": run_id})
+        else:
+            click.echo(run_id)
+        return
+    if not as_json:
+        click.echo(run_id)
+    view = follow_run(client, run_id, timeout=timeout)
+    if as_json:
+        print_json({"runId": run_id, "run": view})
+    else:
+        console().print(render_run(view))
+    if view.get("status") in FAILED_STATUSES:
+        ctx.exit(EXIT_FAILURE)
+
+
+@run.command("list")
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(RUN_STATUSES),
+    help="Only runs with this status (repeat for several).",
+)
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many runs.")
+@json_option
+@click.pass_context
+def list_runs(
+    ctx: click.Context, statuses: tuple[str, ...], limit: int | None, as_json: bool
+) -> None:
+    """List runs, newest first.
+
+    \b
+    Example:
+      pi-workflows run list --status waiting --status paused --limit 20
+    """
+    runs = make_client(ctx).list_runs(list(statuses) or None, limit)
+    if as_json:
+        print_json({"runs": runs})
+    else:
+        console().print(render_runs(runs))
+
+
+@run.command("show")
+@click.argument("run_id")
+@json_option
+@click.pass_context
+def show(ctx: click.Context, run_id: str, as_json: bool) -> None:
+    """Show one run: status, what it waits on, attempts, effects, error and output.
+
+    `--json` prints the RunView exactly as docs/protocol.md describes it.
+
+    \b
+    Example:
+      pi-workflows run show run_123 --json
+    """
+    view = make_client(ctx).get_run(run_id)
+    if as_json:
+        print_json(view)
+    else:
+        console().print(render_run(view))
+
+
+@run.command("pause")
+@click.argument("run_id")
+@click.option("--idempotency-key", help="Key that makes a repeated command harmless.")
+@json_option
+@click.pass_context
+def pause(ctx: click.Context, run_id: str, idempotency_key: str | None, as_json: bool) -> None:
+    """Pause a run; it holds no runner until `run resume`.
+
+    \b
+    Example:
+      pi-workflows run pause run_123
+    """
+    _report(make_client(ctx).pause(run_id, idempotency_key=idempotency_key), as_json)
+
+
+@run.command("resume")
+@click.argument("run_id")
+@click.option("--idempotency-key", help="Key that makes a repeated command harmless.")
+@json_option
+@click.pass_context
+def resume(ctx: click.Context, run_id: str, idempotency_key: str | None, as_json: bool) -> None:
+    """Resume a paused or parked run from its last durable step.
+
+    \b
+    Example:
+      pi-workflows run resume run_123
+    """
+    _report(make_client(ctx).resume(run_id, idempotency_key=idempotency_key), as_json)
+
+
+@run.command("cancel")
+@click.argument("run_id")
+@click.option("--reason", help="Why, recorded with the cancellation.")
+@click.option("--idempotency-key", help="Key that makes a repeated command harmless.")
+@json_option
+@click.pass_context
+def cancel(
+    ctx: click.Context,
+    run_id: str,
+    reason: str | None,
+    idempotency_key: str | None,
+    as_json: bool,
+) -> None:
+    """Cancel a run; it ends as cancelled and its runner is stopped.
+
+    \b
+    Example:
+      pi-workflows run cancel run_123 --reason "wrong input"
+    """
+    receipt = make_client(ctx).cancel(run_id, reason, idempotency_key=idempotency_key)
+    _report(receipt, as_json)
+
+
+@run.command("restart")
+@click.argument("run_id")
+@click.option("--idempotency-key", help="Key that makes a repeated command harmless.")
+@json_option
+@click.pass_context
+def restart(ctx: click.Context, run_id: str, idempotency_key: str | None, as_json: bool) -> None:
+    """Run the workflow of RUN_ID again from its start, as a new generation of the same run.
+
+    \b
+    Example:
+      pi-workflows run restart run_123
+    """
+    _report(make_client(ctx).restart(run_id, idempotency_key=idempotency_key), as_json)
+
+
+def _report(receipt: Receipt, as_json: bool) -> None:
+    """Print a `{runId, status, revision}` receipt."""
+    if as_json:
+        print_json({**receipt.body, "adopted": receipt.adopted})
+        return
+    note = " (done earlier by this command; receipt adopted)" if receipt.adopted else ""
+    click.echo(
+        f"run {receipt.get('runId', '-')}: {receipt.get('status', '-')} "
+        f"(revision {receipt.get('revision', receipt.revision)}){note}"
+    )

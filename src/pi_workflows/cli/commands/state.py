@@ -1,0 +1,96 @@
+"""`pi-workflows state diagnose|repair|backup`: check, fix and copy the state database.
+
+All three go through the server, which owns the database; the CLI never opens it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pi_workflows.cli.errors import EXIT_FAILURE
+from pi_workflows.cli.options import json_option, make_client
+from pi_workflows.cli.output import console, print_json, render_problems
+
+__all__ = ["state"]
+
+
+@click.group()
+def state() -> None:
+    """Check, repair and back up the state database (through the server).
+
+    \b
+    Example:
+      pi-workflows state diagnose
+    """
+
+
+@state.command("diagnose")
+@json_option
+@click.pass_context
+def diagnose(ctx: click.Context, as_json: bool) -> None:
+    """Report contradictory or stuck state, read-only; exit 1 when there is any.
+
+    \b
+    Example:
+      pi-workflows state diagnose --json
+    """
+    problems = make_client(ctx).diagnose()
+    if as_json:
+        print_json({"problems": problems})
+    elif problems:
+        console().print(render_problems(problems))
+        click.echo(
+            f"{len(problems)} problem(s) found; `pi-workflows state repair` fixes the "
+            "repairable ones"
+        )
+    else:
+        click.echo("no problems found")
+    if problems:
+        ctx.exit(EXIT_FAILURE)
+
+
+@state.command("repair")
+@json_option
+@click.pass_context
+def repair(ctx: click.Context, as_json: bool) -> None:
+    """Fix the problems that have exact durable evidence; exit 1 if some remain.
+
+    \b
+    Example:
+      pi-workflows state repair
+    """
+    receipt = make_client(ctx).repair()
+    fixed = list(receipt.get("fixed") or [])
+    remaining = list(receipt.get("remaining") or [])
+    if as_json:
+        print_json({"fixed": fixed, "remaining": remaining})
+    else:
+        click.echo(f"fixed {len(fixed)} problem(s); {len(remaining)} remaining")
+        if remaining:
+            console().print(render_problems(remaining))
+    if remaining:
+        ctx.exit(EXIT_FAILURE)
+
+
+@state.command("backup")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@json_option
+@click.pass_context
+def backup(ctx: click.Context, path: Path, as_json: bool) -> None:
+    """Write a verified copy of the state database to PATH (made absolute).
+
+    \b
+    Example:
+      pi-workflows state backup ~/pi-workflows-backup.sqlite
+    """
+    receipt = make_client(ctx).backup(path)
+    if as_json:
+        print_json(receipt.body)
+    else:
+        verified = "verified" if receipt.get("verified") else "NOT verified"
+        click.echo(
+            f"backed up to {receipt.get('path', path)} "
+            f"({receipt.get('bytes', '?')} bytes, {verified})"
+        )

@@ -1,0 +1,132 @@
+"""The `pi-workflows` root command, its global options, and the CLI's one error boundary.
+
+Owns turning every failure into one line on stderr, `pi-workflows: error: <message>`, and an
+exit code from `errors.exit_code_for` (2 for usage errors). No traceback is ever printed
+unless `PI_WORKFLOWS_DEBUG=1` is set. Commands live in `commands/`; this module only wires
+them up.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import click
+
+from pi_workflows.cli.commands.answers import checkpoint, decision
+from pi_workflows.cli.commands.effects import effect
+from pi_workflows.cli.commands.runs import run
+from pi_workflows.cli.commands.server import server
+from pi_workflows.cli.commands.state import state
+from pi_workflows.cli.commands.workflows import workflows
+from pi_workflows.cli.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError, exit_code_for
+from pi_workflows.cli.options import CliState
+from pi_workflows.client import ClientError, state_home
+
+__all__ = ["PROG_NAME", "cli", "main"]
+
+PROG_NAME: Final = "pi-workflows"
+ERROR_PREFIX: Final = f"{PROG_NAME}: error: "
+
+
+class _Cli(click.Group):
+    """The root group; its `main` is the error boundary for every command."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        try:
+            result = super().main(
+                args, prog_name or PROG_NAME, complete_var, standalone_mode=False, **extra
+            )
+            code = result if isinstance(result, int) and not isinstance(result, bool) else EXIT_OK
+        except click.exceptions.NoArgsIsHelpError as exc:
+            exc.show()
+            code = EXIT_USAGE
+        except click.UsageError as exc:
+            _error(_usage_line(exc))
+            code = EXIT_USAGE
+        except click.ClickException as exc:
+            _error(exc.format_message())
+            code = exc.exit_code
+        except click.Abort:
+            _error("aborted")
+            code = 130
+        except CliError as exc:
+            _error(exc.message)
+            code = exc.exit_code
+        except ClientError as exc:
+            _error(exc.message)
+            code = exit_code_for(exc)
+        except Exception as exc:  # the boundary: anything else is one line too, never a traceback
+            code = _unexpected(exc)
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+@click.group(PROG_NAME, cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="State directory (default: $PI_WORKFLOWS_HOME, else $XDG_STATE_HOME/pi-workflows, "
+    "else ~/.local/state/pi-workflows).",
+)
+@click.pass_context
+def cli(ctx: click.Context, home: Path | None) -> None:
+    """Durable workflows outside the agent: start and control runs, and manage the server.
+
+    Most commands start the server on demand. Exit codes: 0 success, 1 refused or failed,
+    2 bad usage, 3 no server. See docs/cli.md.
+
+    \b
+    Example:
+      pi-workflows run start builtin:demo --wait
+    """
+    resolved = home.expanduser().absolute() if home is not None else state_home()
+    ctx.obj = CliState(home=resolved)
+
+
+for _group in (server, workflows, run, checkpoint, decision, effect, state):
+    cli.add_command(_group)
+
+
+def main() -> None:
+    """Console entry point (`pi-workflows`)."""
+    cli.main(prog_name=PROG_NAME)
+
+
+def _error(message: str) -> None:
+    click.echo(f"{ERROR_PREFIX}{' '.join(message.split())}", err=True)
+
+
+def _usage_line(exc: click.UsageError) -> str:
+    message = exc.format_message()
+    if exc.ctx is not None:
+        return f"{message} (see '{exc.ctx.command_path} --help')"
+    return message
+
+
+def _unexpected(exc: Exception) -> int:
+    if os.environ.get("PI_WORKFLOWS_DEBUG") == "1":
+        traceback.print_exception(exc, file=sys.stderr)
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f" ({exc.filename})" if exc.filename else ""
+        _error(f"{exc.strerror}{where}")
+    else:
+        _error(f"unexpected {type(exc).__name__}: {exc} (set PI_WORKFLOWS_DEBUG=1 for details)")
+    return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    main()

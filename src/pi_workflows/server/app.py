@@ -40,6 +40,7 @@ class Server:
         self.socket_path: Path = config.home / SOCKET_NAME
         self.epoch = 0
         self.stopping = False
+        self.slow_clients_dropped = 0
         self.supervisor: Supervisor
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
@@ -57,6 +58,11 @@ class Server:
     def request_stop(self) -> None:
         """Begin shutdown (from ``server.stop``, SIGTERM or SIGINT)."""
         self._stop.set()
+
+    @property
+    def connection_count(self) -> int:
+        """Open client connections."""
+        return len(self._clients)
 
     def connection_opened(self, writer: asyncio.StreamWriter) -> None:
         """A client connected."""

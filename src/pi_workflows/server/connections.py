@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 WRITE_HIGH_WATER = 256 * 1024
+# A client whose unread responses stay above the high-water mark this long is cut off.
+DRAIN_SECONDS = 10.0
 
 
 def peer_uid(writer: asyncio.StreamWriter) -> int | None:
@@ -52,10 +54,15 @@ async def _send(server: Server, writer: asyncio.StreamWriter, message: object) -
     writer.write(encode_frame(message))
     if writer.transport.get_write_buffer_size() > server.config.client_write_buffer_bytes:
         log.warning("closing a client that does not read its responses")
+        server.slow_clients_dropped += 1
         return False
     try:
-        await asyncio.wait_for(writer.drain(), timeout=30.0)
-    except (TimeoutError, ConnectionError):
+        await asyncio.wait_for(writer.drain(), timeout=DRAIN_SECONDS)
+    except TimeoutError:
+        log.warning("closing a client that does not read its responses")
+        server.slow_clients_dropped += 1
+        return False
+    except ConnectionError:
         return False
     return True
 

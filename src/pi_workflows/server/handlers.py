@@ -165,6 +165,8 @@ async def server_status(server: Server, request: Request) -> dict[str, Any]:
         "socket": str(server.socket_path),
         "stateDir": str(server.config.home),
         "capacity": server.config.max_runners,
+        "connections": server.connection_count,
+        "slowClientsDropped": server.slow_clients_dropped,
         "runners": [
             {
                 "runId": handle.run_id,

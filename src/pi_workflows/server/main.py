@@ -21,7 +21,7 @@ from pi_workflows.store.database import Database, open_database
 from pi_workflows.store.errors import StateIdentityError
 from pi_workflows.store.paths import LOCK_NAME, ensure_private_dir, state_home
 
-EXIT_ALREADY_RUNNING = 2
+EXIT_ALREADY_RUNNING = 4
 EXIT_BAD_STATE = 1
 
 

@@ -34,7 +34,7 @@ from pi_workflows.server import children
 from pi_workflows.server.children import Child
 from pi_workflows.server.config import ServerConfig
 from pi_workflows.server.runner_messages import RunnerIdentity, answer
-from pi_workflows.store import attempts, jsoncol, lifecycle, runners, takeover
+from pi_workflows.store import attempts, faults, jsoncol, lifecycle, runners, takeover
 from pi_workflows.store.claims import read_lease, renew
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import ClaimLostError, StoreError
@@ -195,6 +195,9 @@ class Supervisor:
                 await self._on_ready(handle, child, message.message_id)
                 continue
             reply = answer(self.db, handle.identity, message)
+            if faults.flagged(f"supervisor.kill_runner_after.{message.kind}"):
+                # Crash tests: the runner dies after the commit, before it hears the reply.
+                children.signal_group(child.pid, signal.SIGKILL)
             if reply.outcome is Outcome.CLAIM_LOST:
                 handle.claim_lost = True
             await self._send(child, reply)

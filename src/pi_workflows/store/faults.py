@@ -2,8 +2,9 @@
 
 A fault point is armed by the environment variable ``PI_WORKFLOWS_FAULTS``, a comma list of
 ``NAME=ACTION`` where ACTION is ``exit`` (the process ends at once with status 137, like
-SIGKILL: no cleanup, no commit) or ``raise`` (``InjectedFault`` is raised). Tests may also
-arm points in-process with ``arm``. When nothing is armed a fault point costs one dict
+SIGKILL: no cleanup, no commit), ``raise`` (``InjectedFault`` is raised) or ``flag`` (``hit``
+does nothing; the caller asks ``flagged`` and performs the fault itself, e.g. the server
+killing a runner child at an exact point). Tests may also arm points in-process with ``arm``. When nothing is armed a fault point costs one dict
 lookup. Production code never arms a fault point.
 """
 
@@ -36,8 +37,8 @@ _armed: dict[str, str] = _parse(os.environ.get("PI_WORKFLOWS_FAULTS", ""))
 
 def arm(point: str, action: str = "raise") -> None:
     """Arm ``point`` in this process (tests only)."""
-    if action not in {"raise", "exit"}:
-        raise ValueError(f"unknown fault action {action!r}; use 'raise' or 'exit'")
+    if action not in {"raise", "exit", "flag"}:
+        raise ValueError(f"unknown fault action {action!r}; use 'raise', 'exit' or 'flag'")
     _armed[point] = action
 
 
@@ -55,4 +56,10 @@ def hit(point: str) -> None:
         return
     if action == "exit":
         os._exit(EXIT_STATUS)
-    raise InjectedFault(point)
+    if action == "raise":
+        raise InjectedFault(point)
+
+
+def flagged(point: str) -> bool:
+    """True when ``point`` is armed with ``flag`` (the caller performs the fault)."""
+    return bool(_armed) and _armed.get(point) == "flag"

@@ -1,0 +1,203 @@
+"""Server and child isolation: claims held by the server, process groups, sources, locks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from pi_workflows.client import RejectedError
+
+from support.server import ServerProcess, wait_for
+
+BUSY = """
+import time
+from pi_workflows import Workflow, compute, edge
+
+def spin(ctx):
+    end = time.monotonic() + 3.5
+    n = 0
+    while time.monotonic() < end:
+        n += 1
+    return {"spins": n > 0}
+
+workflow = Workflow(
+    "busy",
+    start="spin",
+    nodes={"spin": compute(spin), "after": compute(lambda ctx: {"ok": True})},
+    edges=[edge("spin", "after")],
+)
+"""
+
+
+def test_a_child_blocking_the_cpu_longer_than_three_leases_keeps_its_claim(
+    server_process: ServerProcess,
+) -> None:
+    """With a 1 s lease, a node spinning 3.5 s completes with one generation and no takeover."""
+    server_process.write_workflow("busy", BUSY)
+    server_process.start(PI_WORKFLOWS_LEASE_SECONDS="1")
+    run_id = server_process.start_run("busy")
+    view = server_process.wait_status(run_id, {"completed", "failed", "paused"}, 60)
+    assert view["status"] == "completed", view
+    assert view["generation"] == 1
+    runners = server_process.query("SELECT outcome FROM run_runners WHERE run_id = ?", run_id)
+    assert runners == [("exited",)]
+    events = [
+        e for (e,) in server_process.query("SELECT type FROM events WHERE run_id = ?", run_id)
+    ]
+    assert "run.recovered" not in events
+    assert "run.controlClaimed" not in events
+
+
+def test_cancellation_kills_the_whole_process_group(server: ServerProcess, tmp_path: Path) -> None:
+    """A node's `sleep` grandchild dies with its runner when the run is cancelled."""
+    pid_file = tmp_path / "sleep.pid"
+    server.write_workflow(
+        "sleeper",
+        f"""
+        import subprocess, time
+        from pathlib import Path
+        from pi_workflows import Workflow, compute
+
+        def nap(ctx):
+            child = subprocess.Popen(["sleep", "300"])
+            Path({str(pid_file)!r}).write_text(str(child.pid))
+            while True:
+                time.sleep(0.05)
+
+        workflow = Workflow(
+            "sleeper", start="nap", nodes={{"nap": compute(nap, timeout=600)}}, edges=[]
+        )
+        """,
+    )
+    run_id = server.start_run("sleeper")
+    wait_for(pid_file.exists, 30, "the grandchild to start")
+    sleep_pid = int(pid_file.read_text())
+    runner_pid = server.run(run_id)["runner"]["pid"]
+    with server.client() as client:
+        receipt = client.cancel(run_id, reason="test")
+    assert receipt["status"] == "cancelled"
+
+    def gone(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    wait_for(lambda: gone(sleep_pid) and gone(runner_pid), 30, "the process group to die")
+    view = server.wait_status(run_id, "cancelled")
+    assert [a["status"] for a in view["attempts"]] == ["cancelled"]
+    wait_for(lambda: server.run(run_id)["runner"] is None, 30, "the runner record to close")
+    assert server.diagnose() == []
+
+
+def test_a_changed_helper_parks_the_run_and_its_new_code_never_runs(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """Editing an imported helper while the run waits parks it with workflowSourceChanged."""
+    marker = tmp_path / "new-code-ran"
+    server.write_module("greeting", "def greet(name):\n    return 'hello ' + name\n")
+    server.write_workflow(
+        "greeter",
+        """
+        from pi_workflows import Workflow, checkpoint, compute, edge
+        from greeting import greet
+
+        workflow = Workflow(
+            "greeter",
+            start="ask",
+            nodes={
+                "ask": checkpoint(lambda ctx: {"question": "name?"}),
+                "greet": compute(lambda ctx: {"text": greet(ctx.outputs["ask"]["name"])}),
+            },
+            edges=[edge("ask", "greet")],
+        )
+        """,
+    )
+    run_id = server.start_run("greeter")
+    server.wait_status(run_id, "waiting")
+    server.write_module(
+        "greeting",
+        f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n"
+        "def greet(name):\n    return 'bye ' + name\n",
+    )
+    with server.client() as client:
+        client.answer_checkpoint(run_id, {"name": "Ada"})
+    view = server.wait_status(run_id, {"paused", "completed", "failed"})
+    assert view["status"] == "paused"
+    assert view["parkReason"] == "workflowSourceChanged"
+    assert "greeting.py" in (view["parkDetail"] or "")
+    assert not marker.exists()
+    assert server.diagnose() == []
+
+
+def test_a_second_server_on_the_same_state_directory_is_refused(server: ServerProcess) -> None:
+    """The lock refuses a second server with a clear one-line message and exit code 2."""
+    second = subprocess.run(
+        [sys.executable, "-m", "pi_workflows.server", "run", "--home", str(server.home)],
+        env=server.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert second.returncode == 4
+    assert "already running" in second.stderr
+    assert len(second.stderr.strip().splitlines()) == 1
+
+
+def test_runner_without_progress_is_parked_and_resumed_only_when_asked(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """A runner that dies before committing anything parks runnerNoProgress; resume retries once."""
+    crash = tmp_path / "crash-on-import"
+    crash.write_text("yes")
+    server.write_workflow(
+        "fragile",
+        f"""
+        import os
+        from pathlib import Path
+        from pi_workflows import Workflow, compute
+
+        if Path({str(crash)!r}).exists():
+            os._exit(3)
+
+        workflow = Workflow("fragile", start="a", nodes={{"a": compute(lambda ctx: 1)}}, edges=[])
+        """,
+    )
+    run_id = server.start_run("fragile")
+    view = server.wait_status(run_id, {"paused", "completed"})
+    assert view["parkReason"] == "runnerNoProgress"
+    # Let the scheduler run other work for a while: the parked run is not reclaimed.
+    server.write_workflow(
+        "other",
+        "from pi_workflows import Workflow, compute\n"
+        "workflow = Workflow('other', start='a', nodes={'a': compute(lambda ctx: 2)}, edges=[])\n",
+    )
+    other = server.start_run("other")
+    server.wait_status(other, "completed")
+    assert len(server.query("SELECT 1 FROM run_runners WHERE run_id = ?", run_id)) == 1
+    with server.client() as client:
+        client.resume(run_id)
+    server.wait_status(run_id, "paused")
+    wait_for(
+        lambda: (
+            len(
+                server.query(
+                    "SELECT 1 FROM run_runners WHERE run_id = ? AND status = 'exited'", run_id
+                )
+            )
+            == 2
+        ),
+        30,
+        "the second runner to be recorded",
+    )
+    crash.unlink()
+    with server.client() as client:
+        client.resume(run_id)
+    assert server.wait_status(run_id, {"completed", "paused"})["status"] == "completed"
+    with server.client() as client, pytest.raises(RejectedError, match="completed"):
+        client.resume(run_id)

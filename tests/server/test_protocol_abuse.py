@@ -1,0 +1,145 @@
+"""Bad clients and noisy runners are bounded: each closes only itself."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import psutil
+
+from support.server import ServerProcess, wait_for
+
+
+def _raw(server: ServerProcess) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(30)
+    sock.connect(str(server.home / "server.sock"))
+    hello = b""
+    while not hello.endswith(b"\n"):
+        hello += sock.recv(4096)
+    assert json.loads(hello)["type"] == "hello"
+    return sock
+
+
+def _closed(sock: socket.socket) -> bool:
+    """Read until EOF (the server closed) and say so; a timeout fails the test."""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return True
+
+
+def _status_works(server: ServerProcess) -> bool:
+    with server.client() as client:
+        return bool(client.status()["pid"])
+
+
+def _request(operation: str, **extra: object) -> dict[str, object]:
+    return {
+        "type": "request",
+        "schema": "pi-workflows.client.v1",
+        "requestId": "r-1",
+        "clientId": "raw",
+        "operation": operation,
+        **extra,
+    }
+
+
+def test_malformed_json_closes_only_that_connection(server: ServerProcess) -> None:
+    """A line that is not JSON closes its connection; another client is served."""
+    bad = _raw(server)
+    bystander = _raw(server)
+    bad.sendall(b"{this is not json\n")
+    assert _closed(bad)
+    bystander.sendall(json.dumps(_request("server.status")).encode() + b"\n")
+    assert json.loads(bystander.makefile("rb").readline())["outcome"] == "accepted"
+    assert _status_works(server)
+
+
+def test_an_unknown_envelope_field_closes_only_that_connection(server: ServerProcess) -> None:
+    """Strict decoding refuses unknown fields in the envelope."""
+    bad = _raw(server)
+    bad.sendall(json.dumps(_request("server.status", surprise=1)).encode() + b"\n")
+    answer = json.loads(bad.makefile("rb").readline())
+    assert answer["outcome"] == "rejected"
+    assert _closed(bad)
+    assert _status_works(server)
+
+
+def test_a_two_megabyte_line_closes_only_that_connection(server: ServerProcess) -> None:
+    """A frame over 1 MiB is refused without buffering it; the server stays responsive."""
+    bad = _raw(server)
+    payload = b'{"type":"request","x":"' + b"a" * (2 * 1024 * 1024) + b'"}\n'
+    try:
+        bad.sendall(payload)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    else:
+        assert _closed(bad)
+    assert _status_works(server)
+
+
+def test_a_client_that_never_reads_is_disconnected_alone(server: ServerProcess) -> None:
+    """A client that floods requests without reading is cut off; others are served meanwhile."""
+    greedy = _raw(server)
+    greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    greedy.setblocking(False)
+    line = json.dumps(_request("run.list")).encode() + b"\n"
+    pid = server.process.pid  # type: ignore[union-attr]
+    rss_before = psutil.Process(pid).memory_info().rss
+    sent = 0
+    while True:
+        try:
+            greedy.send(line)
+            sent += 1
+        except (BlockingIOError, BrokenPipeError, ConnectionResetError):
+            break
+    assert sent > 100
+
+    def dropped() -> bool:
+        with server.client() as client:
+            return int(client.status()["slowClientsDropped"]) >= 1
+
+    wait_for(dropped, 60, "the server to drop the client that does not read")
+    assert _status_works(server)
+    greedy.setblocking(True)
+    greedy.settimeout(30)
+    answered = 0
+    with greedy.makefile("rb") as stream:
+        for _ in stream:
+            answered += 1
+    assert answered < sent
+    rss_after = psutil.Process(pid).memory_info().rss
+    assert rss_after - rss_before < 32 * 1024 * 1024
+
+
+def test_a_runner_flooding_its_output_is_bounded(server: ServerProcess, tmp_path: Path) -> None:
+    """A node writing 64 MiB to stdout and stderr completes; the server keeps only a tail."""
+    server.write_workflow(
+        "noisy",
+        """
+        import os, sys
+        from pi_workflows import Workflow, compute
+
+        def shout(ctx):
+            block = b"x" * 65536
+            for _ in range(512):
+                os.write(1, block)
+                os.write(2, block)
+            return {"ok": True}
+
+        workflow = Workflow("noisy", start="shout", nodes={"shout": compute(shout)}, edges=[])
+        """,
+    )
+    pid = server.process.pid  # type: ignore[union-attr]
+    rss_before = psutil.Process(pid).memory_info().rss
+    run_id = server.start_run("noisy")
+    view = server.wait_status(run_id, {"completed", "failed", "paused"}, 120)
+    assert view["status"] == "completed", view
+    rss_after = psutil.Process(pid).memory_info().rss
+    assert rss_after - rss_before < 48 * 1024 * 1024
+    tails = server.query("SELECT length(output_tail) FROM run_runners WHERE run_id = ?", run_id)
+    assert tails[0][0] is not None
+    assert tails[0][0] <= 4000
+    wait_for(lambda: server.run(run_id)["runner"] is None, 30, "the runner record to close")

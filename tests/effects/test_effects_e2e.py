@@ -249,8 +249,8 @@ def test_a_shell_receipt_records_command_exit_code_signal_and_duration(
 
         workflow = Workflow(
             "sh",
-            start="run",
-            nodes={"run": shell([sys.executable, "-c", "print('hi')"],
+            start="say",
+            nodes={"say": shell([sys.executable, "-c", "print('hi')"],
                                 effect=idempotent_effect("print-hi"))},
             edges=[],
         )

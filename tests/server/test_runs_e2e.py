@@ -6,7 +6,7 @@ import pytest
 
 from pi_workflows.client import RejectedError
 
-from support.server import ServerProcess
+from support.server import ServerProcess, wait_for
 
 CHAIN = """
 from pi_workflows import Workflow, compute, edge
@@ -51,8 +51,8 @@ def test_a_compute_chain_completes_with_one_attempt_per_node(server: ServerProce
         ("add", "completed"),
         ("double", "completed"),
     ]
-    assert view["runner"] is None
     assert view["queueStatus"] == "done"
+    wait_for(lambda: server.run(run_id)["runner"] is None, 30, "the runner to exit")
     assert server.diagnose() == []
 
 
@@ -92,7 +92,8 @@ def test_a_checkpoint_waits_without_a_runner_and_resumes_after_an_answer(
     assert waiting["waitingOn"]["kind"] == "checkpoint"
     assert waiting["waitingOn"]["nodeId"] == "ask"
     assert waiting["waitingOn"]["request"] == {"question": "name?"}
-    assert waiting["runner"] is None
+    wait_for(lambda: server.run(run_id)["runner"] is None, 30, "the runner to exit")
+    assert server.query("SELECT status FROM leases WHERE run_id = ?", run_id) == [("released",)]
     with server.client() as client:
         client.answer_checkpoint(run_id, {"name": "Ada"})
     done = server.wait_status(run_id, {"completed", "failed"})

@@ -1,0 +1,218 @@
+"""Calling workflow callbacks (sync or async) with the node's deadline.
+
+Runs in the runner child; never opens the database. Every callback runs in its own daemon
+thread: a sync one is called there, an async one (a callback returning an awaitable) is
+awaited in a fresh asyncio loop in that thread. The main thread waits on an inbox queue for
+the outcome, delivering ``publish_update`` values in the meantime, until the deadline. On
+expiry it sets the node's cancellation signal, cancels the async task, and returns
+``TimedOut``; a stuck thread is abandoned and dies with the process. The main thread never
+runs workflow code, so SIGTERM can always unwind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import queue
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from pi_workflows.authoring import CancellationSignal, JsonValue
+
+
+@dataclass(frozen=True)
+class Returned:
+    """The callback returned ``value`` (awaited, for an async callback)."""
+
+    value: object
+
+
+@dataclass(frozen=True)
+class Raised:
+    """The callback raised ``error`` (its traceback was written to stderr)."""
+
+    error: BaseException
+
+
+@dataclass(frozen=True)
+class TimedOut:
+    """The deadline passed first; the callback may still be running in its thread."""
+
+
+CallOutcome: TypeAlias = Returned | Raised | TimedOut
+
+
+@dataclass(frozen=True)
+class _Update:
+    value: JsonValue
+
+
+class Deadline:
+    """A monotonic deadline: ``timeout`` seconds after it was created (``None``: never)."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout = timeout
+        self._at = None if timeout is None else time.monotonic() + timeout
+
+    def remaining(self) -> float | None:
+        """Seconds left (never negative), or ``None`` without a deadline."""
+        return None if self._at is None else max(0.0, self._at - time.monotonic())
+
+    @property
+    def expired(self) -> bool:
+        """Whether the deadline has passed."""
+        return self._at is not None and time.monotonic() >= self._at
+
+
+class _AsyncHandle:
+    """The loop and task of an async callback, so the main thread can cancel it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.task: asyncio.Task[Any] | None = None
+
+    def cancel(self) -> None:
+        with self.lock:
+            loop, task = self.loop, self.task
+            if loop is None or task is None or loop.is_closed():
+                return
+            with contextlib.suppress(RuntimeError):  # the loop closed in between
+                loop.call_soon_threadsafe(task.cancel)
+
+
+async def _await(awaitable: Any) -> object:
+    return await awaitable
+
+
+def _run_async(awaitable: object, handle: _AsyncHandle) -> object:
+    loop = asyncio.new_event_loop()
+    try:
+        coroutine: Coroutine[Any, Any, object] = _await(awaitable)
+        with handle.lock:
+            handle.loop = loop
+            handle.task = loop.create_task(coroutine)
+            task = handle.task
+        return loop.run_until_complete(task)
+    finally:
+        with handle.lock:
+            loop.close()
+
+
+class Inbox:
+    """Where a callback's thread posts its updates and its outcome, read by the main thread."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[CallOutcome | _Update] = queue.SimpleQueue()
+
+    def post_update(self, value: JsonValue) -> None:
+        """Queue one ``publish_update`` value (any thread; never blocks)."""
+        self._queue.put(_Update(value))
+
+    def post_outcome(self, outcome: CallOutcome) -> None:
+        """Post the callback's outcome (its own thread, once)."""
+        self._queue.put(outcome)
+
+    def wait(
+        self,
+        deadline: Deadline,
+        deliver: Callable[[JsonValue], None] | None,
+    ) -> CallOutcome | None:
+        """The outcome, or ``None`` on expiry; updates go to ``deliver`` meanwhile."""
+        while True:
+            try:
+                item = self._queue.get(timeout=deadline.remaining())
+            except queue.Empty:
+                return None
+            if isinstance(item, _Update):
+                if deliver is not None:
+                    deliver(item.value)
+                continue
+            return item
+
+
+@dataclass
+class Call:
+    """One callback running in its daemon thread."""
+
+    inbox: Inbox
+    handle: _AsyncHandle
+    label: str
+
+
+def spawn(
+    callback: Callable[..., object], args: tuple[object, ...], label: str, inbox: Inbox
+) -> Call:
+    """Start ``callback(*args)`` in a daemon thread posting its outcome to ``inbox``.
+
+    ``label`` names the thread. The outcome is posted, never raised or printed: the caller
+    decides whether an exception is a failure worth a traceback (``log_exception``).
+    """
+    handle = _AsyncHandle()
+
+    def target() -> None:
+        try:
+            value = callback(*args)
+            if inspect.isawaitable(value):
+                value = _run_async(value, handle)
+        except BaseException as exc:  # every failure is reported; none escapes the thread
+            inbox.post_outcome(Raised(exc))
+            return
+        inbox.post_outcome(Returned(value))
+
+    thread = threading.Thread(target=target, name=f"pi-workflows {label}", daemon=True)
+    thread.start()
+    return Call(inbox, handle, label)
+
+
+def call(
+    callback: Callable[..., object],
+    args: tuple[object, ...],
+    *,
+    label: str,
+    deadline: Deadline,
+    cancellation: CancellationSignal,
+    inbox: Inbox | None = None,
+    deliver: Callable[[JsonValue], None] | None = None,
+) -> CallOutcome:
+    """Run ``callback(*args)`` until it finishes or ``deadline`` passes.
+
+    ``label`` names its thread (``"node 'x' run"``). Pass the ``inbox`` whose
+    ``post_update`` the callback's context uses, and ``deliver`` to send its updates. On
+    expiry the cancellation signal is set and the async task (if any) cancelled.
+    """
+    box = inbox if inbox is not None else Inbox()
+    running = spawn(callback, args, label, box)
+    outcome = box.wait(deadline, deliver)
+    if outcome is None:
+        cancellation.set()
+        running.handle.cancel()
+        return TimedOut()
+    return outcome
+
+
+def log_exception(label: str, exc: BaseException) -> None:
+    """Write ``exc`` with its traceback to stderr (the server keeps a tail for diagnosis)."""
+    sys.stderr.write(f"pi-workflows runner: {label} raised:\n")
+    traceback.print_exception(exc, file=sys.stderr)
+    sys.stderr.flush()
+
+
+def evaluate(
+    value: object,
+    *,
+    ctx: object,
+    label: str,
+    deadline: Deadline,
+    cancellation: CancellationSignal,
+) -> CallOutcome:
+    """A node field's value: ``value(ctx)`` if callable (with the deadline), else ``value``."""
+    if callable(value):
+        return call(value, (ctx,), label=label, deadline=deadline, cancellation=cancellation)
+    return Returned(value)

@@ -1,0 +1,118 @@
+"""What the resolver child answers: a workflow's description for ``run.start``, or the list.
+
+Runs in the resolver child; never opens the database. ``answer(request)`` takes the one
+request frame (``{"op": "describe", "workflow", "projectDir", "input"}`` or ``{"op":
+"list", "projectDir"}``, plain JSON) and returns the one answer frame: ``{"ok": true, ...}``
+or ``{"ok": false, "code", "message"}`` with a stable code (``workflowNotFound``,
+``workflowLoadFailed``, ``workflowInvalid``, ``inputInvalid``, ``badRequest``) and one line
+naming the file and line, or the workflow and node. The user workflow directory is the
+default one (``~/.pi/agent/workflows``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pi_workflows.authoring import WorkflowDefinitionError
+from pi_workflows.protocol import NotJsonError, fingerprint
+from pi_workflows.runner.errors import one_line
+from pi_workflows.sources import (
+    WorkflowLoadError,
+    WorkflowNotFoundError,
+    WorkflowSourceError,
+    discover,
+    load,
+    resolve,
+)
+
+
+class _RefusedError(Exception):
+    """Internal: the request fails with ``code`` and a one-line ``message``."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = one_line(message)
+
+
+def refusal(code: str, message: str) -> dict[str, Any]:
+    """A failure answer."""
+    return {"ok": False, "code": code, "message": one_line(message)}
+
+
+def _project_dir(request: dict[str, Any]) -> Path | None:
+    raw = request.get("projectDir")
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw:
+        raise _RefusedError("badRequest", "projectDir must be a non-empty string or null")
+    return Path(raw).expanduser().resolve()
+
+
+def _source_error(exc: WorkflowSourceError) -> _RefusedError:
+    if isinstance(exc, WorkflowNotFoundError):
+        return _RefusedError("workflowNotFound", str(exc))
+    if isinstance(exc, WorkflowLoadError) and isinstance(exc.__cause__, WorkflowDefinitionError):
+        return _RefusedError("workflowInvalid", str(exc))
+    return _RefusedError("workflowLoadFailed", str(exc))
+
+
+def _describe(request: dict[str, Any]) -> dict[str, Any]:
+    spec = request.get("workflow")
+    if not isinstance(spec, str) or not spec:
+        raise _RefusedError("badRequest", "workflow must be a non-empty string")
+    project = _project_dir(request)
+    value = request.get("input")
+    try:
+        input_hash = fingerprint(value)
+    except NotJsonError as exc:
+        raise _RefusedError("inputInvalid", f"the input is not JSON: {exc}") from None
+    try:
+        loaded = load(resolve(spec, project))
+    except WorkflowSourceError as exc:
+        raise _source_error(exc) from None
+    identity = loaded.identity
+    return {
+        "ok": True,
+        "workflow": loaded.workflow.name,
+        "source": {
+            "kind": identity.kind.value,
+            "ref": identity.locator,
+            "revision": identity.revision,
+            "projectDir": str(project) if project is not None else None,
+            "mounted": dict(loaded.mounted),
+        },
+        "definition": loaded.snapshot,
+        "definitionDigest": loaded.digest,
+        "inputHash": input_hash,
+    }
+
+
+def _list(request: dict[str, Any]) -> dict[str, Any]:
+    project = _project_dir(request)
+    try:
+        refs = discover(project)
+    except WorkflowSourceError as exc:
+        raise _source_error(exc) from None
+    return {
+        "ok": True,
+        "workflows": [
+            {"name": ref.name, "origin": ref.origin.value, "path": str(ref.path)} for ref in refs
+        ],
+    }
+
+
+def answer(request: object) -> dict[str, Any]:
+    """The answer frame for one request frame (never raises for a bad request)."""
+    if not isinstance(request, dict):
+        return refusal("badRequest", "the request must be a JSON object")
+    op = request.get("op")
+    try:
+        if op == "describe":
+            return _describe(request)
+        if op == "list":
+            return _list(request)
+        raise _RefusedError("badRequest", f"unknown op {op!r} (expected 'describe' or 'list')")
+    except _RefusedError as refused:
+        return refusal(refused.code, refused.message)

@@ -1,0 +1,303 @@
+"""Action and shell nodes: every body runs inside a managed effect, and only when reserved.
+
+Runs in the runner child; never opens the database. The order is always ``effect.reserve``
+-> (only if the reply's status is ``applying``) run the body -> ``effect.settle``. A reply
+with a stored ``applied`` or ``rejected`` outcome is adopted as the node's result and the
+body does not run. What the runner stores in an effect (so adoption reproduces the result):
+
+- ``applied``: ``result`` is the node output (an action's return value; a shell command's
+  ``{exitCode, stdout, stderr}``, whatever its exit code, since the command did run);
+- ``rejected``: ``error`` is the one-line failure; ``result`` is ``{"outcome": "timed_out"}``
+  when the node deadline stopped the body, else absent;
+- ``receipt``: a shell command's ``{command, exitCode, signal, durationMs, stdoutBytes,
+  stderrBytes, truncated}``; an action's ``{durationMs}``.
+
+An action body that outlives its deadline is asked to stop (``ctx.cancellation``, and its
+async task is cancelled) and given ``ACTION_GRACE_SECONDS``. If it ends within the grace it
+is settled with what it did: a ``NodeCancelledError`` (or ``CancelledError``) means it
+stopped, so the effect is rejected and the node ``timed_out``; a late return value is still
+``applied`` (it happened). If it still runs, its outcome is unknown, so nothing is settled and
+the child exits (``EffectOutcomeUnknownError``) for the server to settle the effect by kind
+(the server's own node deadline normally kills the runner before that).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import fields
+from typing import Any
+
+from pi_workflows.authoring import (
+    ActionContext,
+    ActionNode,
+    CancellationSignal,
+    Effect,
+    JsonObject,
+    JsonValue,
+    NodeCancelledError,
+    NodeContext,
+    ShellNode,
+)
+from pi_workflows.engine import (
+    NodeResult,
+    canonical_json,
+    check_json,
+    effect_key,
+    result_from_output,
+    shell_result,
+    timeout_result,
+)
+from pi_workflows.protocol import fingerprint
+from pi_workflows.runner.callbacks import (
+    CallOutcome,
+    Deadline,
+    Inbox,
+    Raised,
+    Returned,
+    TimedOut,
+    call,
+    spawn,
+)
+from pi_workflows.runner.envelope import Reservation, convert
+from pi_workflows.runner.errors import (
+    EffectOutcomeUnknownError,
+    ProtocolViolationError,
+    one_line,
+)
+from pi_workflows.runner.limits import ACTION_GRACE_SECONDS, MAX_UPDATE_BYTES
+from pi_workflows.runner.runtime import Attempt, Runtime, failure
+from pi_workflows.runner.shell import run_command
+from pi_workflows.runner.values import bounded
+
+TIMED_OUT_MARK: JsonObject = {"outcome": "timed_out"}
+"""The ``result`` of a rejected effect whose body the node deadline stopped."""
+
+_ENDED_BY_CANCEL = (NodeCancelledError, asyncio.CancelledError)
+
+
+def action_context(
+    ctx: NodeContext, key: str, publish: Callable[[JsonValue], None]
+) -> ActionContext:
+    """``ctx`` plus the effect key and the update publisher."""
+    base = {f.name: getattr(ctx, f.name) for f in fields(NodeContext)}
+    return ActionContext(**base, effect_key=key, publish_update=publish)
+
+
+def publisher(inbox: Inbox) -> Callable[[JsonValue], None]:
+    """``ctx.publish_update``: checks the value now, queues it for the main thread."""
+
+    def publish_update(value: JsonValue) -> None:
+        check_json(value, "a publish_update value")
+        size = len(canonical_json(value))
+        if size > MAX_UPDATE_BYTES:
+            raise ValueError(
+                f"a publish_update value is {size} bytes of JSON; the limit is {MAX_UPDATE_BYTES}"
+            )
+        inbox.post_update(value)
+
+    return publish_update
+
+
+def _deliver(rt: Runtime, attempt: Attempt) -> Callable[[JsonValue], None]:
+    def deliver(value: JsonValue) -> None:
+        rt.channel.request("node.update", {"attemptId": attempt.attempt_id, "body": value})
+
+    return deliver
+
+
+def _reserve(
+    rt: Runtime, attempt: Attempt, effect: Effect, command: Sequence[str] | None = None
+) -> Reservation:
+    identity: dict[str, Any] = {
+        "type": effect.type,
+        "kind": effect.kind.value,
+        "nodeId": attempt.node_id,
+        "visit": attempt.visit,
+    }
+    if command is not None:
+        identity["command"] = list(command)
+    payload = {
+        "attemptId": attempt.attempt_id,
+        "effectType": effect.type,
+        "effectKind": effect.kind.value,
+        "nodeId": attempt.node_id,
+        "visit": attempt.visit,
+        "fingerprint": fingerprint(identity),
+    }
+    reservation = convert(
+        rt.channel.request("effect.reserve", payload), Reservation, "effect.reserve"
+    )
+    if reservation.status not in ("applying", "applied", "rejected"):
+        raise ProtocolViolationError(
+            "effect.reserve",
+            f"status {reservation.status!r} (expected applying, applied or rejected)",
+        )
+    return reservation
+
+
+def _settle(
+    rt: Runtime,
+    reservation: Reservation,
+    status: str,
+    *,
+    result: JsonValue = None,
+    error: str | None = None,
+    receipt: JsonObject | None = None,
+) -> None:
+    payload: dict[str, Any] = {"effectId": reservation.effect_id, "status": status}
+    if result is not None:
+        payload["result"] = result
+    if error is not None:
+        payload["error"] = error
+    if receipt is not None:
+        payload["receipt"] = receipt
+    rt.channel.request("effect.settle", payload)
+
+
+def _adopted_rejection(reservation: Reservation) -> NodeResult:
+    error = one_line(reservation.error or f"effect {reservation.effect_id} was rejected")
+    if reservation.result == TIMED_OUT_MARK:
+        return NodeResult.timed_out(error)
+    return NodeResult.failed(error)
+
+
+def run_action(
+    rt: Runtime, node: ActionNode, attempt: Attempt, ctx: NodeContext, deadline: Deadline
+) -> NodeResult:
+    """Reserve the action's effect, run its body if (and only if) told to, settle it."""
+    assert node.effect is not None  # a validated workflow declares one
+    node_id = attempt.node_id
+    reservation = _reserve(rt, attempt, node.effect)
+    if reservation.status == "applied":
+        return bounded(node_id, result_from_output(node_id, reservation.result))
+    if reservation.status == "rejected":
+        return _adopted_rejection(reservation)
+    inbox = Inbox()
+    action_ctx = action_context(ctx, reservation.effect_key, publisher(inbox))
+    label = f"node {node_id!r} action"
+    started = time.monotonic()
+    running = spawn(node.run, (action_ctx,), label, inbox)
+    deliver = _deliver(rt, attempt)
+    outcome = inbox.wait(deadline, deliver)
+    late = outcome is None
+    if outcome is None:
+        ctx.cancellation.set()
+        running.handle.cancel()
+        outcome = inbox.wait(Deadline(ACTION_GRACE_SECONDS), deliver)
+        if outcome is None:
+            raise EffectOutcomeUnknownError(node_id, reservation.effect_id)
+    receipt: JsonObject = {"durationMs": round((time.monotonic() - started) * 1000)}
+    if isinstance(outcome, Returned):
+        result = bounded(node_id, result_from_output(node_id, outcome.value))
+        if result.error is None:
+            _settle(rt, reservation, "applied", result=result.output, receipt=receipt)
+        else:
+            _settle(rt, reservation, "rejected", error=result.error, receipt=receipt)
+        return result
+    assert isinstance(outcome, Raised)
+    if late and isinstance(outcome.error, _ENDED_BY_CANCEL):
+        timed_out = timeout_result(node_id, node)
+        _settle(
+            rt,
+            reservation,
+            "rejected",
+            result=TIMED_OUT_MARK,
+            error=timed_out.error,
+            receipt=receipt,
+        )
+        return timed_out
+    result = failure(outcome, node_id, node, label)
+    _settle(rt, reservation, "rejected", error=result.error, receipt=receipt)
+    return result
+
+
+def _command(node_id: str, value: object) -> list[str] | NodeResult:
+    if isinstance(value, list | tuple) and value and all(isinstance(arg, str) for arg in value):
+        return [str(arg) for arg in value]
+    return NodeResult.failed(
+        f"the command of node {node_id!r} must be a non-empty list of strings, "
+        f"got {type(value).__name__}"
+    )
+
+
+def run_shell(
+    rt: Runtime,
+    node: ShellNode,
+    attempt: Attempt,
+    ctx: NodeContext,
+    deadline: Deadline,
+    cancellation: CancellationSignal,
+) -> NodeResult:
+    """Resolve the command, reserve its effect, run it if told to, settle it with a receipt.
+
+    A command callback sees ``ctx.effect_key`` = the engine's per-visit key, because the
+    server's key only exists after the reservation, which needs the resolved command.
+    """
+    assert node.effect is not None
+    node_id = attempt.node_id
+    label = f"node {node_id!r} command"
+    inbox = Inbox()
+    command_ctx = action_context(
+        ctx, effect_key(rt.run_id, node_id, attempt.visit), publisher(inbox)
+    )
+    outcome: CallOutcome = Returned(node.command)
+    if callable(node.command):
+        outcome = call(
+            node.command,
+            (command_ctx,),
+            label=label,
+            deadline=deadline,
+            cancellation=cancellation,
+            inbox=inbox,
+            deliver=_deliver(rt, attempt),
+        )
+    if isinstance(outcome, Raised | TimedOut):
+        return failure(outcome, node_id, node, label)
+    command = _command(node_id, outcome.value)
+    if isinstance(command, NodeResult):
+        return command
+    reservation = _reserve(rt, attempt, node.effect, command)
+    if reservation.status == "applied":
+        return _adopt_shell(node_id, node, reservation)
+    if reservation.status == "rejected":
+        return _adopted_rejection(reservation)
+    run = run_command(command, deadline=deadline, groups=rt.groups, termination=rt.termination)
+    receipt = run.receipt()
+    if run.spawn_error is not None:
+        _settle(rt, reservation, "rejected", error=run.spawn_error, receipt=receipt)
+        return NodeResult.failed(run.spawn_error)
+    if run.timed_out:
+        timed_out = timeout_result(node_id, node)
+        _settle(
+            rt,
+            reservation,
+            "rejected",
+            result=TIMED_OUT_MARK,
+            error=timed_out.error,
+            receipt=receipt,
+        )
+        return timed_out
+    assert run.returncode is not None
+    stdout, stderr, _ = run.texts()
+    output: JsonObject = {"exitCode": run.returncode, "stdout": stdout, "stderr": stderr}
+    _settle(rt, reservation, "applied", result=output, receipt=receipt)
+    return shell_result(node, run.returncode, stdout, stderr)
+
+
+def _adopt_shell(node_id: str, node: ShellNode, reservation: Reservation) -> NodeResult:
+    stored = reservation.result
+    if isinstance(stored, dict):
+        code, stdout, stderr = stored.get("exitCode"), stored.get("stdout"), stored.get("stderr")
+        if (
+            isinstance(code, int)
+            and not isinstance(code, bool)
+            and isinstance(stdout, str)
+            and isinstance(stderr, str)
+        ):
+            return shell_result(node, code, stdout, stderr)
+    return NodeResult.failed(
+        f"the stored result of effect {reservation.effect_id} (node {node_id!r}) is not a "
+        "shell output"
+    )

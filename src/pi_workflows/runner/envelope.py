@@ -1,0 +1,108 @@
+"""The launch envelope and the state read, as the runner child decodes them.
+
+Runs in the runner child; never opens the database. Owns the runner's view of the two
+payloads it must understand field by field: the ``LaunchEnvelope`` (first frame, fields in
+``docs/protocol.md``) and the ``RunState`` reply to ``state.get`` (with its ``active``
+attempt and request). Unknown fields are ignored so the server may add some; missing or
+mistyped required fields are a ``ProtocolViolationError``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import msgspec
+
+from pi_workflows.runner.errors import ProtocolViolationError
+
+_T = TypeVar("_T")
+
+
+class _Wire(msgspec.Struct, frozen=True, rename="camel", kw_only=True):
+    """camelCase on the wire, immutable, unknown fields ignored."""
+
+
+class SourceRecord(_Wire, frozen=True, kw_only=True):
+    """The recorded workflow source: a file path or ``builtin:NAME`` and its hashes."""
+
+    kind: str
+    ref: str
+    revision: str
+    mounted: dict[str, str] = {}
+
+
+class LaunchEnvelope(_Wire, frozen=True, kw_only=True):
+    """What the server recorded before it spawned this child (the ``launch`` payload)."""
+
+    run_id: str
+    generation: int
+    runner_epoch: int
+    server_epoch: int = 0
+    protocol_version: int = 1
+    workflow_name: str
+    project_dir: str | None = None
+    source: SourceRecord
+    definition_digest: str
+    input_hash: str | None = None
+    lease_ms: int | None = None
+
+
+class RequestView(_Wire, frozen=True, kw_only=True):
+    """The interactive request of a waiting attempt."""
+
+    request_id: str
+    kind: str
+    status: str  # pending | validating | answered | timed_out | cancelled
+    answer: Any = None
+
+
+class ActiveAttempt(_Wire, frozen=True, kw_only=True):
+    """The run's unfinished or unrouted attempt, if any."""
+
+    attempt_id: str
+    node_id: str
+    visit: int
+    attempt_no: int = 1
+    status: str  # running | waiting | timed_out
+    request: RequestView | None = None
+
+
+class StateView(_Wire, frozen=True, kw_only=True):
+    """The ``state.get`` reply: only what the engine needs."""
+
+    input: Any = None
+    step_count: int = 0
+    current_node: str | None = None
+    outputs: dict[str, Any] = {}
+    results: dict[str, dict[str, Any]] = {}
+    visits: dict[str, int] = {}
+    active: ActiveAttempt | None = None
+    revision: int | None = None
+
+
+class AttemptReply(_Wire, frozen=True, kw_only=True):
+    """``{attemptId, nodeId, visit, attemptNo}``: the reply to ``node.start`` (and
+    ``nextAttempt`` in a ``node.finish`` reply)."""
+
+    attempt_id: str
+    node_id: str
+    visit: int
+    attempt_no: int = 1
+
+
+class Reservation(_Wire, frozen=True, kw_only=True):
+    """The reply to ``effect.reserve``: run the body only when ``status`` is ``applying``."""
+
+    effect_id: str
+    effect_key: str
+    status: str  # applying | applied | rejected (anything else: protocol violation)
+    result: Any = None
+    error: str | None = None
+
+
+def convert(payload: object, kind: type[_T], what: str) -> _T:
+    """Decode a reply payload (already JSON-decoded) into ``kind`` or raise a violation."""
+    try:
+        return msgspec.convert(payload, kind)
+    except msgspec.ValidationError as exc:
+        raise ProtocolViolationError(what, str(exc)) from None

@@ -1,0 +1,195 @@
+"""The execution loop of one runner generation: start or resume, execute, route, commit.
+
+Runs in the runner child; never opens the database. After one ``state.get`` the loop keeps
+its own copy of the engine's ``RunState`` and updates it from what it committed:
+
+1. an ``active`` attempt that is ``timed_out`` or ``waiting`` on a settled request is routed
+   without running the node; a ``running`` one (should not happen after recovery) is
+   executed afresh under its committed attempt; otherwise ``node.start`` opens the current
+   node (the start node when ``currentNode`` is null);
+2. the node executes (``nodes.execute``); a ``Waited`` execution ends the child;
+3. the engine decides (``advance``) and ``node.finish`` commits the result with ``next``;
+   a ``goto`` sets ``startNext`` so the next attempt opens in the same commit, and the loop
+   continues with it; a ``finish`` ends the child.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any, Final
+
+from pi_workflows.authoring import CancellationSignal, JsonValue, Outcome
+from pi_workflows.engine import (
+    Complete,
+    Fail,
+    GoTo,
+    NodeResult,
+    RunState,
+    Step,
+    TimeOut,
+    Transition,
+    advance,
+)
+from pi_workflows.runner.envelope import ActiveAttempt, AttemptReply, StateView, convert
+from pi_workflows.runner.errors import ProtocolViolationError
+from pi_workflows.runner.limits import millis
+from pi_workflows.runner.nodes import execute
+from pi_workflows.runner.runtime import (
+    Attempt,
+    Execution,
+    Finished,
+    Runtime,
+    Waited,
+    node_context,
+)
+from pi_workflows.runner.values import bounded
+from pi_workflows.runner.waits import resumed_result
+
+WIRE_OUTCOME: Final = {
+    Outcome.OK: "completed",
+    Outcome.FAILED: "failed",
+    Outcome.TIMED_OUT: "timed_out",
+}
+"""``node.finish`` spells a node's outcome as the attempt status it becomes."""
+
+
+def engine_state(view: StateView) -> RunState:
+    """The engine's ``RunState`` from a ``state.get`` reply.
+
+    Result records keep the engine's shape (``outcome``, ``error``, ``details`` if any); a
+    node whose latest result is not ``ok`` has no entry in ``outputs``. A server-settled
+    ``timed_out`` active attempt that the reply already counts in ``visits`` and
+    ``stepCount`` is taken out again, because the loop records it once more when it routes
+    it (the engine's ``advance`` takes the state from before the result).
+    """
+    outputs = dict(view.outputs)
+    results: dict[str, MappingProxyType[str, JsonValue]] = {}
+    visits = dict(view.visits)
+    steps = view.step_count
+    active = view.active
+    if active is not None and active.status == "timed_out":
+        counted = visits.get(active.node_id, 0)
+        if counted >= active.visit and steps > 0:
+            visits[active.node_id] = counted - 1
+            steps -= 1
+    for node_id, record in view.results.items():
+        outcome = record.get("outcome")
+        entry: dict[str, JsonValue] = {
+            "outcome": "ok" if outcome == "completed" else outcome,
+            "error": record.get("error"),
+        }
+        if isinstance(record.get("details"), dict):
+            entry["details"] = record["details"]
+        results[node_id] = MappingProxyType(entry)
+        if entry["outcome"] != "ok":
+            outputs.pop(node_id, None)
+    return RunState(
+        outputs=MappingProxyType(outputs),
+        results=MappingProxyType(results),
+        visits=MappingProxyType(visits),
+        steps=steps,
+    )
+
+
+def next_payload(transition: Transition) -> dict[str, Any]:
+    """The ``next`` field of ``node.finish`` for an engine transition."""
+    match transition:
+        case GoTo(node_id=target):
+            return {"type": "goto", "nodeId": target}
+        case Complete(output=output):
+            return {"type": "finish", "status": "completed", "output": output}
+        case Fail(error=error):
+            return {"type": "finish", "status": "failed", "error": error}
+        case TimeOut(error=error):
+            return {"type": "finish", "status": "timed_out", "error": error}
+
+
+class Loop:
+    """Drives one generation from the state it read to a wait, a finish or an exit."""
+
+    def __init__(self, rt: Runtime, view: StateView) -> None:
+        self.rt = rt
+        self.view = view
+        self.state = engine_state(view)
+
+    def _known(self, node_id: str, what: str) -> str:
+        if node_id not in self.rt.workflow.nodes:
+            raise ProtocolViolationError(
+                what, f"workflow {self.rt.workflow.name!r} has no node {node_id!r}"
+            )
+        return node_id
+
+    def _start(self, node_id: str) -> Attempt:
+        timeout = millis(self.rt.workflow.node(node_id).timeout)
+        reply = self.rt.channel.request("node.start", {"nodeId": node_id, "timeoutMs": timeout})
+        started = convert(reply, AttemptReply, "node.start")
+        return self._attempt(started, node_id, "node.start")
+
+    def _attempt(self, reply: AttemptReply, node_id: str, what: str) -> Attempt:
+        if reply.node_id != node_id:
+            raise ProtocolViolationError(
+                what, f"attempt for node {reply.node_id!r}, expected {node_id!r}"
+            )
+        return Attempt(reply.attempt_id, reply.node_id, reply.visit, reply.attempt_no)
+
+    def _resume(self, active: ActiveAttempt) -> tuple[Attempt, Execution]:
+        node_id = self._known(active.node_id, "state.get")
+        attempt = Attempt(active.attempt_id, node_id, active.visit, active.attempt_no)
+        if active.status == "running":
+            return attempt, execute(self.rt, self.state, attempt)
+        ctx = node_context(self.rt, self.state, attempt, CancellationSignal())
+        self.rt.termination.watch(ctx.cancellation)
+        try:
+            result = resumed_result(self.rt, active, ctx)
+        finally:
+            self.rt.termination.watch(None)
+        return attempt, Finished(bounded(node_id, result))
+
+    def run(self) -> None:
+        """Execute until the run waits or finishes (or the child must exit)."""
+        if self.view.active is not None:
+            attempt, execution = self._resume(self.view.active)
+        else:
+            current = self.view.current_node
+            node_id = self._known(current, "state.get") if current else self.rt.workflow.start
+            attempt = self._start(node_id)
+            execution = execute(self.rt, self.state, attempt)
+        while isinstance(execution, Finished):
+            following = self._finish(attempt, execution)
+            if following is None:
+                return
+            attempt = following
+            execution = execute(self.rt, self.state, attempt)
+        assert isinstance(execution, Waited)
+
+    def _finish(self, attempt: Attempt, execution: Finished) -> Attempt | None:
+        """Commit the node's result and the engine's decision; the next attempt, if any."""
+        result: NodeResult = execution.result
+        step: Step = advance(self.rt.workflow, self.state, attempt.node_id, result)
+        payload: dict[str, Any] = {
+            "attemptId": attempt.attempt_id,
+            "outcome": WIRE_OUTCOME[result.outcome],
+            "next": next_payload(step.transition),
+        }
+        if result.outcome is Outcome.OK:
+            payload["output"] = result.output
+            if execution.message is not None:
+                payload["message"] = execution.message
+        else:
+            payload["error"] = result.error
+        transition = step.transition
+        if isinstance(transition, GoTo):
+            payload["startNext"] = True
+            payload["timeoutMs"] = millis(self.rt.workflow.node(transition.node_id).timeout)
+        reply = self.rt.channel.request("node.finish", payload)
+        self.state = step.state
+        if not isinstance(transition, GoTo):
+            return None
+        following = reply.get("nextAttempt")
+        if following is None:
+            raise ProtocolViolationError(
+                "node.finish", "startNext was set but the reply has no nextAttempt"
+            )
+        return self._attempt(
+            convert(following, AttemptReply, "node.finish"), transition.node_id, "node.finish"
+        )

@@ -1,0 +1,103 @@
+"""What executing one node needs, and what executing it produces.
+
+Runs in the runner child; never opens the database. ``Runtime`` bundles the channel, the
+loaded workflow and the child's supervision objects; ``Attempt`` is one committed node
+attempt; ``Finished`` and ``Waited`` are the two ways a node execution ends. Also builds the
+read-only ``NodeContext`` a callback receives and the helpers that turn a callback outcome
+into a ``NodeResult`` the same way for every node kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TypeAlias
+
+from pi_workflows.authoring import (
+    CancellationSignal,
+    JsonObject,
+    JsonValue,
+    Node,
+    NodeContext,
+    Workflow,
+)
+from pi_workflows.engine import NodeResult, RunState, timeout_result
+from pi_workflows.runner.callbacks import CallOutcome, Raised, Returned, TimedOut, log_exception
+from pi_workflows.runner.channel import Channel
+from pi_workflows.runner.errors import describe_exception
+from pi_workflows.runner.shell import ProcessGroups
+from pi_workflows.runner.termination import Termination
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """Everything shared by the node executions of one runner generation."""
+
+    channel: Channel
+    workflow: Workflow
+    run_id: str
+    input: JsonValue
+    termination: Termination
+    groups: ProcessGroups
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One committed node attempt (from ``node.start``, ``nextAttempt`` or ``active``)."""
+
+    attempt_id: str
+    node_id: str
+    visit: int
+    attempt_no: int = 1
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The node produced a result; ``message`` is a notify node's ``{kind, body}``."""
+
+    result: NodeResult
+    message: JsonObject | None = None
+
+
+@dataclass(frozen=True)
+class Waited:
+    """The node's interactive request committed; the child exits now."""
+
+    request_id: str
+
+
+Execution: TypeAlias = Finished | Waited
+
+
+def node_context(
+    rt: Runtime, state: RunState, attempt: Attempt, cancel: CancellationSignal
+) -> NodeContext:
+    """The read-only ``ctx`` of ``attempt`` over the run state before it."""
+    return NodeContext(
+        workflow=rt.workflow.name,
+        run_id=rt.run_id,
+        node_id=attempt.node_id,
+        attempt_id=attempt.attempt_id,
+        visit=attempt.visit,
+        input=rt.input,
+        outputs=MappingProxyType(dict(state.outputs)),
+        results=MappingProxyType({k: MappingProxyType(dict(v)) for k, v in state.results.items()}),
+        cancellation=cancel,
+    )
+
+
+def failure(outcome: Raised | TimedOut, node_id: str, node: Node, label: str) -> NodeResult:
+    """The result of a callback that raised (one line: type and message) or timed out."""
+    if isinstance(outcome, TimedOut):
+        return timeout_result(node_id, node)
+    log_exception(label, outcome.error)
+    return NodeResult.failed(describe_exception(outcome.error))
+
+
+def value_or_failure(
+    outcome: CallOutcome, node_id: str, node: Node, label: str
+) -> tuple[object, NodeResult | None]:
+    """``(value, None)`` for a returned value, else ``(None, failed or timed-out result)``."""
+    if isinstance(outcome, Returned):
+        return outcome.value, None
+    return None, failure(outcome, node_id, node, label)

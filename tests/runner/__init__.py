@@ -1,0 +1,1 @@
+"""Tests of the runner and resolver children (real child processes over real socketpairs)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pi_workflows.client import RejectedError
@@ -127,3 +129,193 @@ def test_start_with_the_same_idempotency_key_returns_the_same_run(server: Server
     assert again.adopted
     with server.client() as client:
         assert len(client.list_runs()) == 1
+
+
+def test_a_decision_answered_by_a_person_routes_on_the_choice(server: ServerProcess) -> None:
+    """`decision answer` resolves the decision once and the run follows that choice."""
+    server.write_workflow(
+        "approve",
+        """
+        from pi_workflows import Workflow, choice, compute, human_decision, minutes, switch
+
+        workflow = Workflow(
+            "approve",
+            start="ask",
+            nodes={
+                "ask": human_decision(
+                    title=lambda ctx: "Ship it?",
+                    choices=[choice("yes", "Ship"), choice("no", "Hold")],
+                    on_timeout=(minutes(30), "no"),
+                ),
+                "ship": compute(lambda ctx: {"shipped": True}),
+                "hold": compute(lambda ctx: {"shipped": False}),
+            },
+            edges=[switch("ask", on="$.choice", cases={"yes": "ship", "no": "hold"})],
+        )
+        """,
+    )
+    run_id = server.start_run("approve")
+    waiting = server.wait_status(run_id, "waiting")
+    assert waiting["waitingOn"]["kind"] == "decision"
+    with server.client() as client:
+        with pytest.raises(RejectedError):
+            client.answer_checkpoint(run_id, {"choice": "yes"})
+        with pytest.raises(RejectedError, match="one of yes, no"):
+            client.answer_decision(run_id, "maybe")
+        client.answer_decision(run_id, "yes")
+    done = server.wait_status(run_id, {"completed", "failed"})
+    assert done["output"] == {"shipped": True}
+    resolutions = server.query("SELECT resolution, choice_id FROM human_decision_resolutions")
+    assert resolutions == [("answered", "yes")]
+
+
+def test_a_decision_deadline_takes_its_default_choice(server: ServerProcess) -> None:
+    """With nobody answering, the durable deadline resolves the decision to its default."""
+    server.write_workflow(
+        "lapse",
+        """
+        from pi_workflows import Workflow, choice, compute, human_decision, seconds, switch
+
+        workflow = Workflow(
+            "lapse",
+            start="ask",
+            nodes={
+                "ask": human_decision(
+                    title=lambda ctx: "Ship it?",
+                    choices=[choice("yes"), choice("no")],
+                    on_timeout=(seconds(1), "no"),
+                ),
+                "ship": compute(lambda ctx: {"shipped": True}),
+                "hold": compute(lambda ctx: {"shipped": False, "why": ctx.outputs["ask"]}),
+            },
+            edges=[switch("ask", on="$.choice", cases={"yes": "ship", "no": "hold"})],
+        )
+        """,
+    )
+    run_id = server.start_run("lapse")
+    done = server.wait_status(run_id, {"completed", "failed"}, 60)
+    assert done["status"] == "completed", done
+    assert done["output"]["shipped"] is False
+    assert done["output"]["why"]["choice"] == "no"
+    resolutions = server.query("SELECT resolution, choice_id FROM human_decision_resolutions")
+    assert resolutions == [("timedOut", "no")]
+    assert server.diagnose() == []
+
+
+def test_pause_stops_a_running_node_and_resume_finishes_the_run(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """Pausing parks the run at its last boundary; resuming reruns the interrupted node."""
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    server.write_workflow(
+        "gated",
+        f"""
+        import time
+        from pathlib import Path
+        from pi_workflows import Workflow, compute
+
+        def wait_gate(ctx):
+            Path({str(started)!r}).write_text("x")
+            while not Path({str(gate)!r}).exists():
+                time.sleep(0.02)
+            return {{"through": True}}
+
+        workflow = Workflow("gated", start="g", nodes={{"g": compute(wait_gate)}}, edges=[])
+        """,
+    )
+    run_id = server.start_run("gated")
+    wait_for(started.exists, 30, "the node to start")
+    with server.client() as client:
+        assert client.pause(run_id)["status"] == "paused"
+    paused = server.wait_status(run_id, "paused")
+    assert paused["parkReason"] == "userPaused"
+    wait_for(lambda: server.run(run_id)["runner"] is None, 30, "the runner to stop")
+    gate.write_text("open")
+    with server.client() as client:
+        client.resume(run_id)
+    done = server.wait_status(run_id, {"completed", "failed"})
+    assert done["output"] == {"through": True}
+    assert [a["status"] for a in done["attempts"]] == ["interrupted", "completed"]
+    assert server.diagnose() == []
+
+
+def test_restart_runs_a_failed_run_again_from_its_start(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """A failed run restarts in a new round with the code as it is now."""
+    fixed = tmp_path / "fixed"
+    server.write_workflow(
+        "flaky",
+        f"""
+        from pathlib import Path
+        from pi_workflows import Workflow, compute
+
+        def check(ctx):
+            if not Path({str(fixed)!r}).exists():
+                raise RuntimeError("not fixed yet")
+            return {{"fixed": True}}
+
+        workflow = Workflow("flaky", start="c", nodes={{"c": compute(check)}}, edges=[])
+        """,
+    )
+    run_id = server.start_run("flaky")
+    failed = server.wait_status(run_id, {"failed", "completed"})
+    assert failed["status"] == "failed"
+    assert "not fixed yet" in failed["error"]
+    fixed.write_text("yes")
+    with server.client() as client:
+        client.restart(run_id)
+    done = server.wait_status(run_id, {"completed", "failed"})
+    assert done["status"] == "completed", done
+    assert done["error"] is None
+    assert [(a["round"], a["status"]) for a in done["attempts"]] == [
+        (0, "failed"),
+        (1, "completed"),
+    ]
+    assert server.diagnose() == []
+
+
+def test_a_node_that_stalls_its_runner_is_timed_out_by_the_server(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    """A runner frozen past a node deadline is killed; the timeout routes via $result.outcome."""
+    once = tmp_path / "stalled-once"
+    server_process.write_workflow(
+        "stall",
+        f"""
+        import os, signal
+        from pathlib import Path
+        from pi_workflows import Workflow, compute, seconds, switch
+
+        def stall(ctx):
+            if not Path({str(once)!r}).exists():
+                Path({str(once)!r}).write_text("x")
+                os.kill(os.getpid(), signal.SIGSTOP)
+            return {{"stalled": False}}
+
+        workflow = Workflow(
+            "stall",
+            start="stall",
+            nodes={{
+                "stall": compute(stall, timeout=seconds(1)),
+                "late": compute(lambda ctx: {{"outcome": ctx.results["stall"]["outcome"]}}),
+                "fine": compute(lambda ctx: {{"outcome": "ok"}}),
+            }},
+            edges=[
+                switch(
+                    "stall",
+                    on="$result.outcome",
+                    cases={{"ok": "fine", "timed_out": "late", "failed": "late"}},
+                )
+            ],
+        )
+        """,
+    )
+    server_process.start(PI_WORKFLOWS_NODE_GRACE_SECONDS="0.5")
+    run_id = server_process.start_run("stall")
+    done = server_process.wait_status(run_id, {"completed", "failed", "paused"}, 60)
+    assert done["status"] == "completed", done
+    assert done["output"] == {"outcome": "timed_out"}
+    outcomes = [o for (o,) in server_process.query("SELECT outcome FROM run_runners")]
+    assert outcomes[0] == "timedOut"
+    assert server_process.diagnose() == []

@@ -341,3 +341,58 @@ def test_pause_of_a_queued_run_needs_no_claim(db: Database) -> None:
     lifecycle.resume(db, run_id, command=NextCommand.START)
     assert _queue(db, run_id) == ("ready", "start")
     assert problems(db) == []
+
+
+def test_finish_records_a_notify_message_and_the_next_deadline_in_one_write(
+    db: Database, clock: FakeClock
+) -> None:
+    """A notify node's message and the next node's deadline commit with the node's result."""
+    claim = running(db)
+    started = lifecycle.start_node(db, claim, "say", timeout_ms=5_000)
+    row = db.conn.execute("SELECT deadline_at FROM node_attempts").fetchone()
+    assert row[0] == clock.now_ms() + 5_000
+    result = lifecycle.finish_node(
+        db,
+        claim,
+        started.attempt.attempt_id,
+        AttemptStatus.COMPLETED,
+        GoTo("next"),
+        output={"message": "hi"},
+        start_next=True,
+        next_timeout_ms=7_000,
+        message=("progress", "hi"),
+    )
+    assert result.next_attempt is not None
+    deadline = db.conn.execute(
+        "SELECT deadline_at FROM node_attempts WHERE attempt_id = ?",
+        (result.next_attempt.attempt_id,),
+    ).fetchone()[0]
+    assert deadline == clock.now_ms() + 7_000
+    messages = db.conn.execute("SELECT kind, body_json, source_key FROM workflow_messages")
+    assert [tuple(m) for m in messages] == [("progress", '"hi"', started.attempt.attempt_id)]
+    assert problems(db) == []
+
+
+def test_a_server_timed_out_node_is_routed_by_the_next_runner(
+    db: Database, clock: FakeClock
+) -> None:
+    """After the server times a node out, the next runner routes that attempt without rerunning."""
+    claim = running(db)
+    started = lifecycle.start_node(db, claim, "slow", timeout_ms=1_000)
+    takeover.time_out_node(db, claim, started.attempt.attempt_id, "node slow timed out")
+    assert run_status(db, claim.run_id) == "queued"
+    again = lifecycle.claim(db, claim.run_id, "runner-2").claim
+    with pytest.raises(InvalidTransitionError, match="route the timed-out node first"):
+        lifecycle.start_node(db, again, "slow")
+    lifecycle.finish_node(
+        db,
+        again,
+        started.attempt.attempt_id,
+        AttemptStatus.TIMED_OUT,
+        GoTo("fallback"),
+        error="node slow timed out",
+    )
+    row = db.conn.execute("SELECT unrouted_attempt, current_node, step_count FROM runs").fetchone()
+    assert tuple(row) == (None, "fallback", 1)
+    assert count(db, "node_attempts") == 1
+    assert problems(db) == []

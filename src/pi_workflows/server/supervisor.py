@@ -122,6 +122,7 @@ class Supervisor:
         self.server_epoch = server_epoch
         self.on_change = on_change
         self.handles: dict[str, RunnerHandle] = {}
+        self._escalations: set[asyncio.Task[None]] = set()
 
     @property
     def count(self) -> int:
@@ -312,12 +313,29 @@ class Supervisor:
             log.info("run %s: claim already gone when its runner ended", handle.run_id)
 
     def terminate(self, handle: RunnerHandle, reason: str) -> None:
-        """Stop a runner whose run has already been changed under its claim (or must be)."""
+        """Stop a runner whose run has already been changed under its claim (or must be).
+
+        SIGTERM (and SIGCONT, so a stopped group can act on it) to its process group now,
+        SIGKILL after the grace period if it is still alive. Its conversation then ends at
+        the closed channel and ``_finish`` settles the run.
+        """
+        if handle.kill_reason is not None:
+            return
         handle.kill_reason = reason
         if handle.child is not None:
-            children.signal_group(handle.child.pid, signal.SIGTERM)
-        if handle.task is not None and handle.child is None:
+            task = asyncio.create_task(self._escalate(handle.child))
+            self._escalations.add(task)
+            task.add_done_callback(self._escalations.discard)
+        elif handle.task is not None:
             handle.task.cancel()
+
+    async def _escalate(self, child: Child) -> None:
+        children.signal_group(child.pid, signal.SIGTERM)
+        children.signal_group(child.pid, signal.SIGCONT)
+        try:
+            await asyncio.wait_for(child.process.wait(), self.config.kill_grace_seconds)
+        except TimeoutError:
+            children.signal_group(child.pid, signal.SIGKILL)
 
     def renew_all(self) -> None:
         """The backup timer: renew every claim this server holds for a live runner."""

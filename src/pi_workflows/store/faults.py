@@ -4,8 +4,9 @@ A fault point is armed by the environment variable ``PI_WORKFLOWS_FAULTS``, a co
 ``NAME=ACTION`` where ACTION is ``exit`` (the process ends at once with status 137, like
 SIGKILL: no cleanup, no commit), ``raise`` (``InjectedFault`` is raised) or ``flag`` (``hit``
 does nothing; the caller asks ``flagged`` and performs the fault itself, e.g. the server
-killing a runner child at an exact point). Tests may also arm points in-process with ``arm``. When nothing is armed a fault point costs one dict
-lookup. Production code never arms a fault point.
+killing a runner child at an exact point). Tests may also arm points in-process with
+``arm``. When nothing is armed a fault point costs one dict lookup. Production code never
+arms a fault point.
 """
 
 from __future__ import annotations

@@ -378,19 +378,39 @@ def finish_node(
     def apply(tx: Transaction, run: RunRow) -> None:
         if run.status is not RunStatus.RUNNING:
             raise InvalidTransitionError(run_id, "finish a node of", run.status.value)
-        active = attempts.unfinished(tx.conn, run_id)
-        if active is None or active.attempt_id != attempt_id:
-            raise InvalidTransitionError(
-                run_id, f"finish attempt {attempt_id}", run.status.value, "it is not active"
+        if run.unrouted_attempt is not None:
+            if run.unrouted_attempt != attempt_id:
+                raise InvalidTransitionError(
+                    run_id, f"finish attempt {attempt_id}", run.status.value, "it is not active"
+                )
+            tx.conn.execute("UPDATE runs SET unrouted_attempt = NULL WHERE run_id = ?", (run_id,))
+        else:
+            active = attempts.unfinished(tx.conn, run_id)
+            if active is None or active.attempt_id != attempt_id:
+                raise InvalidTransitionError(
+                    run_id, f"finish attempt {attempt_id}", run.status.value, "it is not active"
+                )
+            attempts.settle(tx, active, status, output=output, error=error)
+            tx.conn.execute(
+                "UPDATE runs SET step_count = step_count + 1 WHERE run_id = ?", (run_id,)
             )
-        attempts.settle(tx, active, status, output=output, error=error)
-        tx.conn.execute("UPDATE runs SET step_count = step_count + 1 WHERE run_id = ?", (run_id,))
+        if message is not None:
+            messages.record(tx, run_id, attempt_id, message[0], message[1], run.origin)
         if isinstance(next_step, GoTo):
             tx.conn.execute(
                 "UPDATE runs SET current_node = ? WHERE run_id = ?", (next_step.node_id, run_id)
             )
             if start_next:
-                holder.append(attempts.start(tx, run_id, next_step.node_id, claim.generation))
+                holder.append(
+                    attempts.start(
+                        tx,
+                        run_id,
+                        next_step.node_id,
+                        claim.generation,
+                        round_no=run.round,
+                        deadline_at=_deadline(tx, next_timeout_ms),
+                    )
+                )
         else:
             apply_transition(
                 tx,

@@ -154,6 +154,7 @@ def runner_state(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
             outputs[node_id] = jsoncol.loads(output_json)
             results[node_id] = {"outcome": "ok", "output": outputs[node_id]}
         else:
+            outputs.pop(node_id, None)  # a node's output is that of its latest settled visit
             results[node_id] = {
                 "outcome": "failed" if status == "failed" else "timed_out",
                 "error": error,

@@ -8,6 +8,7 @@ one-line messages here, and nowhere else.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import sqlite3
@@ -240,7 +241,7 @@ async def run_start(server: Server, request: Request) -> dict[str, Any]:
     spec = _text(request.payload, "workflow")
     assert spec is not None
     new_run = await _describe(server, spec, _project(request.payload), request.payload.get("input"))
-    new_run = NewRun(**{**new_run.__dict__, "origin": f"client:{request.client_id}"})
+    new_run = dataclasses.replace(new_run, origin=f"client:{request.client_id}")
 
     def change() -> tuple[str | None, dict[str, Any]]:
         result = lifecycle.reserve(server.db, new_run)

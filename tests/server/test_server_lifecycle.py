@@ -1,0 +1,74 @@
+"""Server lifecycle: orderly stop parks work that the next start resumes; idle exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from support.server import ServerProcess, wait_for
+
+
+def test_stop_parks_running_work_and_the_next_start_resumes_it(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """`server stop` parks a running run with serverStopped; a new server finishes it."""
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    server.write_workflow(
+        "gated",
+        f"""
+        import time
+        from pathlib import Path
+        from pi_workflows import Workflow, compute, edge
+
+        def wait_gate(ctx):
+            Path({str(started)!r}).write_text("x")
+            while not Path({str(gate)!r}).exists():
+                time.sleep(0.02)
+            return {{"through": True}}
+
+        workflow = Workflow(
+            "gated",
+            start="g",
+            nodes={{"g": compute(wait_gate), "h": compute(lambda ctx: ctx.outputs["g"])}},
+            edges=[edge("g", "h")],
+        )
+        """,
+    )
+    run_id = server.start_run("gated")
+    wait_for(started.exists, 30, "the node to start")
+    with server.client() as client:
+        client.stop()
+    assert server.wait_exit() == 0
+    assert not (server.home / "server.sock").exists()
+    rows = server.query("SELECT status, park_reason FROM runs WHERE run_id = ?", run_id)
+    assert rows == [("paused", "serverStopped")]
+    assert server.query("SELECT COUNT(*) FROM leases WHERE status = 'held'") == [(0,)]
+    gate.write_text("open")
+    server.start()
+    done = server.wait_status(run_id, {"completed", "failed", "paused"})
+    assert done["status"] == "completed", done
+    assert done["output"] == {"through": True}
+    assert server.diagnose() == []
+
+
+def test_an_idle_server_exits_by_itself(server_process: ServerProcess) -> None:
+    """With nothing to do and no clients, the server exits after the idle period."""
+    server_process.start(PI_WORKFLOWS_IDLE_EXIT_SECONDS="1")
+    assert server_process.wait_exit(60) == 0
+    assert not (server_process.home / "server.sock").exists()
+
+
+def test_a_malformed_setting_stops_the_server_with_one_line(server_process: ServerProcess) -> None:
+    """A bad environment value is named in one line and the server does not start."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pi_workflows.server", "run", "--home", str(server_process.home)],
+        env={**server_process.env, "PI_WORKFLOWS_MAX_RUNNERS": "lots"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "PI_WORKFLOWS_MAX_RUNNERS" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

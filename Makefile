@@ -19,9 +19,11 @@ $(STAMP): pyproject.toml constraints.txt
 demo: venv
 	$(BIN)/python -m pi_workflows.cli.demo
 
+LINT_PATHS := src tests examples $(wildcard bench)
+
 lint: venv
-	$(BIN)/ruff check src tests examples bench
-	$(BIN)/ruff format --check src tests examples bench
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
 
 typecheck: venv
 	$(BIN)/mypy

@@ -339,6 +339,15 @@ def resolve(
         raise InvalidTransitionError(
             run_id, f"resolve effect {effect_id}", status, "only ambiguous effects are resolved"
         )
+    if resolution == "retry":
+        run_status = tx.conn.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,))
+        if run_status.fetchone()[0] in ("completed", "failed", "timed_out", "cancelled"):
+            raise InvalidTransitionError(
+                run_id,
+                f"retry effect {effect_id}",
+                "finished",
+                "its run has ended; resolve it as applied or rejected",
+            )
     target = {"applied": "applied", "rejected": "rejected", "retry": "pending"}[resolution]
     tx.conn.execute(
         "UPDATE effects SET status = ?, result_json = ?, error = ?, updated_at = ?"

@@ -8,7 +8,7 @@ transaction, so a repeated message id replays exactly what was committed.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pi_workflows.protocol import (
@@ -33,7 +33,7 @@ from pi_workflows.store.errors import (
 )
 from pi_workflows.store.interactions import InteractionDraft
 from pi_workflows.store.lifecycle import Finish, GoTo
-from pi_workflows.store.runs import read_run, write_run
+from pi_workflows.store.runs import write_run
 from pi_workflows.store.states import AttemptStatus, ParkReason, RunStatus
 
 log = logging.getLogger(__name__)
@@ -59,11 +59,16 @@ class BadRunnerMessage(Exception):  # noqa: N818 - a refusal, answered as `rejec
 
 @dataclass
 class RunnerIdentity:
-    """What the server knows about one live runner: whose messages it may accept."""
+    """What the server knows about one live runner: whose messages it may accept.
+
+    ``answered`` holds the message ids this server has answered for it: only a message id
+    in it can be a resend, so only those are looked up in ``runner_messages``.
+    """
 
     run_id: str
     runner_epoch: int
     claim: Claim
+    answered: set[str] = field(default_factory=set)
 
 
 def _reply(
@@ -129,9 +134,10 @@ def answer(db: Database, runner: RunnerIdentity, message: RunnerMessage) -> Runn
         or message.generation != claim.generation
     ):
         return _reply(message.message_id, Outcome.CLAIM_LOST, code="claimLost", error="stale")
-    stored = runners.stored_reply(db.conn, runner.runner_epoch, message.message_id)
-    if stored is not None:
-        return RunnerReply(schema=RUNNER_SCHEMA, **_replay(stored))
+    if message.message_id in runner.answered:
+        stored = runners.stored_reply(db.conn, runner.runner_epoch, message.message_id)
+        if stored is not None:
+            return RunnerReply(schema=RUNNER_SCHEMA, **_replay(stored))
     try:
         if message.kind == "state.get":
             with db.read() as conn:
@@ -143,7 +149,11 @@ def answer(db: Database, runner: RunnerIdentity, message: RunnerMessage) -> Runn
             raise BadRunnerMessage(f"unknown runner message kind {message.kind!r}")
         with db.atomic(f"runner.{message.kind}") as tx:
             payload = _apply(db, claim, message)
-            revision = read_run(tx.conn, runner.run_id).revision
+            revision = int(
+                tx.conn.execute(
+                    "SELECT revision FROM runs WHERE run_id = ?", (runner.run_id,)
+                ).fetchone()[0]
+            )
             reply = {
                 "messageId": message.message_id,
                 "outcome": Outcome.ACCEPTED.value,
@@ -151,6 +161,7 @@ def answer(db: Database, runner: RunnerIdentity, message: RunnerMessage) -> Runn
                 "payload": payload,
             }
             runners.store_reply(tx, runner.runner_epoch, message.message_id, message.kind, reply)
+        runner.answered.add(message.message_id)
         return _reply(message.message_id, Outcome.ACCEPTED, revision=revision, payload=payload)
     except ClaimLostError as exc:
         log.info(

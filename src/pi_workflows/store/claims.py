@@ -105,17 +105,10 @@ def check_and_renew(tx: Transaction, claim: Claim, lease_ms: int) -> int:
     """Fail with ``ClaimLostError`` unless ``claim`` is the run's live claim; then renew it.
 
     Must run inside the transaction of the write it protects, before any change. Returns the
-    new expiry. The renewal ``UPDATE`` repeats every condition, so it cannot renew any
-    other claim even if the row changed between the read and the write.
+    new expiry. The renewal is one ``UPDATE`` that repeats every condition, so it can only
+    renew that exact, still-live claim; only when it matches nothing is the row read again
+    to name the reason.
     """
-    row = tx.conn.execute(
-        "SELECT owner_type, owner_id, token_hash, generation, status, expires_at"
-        " FROM leases WHERE run_id = ?",
-        (claim.run_id,),
-    ).fetchone()
-    reason = _loss_reason(row, claim, tx.now)
-    if reason is not None:
-        raise ClaimLostError(claim.run_id, reason, claim.generation)
     expires_at = tx.now + lease_ms
     cursor = tx.conn.execute(
         "UPDATE leases SET heartbeat_at = ?, expires_at = ?"
@@ -132,9 +125,15 @@ def check_and_renew(tx: Transaction, claim: Claim, lease_ms: int) -> int:
             tx.now,
         ),
     )
-    if cursor.rowcount != 1:
-        raise ClaimLostError(claim.run_id, ClaimLostReason.MISSING_AUTHORITY, claim.generation)
-    return expires_at
+    if cursor.rowcount == 1:
+        return expires_at
+    row = tx.conn.execute(
+        "SELECT owner_type, owner_id, token_hash, generation, status, expires_at"
+        " FROM leases WHERE run_id = ?",
+        (claim.run_id,),
+    ).fetchone()
+    reason = _loss_reason(row, claim, tx.now) or ClaimLostReason.MISSING_AUTHORITY
+    raise ClaimLostError(claim.run_id, reason, claim.generation)
 
 
 def _loss_reason(row: sqlite3.Row | None, claim: Claim, now: int) -> ClaimLostReason | None:

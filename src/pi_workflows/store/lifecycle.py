@@ -391,14 +391,13 @@ def finish_node(
                     run_id, f"finish attempt {attempt_id}", run.status.value, "it is not active"
                 )
             attempts.settle(tx, active, status, output=output, error=error)
-            tx.conn.execute(
-                "UPDATE runs SET step_count = step_count + 1 WHERE run_id = ?", (run_id,)
-            )
+        counted = 0 if run.unrouted_attempt is not None else 1  # the server counted it already
         if message is not None:
             messages.record(tx, run_id, attempt_id, message[0], message[1], run.origin)
         if isinstance(next_step, GoTo):
             tx.conn.execute(
-                "UPDATE runs SET current_node = ? WHERE run_id = ?", (next_step.node_id, run_id)
+                "UPDATE runs SET current_node = ?, step_count = step_count + ? WHERE run_id = ?",
+                (next_step.node_id, counted, run_id),
             )
             if start_next:
                 holder.append(
@@ -412,6 +411,9 @@ def finish_node(
                     )
                 )
         else:
+            tx.conn.execute(
+                "UPDATE runs SET step_count = step_count + ? WHERE run_id = ?", (counted, run_id)
+            )
             apply_transition(
                 tx,
                 run,

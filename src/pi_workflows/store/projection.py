@@ -68,8 +68,12 @@ def expected_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | Non
 def project_run(conn: sqlite3.Connection, run_id: str) -> None:
     """Rebuild the viewer row of ``run_id``. Call inside the transaction that changed it."""
     view = expected_view(conn, run_id)
-    if view is None:
-        return
+    if view is not None:
+        write_view(conn, view)
+
+
+def write_view(conn: sqlite3.Connection, view: dict[str, Any]) -> None:
+    """Store a viewer row computed by ``expected_view`` in this transaction."""
     placeholders = ", ".join("?" for _ in VIEW_COLUMNS)
     conn.execute(
         f"INSERT OR REPLACE INTO viewer_runs ({', '.join(VIEW_COLUMNS)}) VALUES ({placeholders})",

@@ -17,7 +17,7 @@ from pi_workflows.store import jsoncol
 from pi_workflows.store.claims import Claim, check_and_renew
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import RevisionConflictError, RunNotFoundError
-from pi_workflows.store.projection import project_run
+from pi_workflows.store.projection import expected_view, write_view
 from pi_workflows.store.states import RunStatus
 
 RUN_COLUMNS = (
@@ -40,7 +40,7 @@ class RunRow:
     current_node: str | None
     step_count: int
     revision: int
-    output: Any
+    output_json: str | None  # decoded only by readers that need it (``views.run_view``)
     error: str | None
     created_at: int
     updated_at: int
@@ -61,7 +61,7 @@ def _row(row: sqlite3.Row) -> RunRow:
         current_node=row[6],
         step_count=row[7],
         revision=row[8],
-        output=jsoncol.loads(row[9]),
+        output_json=row[9],
         error=row[10],
         created_at=row[11],
         updated_at=row[12],
@@ -102,12 +102,8 @@ def finish_change(
     if cursor.rowcount != 1:
         actual = read_run(tx.conn, run_id).revision
         raise RevisionConflictError(run_id, old_revision, actual)
-    status = RunStatus(
-        tx.conn.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
-    )
-    generation_row = tx.conn.execute(
-        "SELECT generation FROM leases WHERE run_id = ?", (run_id,)
-    ).fetchone()
+    view = expected_view(tx.conn, run_id)
+    assert view is not None  # the UPDATE above found the run
     tx.conn.execute(
         "INSERT INTO events (run_id, revision, type, run_status, generation, data_json, at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -115,14 +111,14 @@ def finish_change(
             run_id,
             revision,
             event_type,
-            status.value,
-            generation_row[0] if generation_row else None,
+            view["run_status"],
+            view["generation"] or None,
             jsoncol.dumps(data),
             tx.now,
         ),
     )
-    project_run(tx.conn, run_id)
-    return WriteResult(run_id, revision, status, event_type)
+    write_view(tx.conn, view)
+    return WriteResult(run_id, revision, RunStatus(view["run_status"]), event_type)
 
 
 def write_run(

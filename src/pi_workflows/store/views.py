@@ -101,7 +101,7 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
             "deadlineAt": waiting[4],
         },
         "input": jsoncol.loads(input_row[0]),
-        "output": run.output,
+        "output": jsoncol.loads(run.output_json),
         "error": run.error,
         "stepCount": run.step_count,
         "attempts": [

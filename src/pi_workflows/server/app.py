@@ -105,6 +105,7 @@ class Server:
         recovery.recover(self.db, self.epoch)
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()  # we hold the lock: any socket file here is stale
+        self.wake()  # recovered work starts at the scheduler's first pass, not a tick later
 
     async def _shutdown(self, server: asyncio.Server, tasks: list[asyncio.Task[None]]) -> None:
         """Shutdown, in order, each step bounded."""

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Handler = Callable[["Server", Request], Awaitable[dict[str, Any]]]
+# Run summaries per run.list answer: well inside one 1 MiB frame (a summary is ~250 bytes).
+MAX_LIST = 1000
 _HANDLERS: dict[str, Handler] = {}
 _COMMANDS: set[str] = set()
 
@@ -263,8 +265,8 @@ async def run_list(server: Server, request: Request) -> dict[str, Any]:
     ):
         raise _bad("payload field 'status' must be a list of statuses")
     limit = request.payload.get("limit", 100)
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10_000:
-        raise _bad("payload field 'limit' must be an integer from 1 to 10000")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST:
+        raise _bad(f"payload field 'limit' must be an integer from 1 to {MAX_LIST}")
     with server.db.read() as conn:
         return {"runs": views.list_runs(conn, statuses, limit)}
 

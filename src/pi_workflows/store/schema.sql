@@ -329,4 +329,5 @@ CREATE TABLE viewer_runs (
     updated_at INTEGER NOT NULL,
     finished_at INTEGER
 ) STRICT;
-CREATE INDEX viewer_runs_by_status ON viewer_runs (status, updated_at);
+CREATE INDEX viewer_runs_by_status ON viewer_runs (status, created_at, run_id);
+CREATE INDEX viewer_runs_by_age ON viewer_runs (created_at, run_id);

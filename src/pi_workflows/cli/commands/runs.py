@@ -105,7 +105,9 @@ def start(
     type=click.Choice(RUN_STATUSES),
     help="Only runs with this status (repeat for several).",
 )
-@click.option("--limit", type=click.IntRange(min=1), help="At most this many runs.")
+@click.option(
+    "--limit", type=click.IntRange(min=1, max=1000), help="At most this many runs (1-1000)."
+)
 @json_option
 @click.pass_context
 def list_runs(

@@ -1,0 +1,102 @@
+"""What every bench section shares: sizes, the process registry, peers, output and budget.
+
+Runs in the bench process.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.peers import PeerEnv
+from bench.processes import Processes
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much each section measures. ``FULL`` fits in 10 minutes on 2 cores."""
+
+    warmup: int = 1
+    """Unrecorded repetitions before the measured ones (nodes, start, recovery)."""
+    rounds: int = 7
+    """Measured rounds of the node-overhead section."""
+    chain_sizes: tuple[int, ...] = (10, 100)
+    floor_commits: int = 100
+    """Durable commits per round for the commit floor."""
+    floor_round_trips: int = 300
+    """IPC round trips per round for the IPC floor."""
+    start_reps: int = 9
+    recovery_reps: int = 5
+    recovery_nodes: int = 20
+    recovery_gate: int = 10
+    """0-based index of the node that blocks (so ``recovery_gate`` nodes committed before)."""
+    parked_target: int = 10_000
+    parked_fill_seconds: float = 150.0
+    """Time allowed to start runs and get them parked; the count reached is measured."""
+    parked_answer_seconds: float = 150.0
+    parked_clients: int = 4
+    profile_runs: int = 3
+
+
+FULL = Sizes()
+QUICK = Sizes(
+    warmup=0,
+    rounds=2,
+    floor_commits=20,
+    floor_round_trips=50,
+    start_reps=1,
+    recovery_reps=1,
+    parked_target=10,
+    parked_fill_seconds=40.0,
+    parked_answer_seconds=40.0,
+    profile_runs=1,
+)
+
+
+@dataclass
+class Context:
+    """One bench invocation."""
+
+    sizes: Sizes
+    procs: Processes
+    out: Path
+    """Where results are written."""
+    tmp: Path
+    """This invocation's private temp directory (state dirs, databases, logs)."""
+    peers: PeerEnv
+    run_peers: bool
+    started: float = field(default_factory=time.monotonic)
+    errors: list[str] = field(default_factory=list)
+    chart_note: str | None = None
+    """Why there is no chart, when there is none."""
+
+    def say(self, message: str) -> None:
+        """One progress line on stdout, with the elapsed time."""
+        print(f"[{time.monotonic() - self.started:6.1f}s] {message}", flush=True)
+
+    def peer(self, name: str) -> bool:
+        """Whether peer ``name`` is to be measured in this invocation."""
+        return self.run_peers and self.peers.has(name)
+
+    def peer_status(self, name: str) -> str:
+        """``ok`` or why the peer was not measured."""
+        if not self.run_peers:
+            return "not run (--no-peers or --only ours)"
+        if self.peers.has(name):
+            return "ok"
+        return self.peers.missing.get(name, "unavailable")
+
+    def section_dir(self, name: str) -> Path:
+        """A fresh directory for one section's files."""
+        path = self.tmp / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def fail(self, section: str, exc: BaseException) -> dict[str, Any]:
+        """Record a section's failure; the bench goes on with the next section."""
+        message = f"{section}: {type(exc).__name__}: {exc}"
+        self.errors.append(message)
+        self.say(f"ERROR {message}")
+        return {"error": message}

@@ -1,0 +1,320 @@
+"""Section 5: many runs parked at a checkpoint, then all of them answered.
+
+Runs in the bench process. One server with default settings (capacity included). The
+workflow waits at a checkpoint, then runs one compute node.
+
+1. **Fill**: ``parked_clients`` client threads call ``run.start`` until ``parked_target``
+   runs exist or ``parked_fill_seconds`` pass, pausing while more than ``5 x clients``
+   started runs are not yet waiting (so the rate is runs parked, not runs queued); then the
+   bench waits until every started run is ``waiting``. Every few seconds it samples the
+   server's RSS and the waiting count.
+2. **Parked**: processes held below the server (must be zero: a waiting run holds no
+   runner), server RSS (before and after the reads below), and latency of ``run.list``
+   (default limit 100, by status, limit 1000, and every run: a response over 1 MiB is
+   refused, which is recorded), ``run.get``, and the CLI's ``run list`` / ``run show`` (a
+   new process each).
+3. **Answer**: the same threads answer every checkpoint; completion throughput is runs
+   completed per second from the first answer until all are completed (or the budget ends).
+
+When fewer than the target fit in the budget, the figures for the target are extrapolated
+and labelled so: times linear in the count (constant rates), RSS by the slope of the
+samples taken in the second half of the fill, ``run.list`` of every run linear in the
+count.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from bench.context import Context
+from bench.ourserver import BenchError, OurServer
+from bench.stats import figure, linear_fit
+from bench.workflows import write_park
+from pi_workflows.client import Client
+from pi_workflows.protocol import MAX_FRAME_BYTES
+
+SAMPLE_EVERY = 5.0
+
+
+class _Starter:
+    """Client threads that start runs until a count or a deadline."""
+
+    def __init__(self, server: OurServer, workflow: str, target: int, threads: int) -> None:
+        self.server = server
+        self.workflow = workflow
+        self.target = target
+        self.run_ids: list[str] = []
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+        self.waiting = 0
+        """The waiting count, as the bench's main thread last read it."""
+        self.max_backlog = 5 * threads
+        """Started runs not yet waiting that a starter allows before it pauses."""
+        self._lock = threading.Lock()
+        self._claimed = 0
+        self._threads = [
+            threading.Thread(target=self._work, name=f"bench-start-{i}", daemon=True)
+            for i in range(threads)
+        ]
+
+    def _work(self) -> None:
+        with Client(self.server.home, autostart=False, timeout=120.0) as client:
+            while not self.stop.is_set():
+                if len(self.run_ids) - self.waiting > self.max_backlog:
+                    time.sleep(0.02)  # let the runners catch up: measure parking, not queueing
+                    continue
+                with self._lock:
+                    if self._claimed >= self.target:
+                        return
+                    self._claimed += 1
+                try:
+                    receipt = client.start_run(self.workflow, {})
+                except Exception as exc:
+                    self.errors.append(f"{type(exc).__name__}: {exc}")
+                    self.stop.set()
+                    return
+                with self._lock:
+                    self.run_ids.append(str(receipt["runId"]))
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def alive(self) -> bool:
+        return any(thread.is_alive() for thread in self._threads)
+
+    def join(self) -> None:
+        for thread in self._threads:
+            thread.join()
+
+
+def _answer_all(server: OurServer, run_ids: list[str], threads: int) -> list[str]:
+    errors: list[str] = []
+
+    def work(part: list[str]) -> None:
+        with Client(server.home, autostart=False, timeout=120.0) as client:
+            for run_id in part:
+                try:
+                    client.answer_checkpoint(run_id, {"go": True})
+                except Exception as exc:
+                    errors.append(f"{type(exc).__name__}: {exc}")
+                    return
+
+    workers = [
+        threading.Thread(target=work, args=(run_ids[i::threads],), daemon=True)
+        for i in range(threads)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return errors
+
+
+def _count(server: OurServer, status: str) -> int:
+    return int(server.client.status().get("runsByStatus", {}).get(status, 0))
+
+
+def _timed(call: Any, reps: int) -> list[float]:
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter_ns()
+        call()
+        times.append((time.perf_counter_ns() - start) / 1e6)
+    return times
+
+
+def _cli(server: OurServer, args: list[str]) -> None:
+    """One CLI command in a new process (``python -m pi_workflows.cli.main ...``)."""
+    subprocess.run(
+        [sys.executable, "-m", "pi_workflows.cli.main", *args],
+        env=server.procs.environment(server.env),
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def _sample(server: OurServer, began: float, started: int) -> dict[str, float]:
+    return {
+        "seconds": round(time.monotonic() - began, 2),
+        "started": started,
+        "waiting": _count(server, "waiting"),
+        "serverRssMiB": round(server.rss_bytes() / 2**20, 2),
+    }
+
+
+def _fill(ctx: Context, server: OurServer, workflow: str) -> dict[str, Any]:
+    """Phase 1: start runs until the target or the deadline; wait until all are waiting."""
+    sizes = ctx.sizes
+    starter = _Starter(server, workflow, sizes.parked_target, sizes.parked_clients)
+    began = time.monotonic()
+    deadline = began + sizes.parked_fill_seconds
+    ctx.say(
+        f"parked: starting up to {sizes.parked_target} runs for at most "
+        f"{sizes.parked_fill_seconds:g} s with {sizes.parked_clients} clients"
+    )
+    samples: list[dict[str, float]] = []
+    starter.start()
+    next_sample = began
+    while starter.alive():
+        now = time.monotonic()
+        if now >= deadline:
+            starter.stop.set()
+        starter.waiting = _count(server, "waiting")
+        if now >= next_sample:
+            samples.append(_sample(server, began, len(starter.run_ids)))
+            ctx.say(f"parked: {samples[-1]['started']} started, {samples[-1]['waiting']} waiting")
+            next_sample = now + SAMPLE_EVERY
+        time.sleep(0.25)
+    starter.join()
+    if starter.errors:
+        raise BenchError(f"run.start failed: {starter.errors[0]}")
+    started = len(starter.run_ids)
+    started_seconds = time.monotonic() - began
+    drain_deadline = time.monotonic() + max(60.0, sizes.parked_fill_seconds)
+    while (waiting := _count(server, "waiting")) < started:
+        if time.monotonic() > drain_deadline:
+            raise BenchError(f"only {waiting} of {started} runs reached their checkpoint")
+        time.sleep(0.1)
+    parked_seconds = time.monotonic() - began
+    samples.append(_sample(server, began, started))
+    ctx.say(f"parked: {waiting} runs waiting after {parked_seconds:.1f} s")
+    return {
+        "runIds": starter.run_ids,
+        "parked": waiting,
+        "reachedTarget": waiting >= sizes.parked_target,
+        "fillSeconds": round(started_seconds, 2),
+        "parkedSeconds": round(parked_seconds, 2),
+        "parkRatePerSecond": round(waiting / parked_seconds, 2),
+        "samples": samples,
+    }
+
+
+def _latency(call: Any, reps: int) -> dict[str, Any]:
+    """A latency figure, or the error the call ended with (one try, no figure)."""
+    try:
+        return figure(_timed(call, reps))
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def _while_parked(server: OurServer, run_ids: list[str]) -> dict[str, Any]:
+    """Phase 2: processes held, RSS, and read latencies with every run waiting."""
+    time.sleep(0.5)  # let the last runners be reaped
+    descendants = server.descendants()
+    rss_parked = server.rss_bytes()
+    status = server.client.status()
+    client = server.client
+    picks = random.sample(run_ids, k=min(20, len(run_ids)))
+    page = client.list_runs(limit=100)
+    per_run = len(json.dumps(page, separators=(",", ":")).encode()) / max(1, len(page))
+    latency = {
+        "runListDefaultMs": _latency(client.list_runs, 20),
+        "runListWaitingMs": _latency(lambda: client.list_runs("waiting", 100), 20),
+        "runList1000Ms": _latency(lambda: client.list_runs(limit=min(1000, len(run_ids))), 5),
+        "runGetMs": _latency(lambda: client.get_run(random.choice(picks)), 20),
+        "cliRunListMs": _latency(lambda: _cli(server, ["run", "list"]), 3),
+        "cliRunShowMs": _latency(lambda: _cli(server, ["run", "show", picks[0]]), 3),
+    }
+    # Last: a refused frame closes the connection (the client reconnects on its next call).
+    latency["runListAllMs"] = _latency(lambda: client.list_runs(limit=len(run_ids)), 3)
+    server.close_client()
+    return {
+        "processesHeld": len(descendants),
+        "runnersHeld": len(status.get("runners", [])),
+        "serverRssMiB": round(rss_parked / 2**20, 2),
+        "serverRssAfterReadsMiB": round(server.rss_bytes() / 2**20, 2),
+        "listBytesPerRun": round(per_run, 1),
+        "maxRunsPerListResponse": int(MAX_FRAME_BYTES // per_run),
+        "latency": latency,
+    }
+
+
+def _answer(ctx: Context, server: OurServer, run_ids: list[str]) -> dict[str, Any]:
+    """Phase 3: answer every checkpoint; completed runs per second until all completed."""
+    ctx.say(f"parked: answering {len(run_ids)} checkpoints")
+    errors: list[str] = []
+    began = time.monotonic()
+    deadline = began + ctx.sizes.parked_answer_seconds
+    answering = threading.Thread(
+        target=lambda: errors.extend(_answer_all(server, run_ids, ctx.sizes.parked_clients)),
+        daemon=True,
+    )
+    answering.start()
+    completed = 0
+    while time.monotonic() < deadline:
+        completed = _count(server, "completed")
+        if completed >= len(run_ids):
+            break
+        time.sleep(0.25)
+    seconds = time.monotonic() - began
+    answering.join(timeout=max(0.0, deadline - time.monotonic()) + 5)
+    if errors:
+        ctx.errors.append(f"parked: answering: {errors[0]}")
+    return {
+        "completed": completed,
+        "completionSeconds": round(seconds, 2),
+        "completionPerSecond": round(completed / seconds, 2),
+        "allCompleted": completed >= len(run_ids),
+        "answerErrors": errors[:3],
+    }
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    """Measure and summarise; see the module docstring."""
+    directory = ctx.section_dir("parked")
+    server = OurServer(ctx.procs, directory / "ours").start()
+    workflow = str(write_park(server.project))
+    result: dict[str, Any] = {
+        "target": ctx.sizes.parked_target,
+        "clients": ctx.sizes.parked_clients,
+    }
+    try:
+        filled = _fill(ctx, server, workflow)
+        run_ids = filled.pop("runIds")
+        result.update(filled)
+        result.update(_while_parked(server, run_ids))
+        result.update(_answer(ctx, server, run_ids))
+        result["extrapolated"] = _extrapolate(result, result["samples"], ctx.sizes.parked_target)
+    finally:
+        server.stop()
+    return result
+
+
+def _extrapolate(
+    result: dict[str, Any], samples: list[dict[str, float]], target: int
+) -> dict[str, Any] | None:
+    """Linear extrapolation from the measured count to ``target`` (None if reached)."""
+    measured = int(result["parked"])
+    if measured >= target or measured == 0:
+        return None
+    scale = target / measured
+    # The second half of the fill: the first samples include the server's own warm-up.
+    fit = linear_fit(
+        [(s["waiting"], s["serverRssMiB"]) for s in samples if 2 * s["waiting"] >= measured]
+    )
+    rss = (
+        max(0.0, fit[0]) * (target - measured) + result["serverRssMiB"]
+        if fit is not None
+        else result["serverRssMiB"]
+    )
+    all_ms = result["latency"]["runListAllMs"].get("median")
+    return {
+        "label": (
+            f"EXTRAPOLATED from {measured} measured runs to {target}, linear in the count"
+            " (not measured)"
+        ),
+        "count": target,
+        "parkSeconds": round(target / result["parkRatePerSecond"], 1),
+        "completionSeconds": round(target / max(result["completionPerSecond"], 1e-9), 1),
+        "serverRssMiB": round(rss, 1),
+        "runListAllMs": round(all_ms * scale, 2) if all_ms is not None else None,
+        "runListAllFitsOneFrame": target <= result["maxRunsPerListResponse"],
+        "processesHeld": 0,
+    }

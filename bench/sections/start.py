@@ -1,0 +1,119 @@
+"""Section 3: start latency, beside the floor of spawning the interpreters it spawns.
+
+Runs in the bench process. Each repetition (interleaved with the floors) starts a 1-node
+workflow on a warm server and records:
+
+- ``ackMs``: ``run.start`` sent to its receipt back (the receipt is durable: committed in
+  the same transaction as the run). It includes the resolver child that loads the workflow
+  to describe it.
+- ``firstNodeMs``: ``run.start`` sent to the first node's own stamp, with a cold runner (a
+  new ``python -m pi_workflows.runner`` process every run: there is no pool).
+- ``ackToFirstNodeMs``: the part after the receipt (scheduler, runner spawn, handshake,
+  ``state.get``, ``node.start``).
+
+Floors, each a fresh interpreter spawned and reaped: ``python -c pass``, and with the
+imports of the two children a start spawns (``pi_workflows.runner.main`` and
+``pi_workflows.runner.resolve``). DBOS's in-process ``start_workflow`` (no child process,
+no isolation) is measured beside it when DBOS is available.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from bench.context import Context
+from bench.floors import spawn_ms
+from bench.ourserver import OurServer
+from bench.peers import PeerWorker
+from bench.stats import figure, ratios
+from bench.workflows import write_chain
+
+FLOORS = {
+    "spawnPassMs": "pass",
+    "spawnRunnerImportsMs": "import pi_workflows.runner.main",
+    "spawnResolverImportsMs": "import pi_workflows.runner.resolve",
+}
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    """Measure and summarise; see the module docstring."""
+    directory = ctx.section_dir("start")
+    server = OurServer(ctx.procs, directory / "ours").start()
+    workflow = write_chain(server.project, 1)
+    dbos: PeerWorker | None = None
+    if ctx.peer("dbos") and ctx.peers.python is not None:
+        try:
+            dbos = PeerWorker(
+                ctx.procs,
+                ctx.peers.python,
+                "dbos_peer.py",
+                ["worker", str(directory / "dbos.sqlite")],
+                directory / "dbos.log",
+            )
+        except Exception as exc:
+            ctx.errors.append(f"start: dbos: {exc}")
+    series: dict[str, list[float]] = {
+        "ackMs": [],
+        "firstNodeMs": [],
+        "ackToFirstNodeMs": [],
+        **{key: [] for key in FLOORS},
+    }
+    peer: dict[str, list[float]] = {"ackMs": [], "firstNodeMs": []}
+    try:
+        for rep in range(ctx.sizes.warmup + ctx.sizes.start_reps):
+            measured = rep >= ctx.sizes.warmup
+            ctx.say(f"start: {'rep ' + str(rep - ctx.sizes.warmup + 1) if measured else 'warm-up'}")
+            floor_values = {
+                key: spawn_ms(sys.executable, code, ctx.procs.environment())
+                for key, code in FLOORS.items()
+            }
+            marks = server.run_to_end(workflow, {})
+            first = marks["output"]["first"]
+            values = {
+                "ackMs": (marks["ackNs"] - marks["t0Ns"]) / 1e6,
+                "firstNodeMs": (first - marks["t0Ns"]) / 1e6,
+                "ackToFirstNodeMs": (first - marks["ackNs"]) / 1e6,
+                **floor_values,
+            }
+            if dbos is not None:
+                answer = dbos.call("start")
+                if measured:
+                    peer["ackMs"].append((answer["ackNs"] - answer["t0Ns"]) / 1e6)
+                    peer["firstNodeMs"].append((answer["firstNs"] - answer["t0Ns"]) / 1e6)
+            if measured:
+                for key, value in values.items():
+                    series[key].append(value)
+    finally:
+        if dbos is not None:
+            dbos.close()
+        server.stop()
+    two_spawns = [
+        a + b
+        for a, b in zip(
+            series["spawnRunnerImportsMs"], series["spawnResolverImportsMs"], strict=True
+        )
+    ]
+    return {
+        "method": (
+            "warm server, 1-node workflow per repetition; floors are fresh interpreters "
+            "spawned and reaped in the same repetition"
+        ),
+        "reps": ctx.sizes.start_reps,
+        "ours": {key: figure(series[key]) for key in ("ackMs", "firstNodeMs", "ackToFirstNodeMs")},
+        "floor": {key: figure(series[key]) for key in FLOORS},
+        "dbos": {key: figure(values) for key, values in peer.items()}
+        if dbos is not None
+        else {"skipped": ctx.peer_status("dbos")},
+        "ratios": {
+            "ack / resolver-import spawn": ratios(
+                series["ackMs"], series["spawnResolverImportsMs"]
+            ),
+            "first node / (resolver + runner import spawns)": ratios(
+                series["firstNodeMs"], two_spawns
+            ),
+            "ack-to-first-node / runner-import spawn": ratios(
+                series["ackToFirstNodeMs"], series["spawnRunnerImportsMs"]
+            ),
+        },
+    }

@@ -155,16 +155,6 @@ def effect_key(run_id: str, round_no: int, node_id: str, visit: int, effect_type
     return f"{run_id}/r{round_no}/{node_id}/v{visit}/{effect_type}"
 
 
-def read_effect(conn: sqlite3.Connection, effect_id: str) -> dict[str, Any] | None:
-    """One effect as a wire-shaped dict (``effect list``)."""
-    row = conn.execute(
-        "SELECT effect_id, run_id, effect_key, effect_type, effect_kind, node_id, visit, status,"
-        " attempt_count, result_json, error, updated_at FROM effects WHERE effect_id = ?",
-        (effect_id,),
-    ).fetchone()
-    return None if row is None else _wire(row)
-
-
 def list_effects(conn: sqlite3.Connection, run_id: str | None = None) -> list[dict[str, Any]]:
     """Effects of one run, or of every run, oldest first."""
     sql = (

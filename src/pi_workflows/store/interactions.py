@@ -85,16 +85,6 @@ def open_request_of(conn: sqlite3.Connection, run_id: str) -> Interaction | None
     return None if row is None else _interaction(row)
 
 
-def latest_for_attempt(conn: sqlite3.Connection, attempt_id: str) -> Interaction | None:
-    """The newest request made by one attempt."""
-    row = conn.execute(
-        f"SELECT {_COLUMNS} FROM interactive_requests WHERE attempt_id = ?"
-        " ORDER BY created_at DESC, rowid DESC LIMIT 1",
-        (attempt_id,),
-    ).fetchone()
-    return None if row is None else _interaction(row)
-
-
 def open_request(
     tx: Transaction, run_id: str, attempt_id: str, node_id: str, draft: InteractionDraft
 ) -> str:

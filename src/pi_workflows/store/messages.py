@@ -7,7 +7,6 @@ Owns ``workflow_messages``. A message is recorded in the same transaction as its
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from pi_workflows.store import jsoncol
@@ -29,22 +28,3 @@ def record(
         " origin_session, status, created_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
         (new_id("msg"), run_id, source_key, kind, jsoncol.dumps(body), origin_session, tx.now),
     )
-
-
-def list_for_run(conn: sqlite3.Connection, run_id: str) -> list[dict[str, Any]]:
-    """The run's messages, oldest first, as wire-shaped dicts."""
-    rows = conn.execute(
-        "SELECT message_id, kind, body_json, status, created_at FROM workflow_messages"
-        " WHERE run_id = ? ORDER BY created_at, rowid",
-        (run_id,),
-    ).fetchall()
-    return [
-        {
-            "messageId": row[0],
-            "kind": row[1],
-            "body": jsoncol.loads(row[2]),
-            "status": row[3],
-            "createdAt": row[4],
-        }
-        for row in rows
-    ]

@@ -56,11 +56,6 @@ def bump_server_epoch(db: Database, pid: int) -> int:
         return int(tx.conn.execute("SELECT epoch FROM server_state WHERE id = 1").fetchone()[0])
 
 
-def current_server_epoch(conn: sqlite3.Connection) -> int:
-    """The epoch of the newest server."""
-    return int(conn.execute("SELECT epoch FROM server_state WHERE id = 1").fetchone()[0])
-
-
 def launch(
     db: Database,
     run_id: str,

@@ -138,7 +138,8 @@ def test_an_idempotent_effect_killed_mid_flight_reruns_with_the_same_key(
     keys = _lines(tmp_path, "keys.txt")
     assert len(keys) == 2
     assert keys[0] == keys[1]
-    assert run_id in keys[0]
+    with server.client() as client:
+        assert [e["effectKey"] for e in client.list_effects(run_id)] == [keys[0]]
     assert _lines(tmp_path, "ledger.txt") == ["line"]
     assert server.diagnose() == []
 

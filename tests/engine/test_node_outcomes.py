@@ -22,7 +22,6 @@ from pi_workflows.engine import (
     NotJsonError,
     checkpoint_request,
     decision_result,
-    effect_key,
     notify_result,
     require_text,
     result_from_output,
@@ -133,14 +132,3 @@ def test_require_text_accepts_only_non_empty_strings() -> None:
     assert require_text("a", "prompt", "Hi") == "Hi"
     with pytest.raises(NodeValueError, match="prompt must be non-empty text, got dict"):
         require_text("a", "prompt", {})
-
-
-def test_effect_key_is_stable_per_visit_and_distinct_across_visits_and_runs() -> None:
-    """Retries of one visit share a key; another visit or run gets another key."""
-    key = effect_key("run-1", "apply", 1)
-    assert key == effect_key("run-1", "apply", 1)
-    assert key != effect_key("run-1", "apply", 2)
-    assert key != effect_key("run-2", "apply", 1)
-    assert key != effect_key("run-1", "other", 1)
-    assert key.startswith("pwf-")
-    assert len(key) == 36

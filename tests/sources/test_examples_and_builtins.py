@@ -42,13 +42,13 @@ from pi_workflows.engine import (
     advance,
     checkpoint_request,
     decision_result,
-    effect_key,
     first_node,
     notify_result,
     result_from_output,
     shell_result,
     timeout_result,
 )
+from pi_workflows.protocol import effect_key
 from pi_workflows.sources import BUILTINS_DIR, LoadedWorkflow, load, resolve
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "workflows"
@@ -115,7 +115,7 @@ def drive(
             workflow=workflow.name, run_id=run_id, node_id=node_id, attempt_id=f"{node_id}-{visit}",
             visit=visit, input=input_value, outputs=state.outputs,  # type: ignore[arg-type]
             results=state.results, cancellation=CancellationSignal(),
-            effect_key=effect_key(run_id, node_id, visit),
+            effect_key=effect_key(run_id, 0, node_id, visit, "example"),
         )  # fmt: skip
         result = _execute(workflow, node_id, ctx, answers or {})
         step = advance(workflow, state, node_id, result)

@@ -51,9 +51,10 @@ def test_the_same_key_with_another_request_is_a_conflict_naming_the_node(db: Dat
     """A changed fingerprint for the same visit is refused and names the node."""
     claim = running(db)
     attempt = lifecycle.start_node(db, claim, "send").attempt
-    _reserve(db, claim, attempt.attempt_id)
+    reservation = _reserve(db, claim, attempt.attempt_id)
     lifecycle.park(db, claim, lifecycle.ParkReason.RUNNER_CRASHED)
-    db.conn.execute("UPDATE effects SET status = 'pending'")
+    assert problems(db) == []
+    resolve_effect(db, reservation.effect_id, "retry")
     lifecycle.resume(db, claim.run_id)
     again = lifecycle.claim(db, claim.run_id, "runner-2").claim
     retry = lifecycle.start_node(db, again, "send").attempt

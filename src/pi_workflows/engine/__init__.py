@@ -18,7 +18,6 @@ from pi_workflows.engine.outcomes import (
     DECIDED_BY_TIMEOUT,
     checkpoint_request,
     decision_result,
-    effect_key,
     notify_result,
     require_text,
     result_from_output,
@@ -62,7 +61,6 @@ __all__ = [
     "notify_result",
     "checkpoint_request",
     "require_text",
-    "effect_key",
     "DECIDED_BY_PERSON",
     "DECIDED_BY_TIMEOUT",
     # JSON

@@ -3,12 +3,11 @@
 The runner executes callbacks, commands and waits; these pure helpers turn what it observed
 into the result the engine routes, so every runner path applies the same rules: a non-JSON
 output fails the node, a disallowed exit code fails a shell node, a decision timeout takes
-its default choice, and so on. Also the stable effect key. No I/O, no clock.
+its default choice, and so on. No I/O, no clock.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Final, cast
 
 from pi_workflows.authoring import (
@@ -122,16 +121,6 @@ def require_text(node_id: str, what: str, value: object) -> str:
     if isinstance(value, str) and value.strip():
         return value
     raise NodeValueError(node_id, f"{what} must be non-empty text, got {type(value).__name__}")
-
-
-def effect_key(run_id: str, node_id: str, visit: int) -> str:
-    """The idempotency key of an effect: stable across attempts of one node visit.
-
-    The same run, node and visit always give the same key; any other visit or run gives a
-    different one. 36 characters of ``[a-z0-9-]``, accepted by most outside systems.
-    """
-    digest = hashlib.sha256(f"{run_id}\0{node_id}\0{visit}".encode()).hexdigest()
-    return f"pwf-{digest[:32]}"
 
 
 def _duration(seconds: float) -> str:

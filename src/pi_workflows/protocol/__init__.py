@@ -7,6 +7,7 @@ Layout:
 - `messages`: client protocol v1 (`Hello`, `Request`, `Response`, `Event`) and its decoders.
 - `runner`: the private server <-> runner-child envelope and its decoders.
 - `outcomes`: the `Outcome` enum and `ErrorInfo`, shared by both channels.
+- `effects`: the effect key derivation and result markers the server and runner share.
 - `fields`: bounded identifier and name types and their limits.
 - `errors`: `ProtocolError` and its subclasses, and `NotJsonError`.
 
@@ -15,6 +16,7 @@ beyond reading frames from streams it is handed.
 """
 
 from pi_workflows.protocol.canonical import MAX_JSON_DEPTH, canonical_json, fingerprint, sha256_hex
+from pi_workflows.protocol.effects import TIMED_OUT_RESULT, effect_key
 from pi_workflows.protocol.errors import FrameError, FrameTooLarge, NotJsonError, ProtocolError
 from pi_workflows.protocol.fields import MAX_ID_CHARS, MAX_NAME_CHARS, Count, Id, Name, Revision
 from pi_workflows.protocol.framing import MAX_FRAME_BYTES, FrameReader, encode_frame, read_frame
@@ -47,6 +49,9 @@ __all__ = [
     "canonical_json",
     "fingerprint",
     "sha256_hex",
+    # managed effects
+    "TIMED_OUT_RESULT",
+    "effect_key",
     # framing
     "MAX_FRAME_BYTES",
     "FrameReader",

@@ -12,6 +12,12 @@ body does not run. What the runner stores in an effect (so adoption reproduces t
 - ``receipt``: a shell command's ``{command, exitCode, signal, durationMs, stdoutBytes,
   stderrBytes, truncated}``; an action's ``{durationMs}``.
 
+A shell command the node deadline kills is settled ``rejected`` with the timed-out mark under
+an idempotent effect; under a manual effect its outcome is unknown, so the runner proposes
+``run.park`` with ``effectAmbiguous`` and the server marks the effect ambiguous in the same
+commit. An operator resolving a shell effect as applied without a result makes the node's
+output ``{exitCode: 0, stdout: "", stderr: ""}``.
+
 An action body that outlives its deadline is asked to stop (``ctx.cancellation``, and its
 async task is cancelled) and given ``ACTION_GRACE_SECONDS``. If it ends within the grace it
 is settled with what it did: a ``NodeCancelledError`` (or ``CancelledError``) means it
@@ -34,6 +40,7 @@ from pi_workflows.authoring import (
     ActionNode,
     CancellationSignal,
     Effect,
+    EffectKind,
     JsonObject,
     JsonValue,
     NodeCancelledError,
@@ -44,12 +51,11 @@ from pi_workflows.engine import (
     NodeResult,
     canonical_json,
     check_json,
-    effect_key,
     result_from_output,
     shell_result,
     timeout_result,
 )
-from pi_workflows.protocol import fingerprint
+from pi_workflows.protocol import TIMED_OUT_RESULT, effect_key, fingerprint
 from pi_workflows.runner.callbacks import (
     CallOutcome,
     Deadline,
@@ -67,11 +73,11 @@ from pi_workflows.runner.errors import (
     one_line,
 )
 from pi_workflows.runner.limits import ACTION_GRACE_SECONDS, MAX_UPDATE_BYTES
-from pi_workflows.runner.runtime import Attempt, Runtime, failure
+from pi_workflows.runner.runtime import Attempt, Parked, Runtime, failure
 from pi_workflows.runner.shell import run_command
 from pi_workflows.runner.values import bounded
 
-TIMED_OUT_MARK: JsonObject = {"outcome": "timed_out"}
+TIMED_OUT_MARK: JsonObject = dict(TIMED_OUT_RESULT)
 """The ``result`` of a rejected effect whose body the node deadline stopped."""
 
 _ENDED_BY_CANCEL = (NodeCancelledError, asyncio.CancelledError)
@@ -134,7 +140,18 @@ def _reserve(
             "effect.reserve",
             f"status {reservation.status!r} (expected applying, applied or rejected)",
         )
+    expected = visit_key(rt, attempt, effect)
+    if reservation.effect_key != expected:
+        raise ProtocolViolationError(
+            "effect.reserve", f"effect key {reservation.effect_key!r}, expected {expected!r}"
+        )
     return reservation
+
+
+def visit_key(rt: Runtime, attempt: Attempt, effect: Effect) -> str:
+    """The key of the effect of this node visit: what ``ctx.effect_key`` is and what the
+    server reserves (``protocol.effect_key``: run, round, node, visit, effect type)."""
+    return effect_key(rt.run_id, rt.round, attempt.node_id, attempt.visit, effect.type)
 
 
 def _settle(
@@ -229,19 +246,20 @@ def run_shell(
     ctx: NodeContext,
     deadline: Deadline,
     cancellation: CancellationSignal,
-) -> NodeResult:
+) -> NodeResult | Parked:
     """Resolve the command, reserve its effect, run it if told to, settle it with a receipt.
 
-    A command callback sees ``ctx.effect_key`` = the engine's per-visit key, because the
-    server's key only exists after the reservation, which needs the resolved command.
+    A command callback sees the same ``ctx.effect_key`` the reservation then gets (it is
+    derived from the run, round, node, visit and effect type, so it is known before the
+    reservation, which needs the resolved command). A command the node deadline killed
+    under a manual effect may or may not have done its work: the runner parks the run with
+    ``effectAmbiguous`` (the effect stays for an operator) instead of settling it.
     """
     assert node.effect is not None
     node_id = attempt.node_id
     label = f"node {node_id!r} command"
     inbox = Inbox()
-    command_ctx = action_context(
-        ctx, effect_key(rt.run_id, node_id, attempt.visit), publisher(inbox)
-    )
+    command_ctx = action_context(ctx, visit_key(rt, attempt, node.effect), publisher(inbox))
     outcome: CallOutcome = Returned(node.command)
     if callable(node.command):
         outcome = call(
@@ -268,6 +286,15 @@ def run_shell(
     if run.spawn_error is not None:
         _settle(rt, reservation, "rejected", error=run.spawn_error, receipt=receipt)
         return NodeResult.failed(run.spawn_error)
+    if run.timed_out and node.effect.kind is EffectKind.MANUAL:
+        rt.channel.request(
+            "run.park",
+            {
+                "reason": "effectAmbiguous",
+                "detail": f"the command of node {node_id!r} was killed at its timeout",
+            },
+        )
+        return Parked("effectAmbiguous")
     if run.timed_out:
         timed_out = timeout_result(node_id, node)
         _settle(
@@ -288,6 +315,10 @@ def run_shell(
 
 def _adopt_shell(node_id: str, node: ShellNode, reservation: Reservation) -> NodeResult:
     stored = reservation.result
+    if stored is None:
+        # An operator resolved it as applied without giving an output: the command did its
+        # work, and nothing of what it printed is known.
+        return shell_result(node, 0, "", "")
     if isinstance(stored, dict):
         code, stdout, stderr = stored.get("exitCode"), stored.get("stdout"), stored.get("stderr")
         if (

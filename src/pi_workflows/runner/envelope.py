@@ -72,6 +72,7 @@ class StateView(_Wire, frozen=True, kw_only=True):
 
     input: Any = None
     step_count: int = 0
+    round: int = 0
     current_node: str | None = None
     outputs: dict[str, Any] = {}
     results: dict[str, dict[str, Any]] = {}

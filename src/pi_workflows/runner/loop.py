@@ -7,7 +7,8 @@ its own copy of the engine's ``RunState`` and updates it from what it committed:
    without running the node; a ``running`` one (should not happen after recovery) is
    executed afresh under its committed attempt; otherwise ``node.start`` opens the current
    node (the start node when ``currentNode`` is null);
-2. the node executes (``nodes.execute``); a ``Waited`` execution ends the child;
+2. the node executes (``nodes.execute``); a ``Waited`` or ``Parked`` execution ends the
+   child;
 3. the engine decides (``advance``) and ``node.finish`` commits the result with ``next``;
    a ``goto`` sets ``startNext`` so the next attempt opens in the same commit, and the loop
    continues with it; a ``finish`` ends the child.
@@ -38,6 +39,7 @@ from pi_workflows.runner.runtime import (
     Attempt,
     Execution,
     Finished,
+    Parked,
     Runtime,
     Waited,
     node_context,
@@ -160,7 +162,7 @@ class Loop:
                 return
             attempt = following
             execution = execute(self.rt, self.state, attempt)
-        assert isinstance(execution, Waited)
+        assert isinstance(execution, Waited | Parked)
 
     def _finish(self, attempt: Attempt, execution: Finished) -> Attempt | None:
         """Commit the node's result and the engine's decision; the next attempt, if any."""

@@ -102,6 +102,7 @@ def _run(connection: Connection, termination: Termination, groups: ProcessGroups
         channel=channel,
         workflow=loaded.workflow,
         run_id=envelope.run_id,
+        round=view.round,
         input=view.input,
         termination=termination,
         groups=groups,

@@ -31,6 +31,7 @@ from pi_workflows.runner.runtime import (
     Attempt,
     Execution,
     Finished,
+    Parked,
     Runtime,
     node_context,
     value_or_failure,
@@ -64,6 +65,8 @@ def execute(rt: Runtime, state: RunState, attempt: Attempt) -> Execution:
                 return Finished(bounded(node_id, run_action(rt, node, attempt, ctx, deadline)))
             case ShellNode():
                 result = run_shell(rt, node, attempt, ctx, deadline, cancellation)
+                if isinstance(result, Parked):
+                    return result
                 return Finished(bounded(node_id, result))
             case CheckpointNode() | HumanDecisionNode() | AgentNode():
                 return request_wait(rt, node, attempt, ctx, deadline)

@@ -2,7 +2,8 @@
 
 Runs in the runner child; never opens the database. ``Runtime`` bundles the channel, the
 loaded workflow and the child's supervision objects; ``Attempt`` is one committed node
-attempt; ``Finished`` and ``Waited`` are the two ways a node execution ends. Also builds the
+attempt; ``Finished``, ``Waited`` and ``Parked`` are the ways a node execution ends. Also
+builds the
 read-only ``NodeContext`` a callback receives and the helpers that turn a callback outcome
 into a ``NodeResult`` the same way for every node kind.
 """
@@ -36,6 +37,7 @@ class Runtime:
     channel: Channel
     workflow: Workflow
     run_id: str
+    round: int
     input: JsonValue
     termination: Termination
     groups: ProcessGroups
@@ -66,7 +68,14 @@ class Waited:
     request_id: str
 
 
-Execution: TypeAlias = Finished | Waited
+@dataclass(frozen=True)
+class Parked:
+    """The run was parked (an uncertain manual effect); the child exits now."""
+
+    reason: str
+
+
+Execution: TypeAlias = Finished | Waited | Parked
 
 
 def node_context(

@@ -19,7 +19,7 @@ from pi_workflows.protocol import (
     RunnerReply,
     safe_message,
 )
-from pi_workflows.store import lifecycle, messages, runners, views
+from pi_workflows.store import effects, lifecycle, messages, runners, views
 from pi_workflows.store.claims import Claim
 from pi_workflows.store.database import Database
 from pi_workflows.store.effect_writes import reserve_effect, settle_effect
@@ -47,6 +47,14 @@ PROPOSALS = frozenset(
         "run.park",
         "effect.reserve",
         "effect.settle",
+    }
+)
+# A runner may park its run for these reasons only (the server decides every other park).
+RUNNER_PARK_REASONS = frozenset(
+    {
+        ParkReason.WORKFLOW_SOURCE_CHANGED,
+        ParkReason.WORKFLOW_LOAD_FAILED,
+        ParkReason.EFFECT_AMBIGUOUS,  # a manual effect's command was killed at its deadline
     }
 )
 # After these commit, the runner has nothing left to do for this generation.
@@ -259,8 +267,12 @@ def _apply(db: Database, claim: Claim, message: RunnerMessage) -> dict[str, Any]
             return {}
         case "run.park":
             reason = ParkReason(_field(payload, "reason", str))
-            if reason not in (ParkReason.WORKFLOW_SOURCE_CHANGED, ParkReason.WORKFLOW_LOAD_FAILED):
+            if reason not in RUNNER_PARK_REASONS:
                 raise BadRunnerMessage(f"a runner cannot park a run for {reason}")
+            if reason is ParkReason.EFFECT_AMBIGUOUS and not any(
+                kind == "manual" for _, kind in effects.applying(db.conn, claim.run_id)
+            ):
+                raise BadRunnerMessage("no manual effect of the run is applying")
             lifecycle.park(db, claim, reason, safe_message(str(payload.get("detail", ""))) or None)
             return {}
         case "effect.reserve":

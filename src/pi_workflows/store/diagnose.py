@@ -293,7 +293,7 @@ def _repair_run(db: Database, run_id: str, run_problems: list[Problem]) -> None:
             )
         if terminal:
             interactions.cancel_open(tx, run_id)
-            effects.cancel_for_run(tx, run_id)
+            effects.settle_on_exit(tx, run_id, terminal=True)
 
     write_run(
         db,

@@ -3,7 +3,8 @@
 Owns ``effects`` and ``effect_attempts``. Functions here run inside a run write's
 transaction. An ``applying`` effect whose runner is gone is never assumed to have failed or
 succeeded: an idempotent one becomes pending again (its rerun is safe), a manual one
-becomes ambiguous and waits for an operator.
+becomes ambiguous and waits for an operator. ``settle_on_exit`` is the one place that
+decides this, for every way a run leaves ``running``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from pi_workflows.protocol.effects import TIMED_OUT_RESULT, effect_key
 from pi_workflows.store import jsoncol
 from pi_workflows.store.database import Transaction
 from pi_workflows.store.errors import (
@@ -58,66 +60,106 @@ def list_for_run(conn: sqlite3.Connection, run_id: str) -> list[EffectSummary]:
     ]
 
 
-def _lose_applying_attempts(tx: Transaction, effect_ids: list[str]) -> None:
+def _lose_applying_attempts(tx: Transaction, effect_ids: list[str], status: str = "lost") -> None:
     for effect_id in effect_ids:
         tx.conn.execute(
-            "UPDATE effect_attempts SET status = 'lost', finished_at = ?"
+            "UPDATE effect_attempts SET status = ?, finished_at = ?"
             " WHERE effect_id = ? AND status = 'applying'",
-            (tx.now, effect_id),
+            (status, tx.now, effect_id),
         )
 
 
-def cancel_for_run(tx: Transaction, run_id: str) -> tuple[list[str], list[str]]:
-    """On a terminal transition: unstarted effects are cancelled, applying ones ambiguous.
+@dataclass(frozen=True)
+class Uncertain:
+    """A manual effect whose body may or may not have run: the run must stop for review."""
 
-    Returns (cancelled ids, ambiguous ids).
+    effect_id: str
+    effect_type: str
+    node_id: str
+
+    def describe(self) -> str:
+        """One line for the run's park detail."""
+        return (
+            f"effect {self.effect_id} ({self.effect_type} of node {self.node_id}) may or may not"
+            " have been applied"
+        )
+
+
+def settle_on_exit(tx: Transaction, run_id: str, *, terminal: bool) -> list[Uncertain]:
+    """The run leaves ``running``: settle every effect its runner may still be applying.
+
+    The one rule every exit from ``running`` goes through (``lifecycle.apply_transition``
+    calls it): an ``applying`` body is never assumed to have failed or succeeded.
+
+    - The run ends (``terminal``): effects that never started are cancelled, applying ones
+      of either kind become ambiguous (an operator resolves them; nothing runs again).
+    - The run parks, is recovered or waits: an applying idempotent effect becomes pending
+      (running it again under the same key is safe), an applying manual one ambiguous.
+
+    Returns the manual effects that became ambiguous on a non-terminal exit: the caller must
+    then park the run with ``effectAmbiguous`` instead of letting it continue.
     """
-    pending = [
-        row[0]
-        for row in tx.conn.execute(
-            "SELECT effect_id FROM effects WHERE run_id = ? AND status = 'pending'", (run_id,)
+    rows = tx.conn.execute(
+        "SELECT effect_id, effect_kind, effect_type, node_id, status FROM effects"
+        " WHERE run_id = ? AND status IN ('pending', 'applying') ORDER BY created_at, rowid",
+        (run_id,),
+    ).fetchall()
+    uncertain: list[Uncertain] = []
+    lost: list[str] = []
+    for effect_id, kind, effect_type, node_id, status in rows:
+        if status == EffectStatus.PENDING:
+            target = EffectStatus.CANCELLED if terminal else None
+        elif terminal or kind == "manual":
+            target = EffectStatus.AMBIGUOUS
+        else:
+            target = EffectStatus.PENDING
+        if target is None:
+            continue
+        tx.conn.execute(
+            "UPDATE effects SET status = ?, updated_at = ? WHERE effect_id = ?",
+            (target.value, tx.now, effect_id),
         )
-    ]
-    applying = [
-        row[0]
-        for row in tx.conn.execute(
-            "SELECT effect_id FROM effects WHERE run_id = ? AND status = 'applying'", (run_id,)
-        )
-    ]
-    tx.conn.execute(
-        "UPDATE effects SET status = 'cancelled', updated_at = ?"
-        " WHERE run_id = ? AND status = 'pending'",
-        (tx.now, run_id),
-    )
-    tx.conn.execute(
-        "UPDATE effects SET status = 'ambiguous', updated_at = ?"
-        " WHERE run_id = ? AND status = 'applying'",
-        (tx.now, run_id),
-    )
-    _lose_applying_attempts(tx, applying)
-    return pending, applying
+        if status == EffectStatus.APPLYING:
+            lost.append(effect_id)
+            if target is EffectStatus.AMBIGUOUS and not terminal:
+                uncertain.append(Uncertain(effect_id, effect_type, node_id))
+    _lose_applying_attempts(tx, lost)
+    return uncertain
 
 
-def settle_lost_runner(tx: Transaction, run_id: str) -> list[str]:
-    """The run's runner is gone: reset applying idempotent effects, mark manual ones ambiguous.
-
-    Returns the ids that became ambiguous (the run must then park with effectAmbiguous).
-    """
-    applying = tx.conn.execute(
+def applying(conn: sqlite3.Connection, run_id: str) -> list[tuple[str, str]]:
+    """``(effect id, kind)`` of every effect of the run whose body may be running now."""
+    rows = conn.execute(
         "SELECT effect_id, effect_kind FROM effects WHERE run_id = ? AND status = 'applying'",
         (run_id,),
     ).fetchall()
-    ambiguous: list[str] = []
-    for effect_id, kind in applying:
-        status = EffectStatus.PENDING if kind == "idempotent" else EffectStatus.AMBIGUOUS
-        tx.conn.execute(
-            "UPDATE effects SET status = ?, updated_at = ? WHERE effect_id = ?",
-            (status.value, tx.now, effect_id),
+    return [(row[0], row[1]) for row in rows]
+
+
+def reject_timed_out(tx: Transaction, run_id: str, error: str) -> list[str]:
+    """The node deadline killed the body of an idempotent effect: settle it as timed out.
+
+    Its node is recorded ``timed_out`` in the same transaction, so the effect is never
+    reserved again under that visit; it is ``rejected`` with ``TIMED_OUT_RESULT`` exactly as
+    when the runner stops a body at its own deadline. Manual effects are not touched (their
+    run parks instead, see ``settle_on_exit``). Returns the settled ids.
+    """
+    ids = [
+        row[0]
+        for row in tx.conn.execute(
+            "SELECT effect_id FROM effects WHERE run_id = ? AND status = 'applying'"
+            " AND effect_kind = 'idempotent'",
+            (run_id,),
         )
-        if status is EffectStatus.AMBIGUOUS:
-            ambiguous.append(effect_id)
-    _lose_applying_attempts(tx, [row[0] for row in applying])
-    return ambiguous
+    ]
+    for effect_id in ids:
+        tx.conn.execute(
+            "UPDATE effects SET status = 'rejected', result_json = ?, error = ?, updated_at = ?"
+            " WHERE effect_id = ?",
+            (jsoncol.dumps(TIMED_OUT_RESULT), error, tx.now, effect_id),
+        )
+    _lose_applying_attempts(tx, ids, "rejected")
+    return ids
 
 
 def unresolved_ambiguous(conn: sqlite3.Connection, run_id: str) -> int:
@@ -144,15 +186,6 @@ class Reservation:
     attempt_no: int
     result: Any = None
     error: str | None = None
-
-
-def effect_key(run_id: str, round_no: int, node_id: str, visit: int, effect_type: str) -> str:
-    """The stable key of one effect: run, round, node, visit and effect type.
-
-    A crash retry of the same visit gets the same key; a loop's next visit, or a restarted
-    round, gets a new one.
-    """
-    return f"{run_id}/r{round_no}/{node_id}/v{visit}/{effect_type}"
 
 
 def list_effects(conn: sqlite3.Connection, run_id: str | None = None) -> list[dict[str, Any]]:

@@ -124,7 +124,12 @@ def apply_transition(
 ) -> RunStatus:
     """Move ``run`` along ``operation``: status, queue, claim, attempts, interactions, effects.
 
-    The caller has already checked the claim when the transition needs one.
+    The caller has already checked the claim when the transition needs one. Leaving
+    ``running`` settles the effects its runner may still be applying, the same way whatever
+    the path (``effects.settle_on_exit``); if that leaves a manual effect ambiguous, a
+    non-terminal transition becomes a park with ``effectAmbiguous`` (the reason the caller
+    gave, if any, is kept in the detail), so an uncertain effect can never run again
+    unreviewed. Returns the status the run now has.
     """
     rule = TRANSITIONS[operation]
     if run.status not in rule.sources:
@@ -140,13 +145,26 @@ def apply_transition(
                 run.status.value,
                 f"node {active.node_id} is still {active.status}",
             )
-    elif terminal:
+    leaving = run.status is RunStatus.RUNNING and target is not RunStatus.RUNNING
+    if leaving or terminal:
+        uncertain = effects.settle_on_exit(tx, run.run_id, terminal=terminal)
+        if uncertain and not terminal:
+            detail = uncertain[0].describe()
+            if park_detail:
+                detail += f"; {park_detail}"
+            if park_reason not in (None, ParkReason.EFFECT_AMBIGUOUS):
+                detail += f" (while parking as {park_reason})"
+            target, park_reason, park_detail = (
+                RunStatus.PAUSED,
+                ParkReason.EFFECT_AMBIGUOUS,
+                detail,
+            )
+    if target in _ATTEMPT_STATUS_OF_TERMINAL:
         attempts.close_unfinished(tx, run.run_id, _ATTEMPT_STATUS_OF_TERMINAL[target])
-    elif target in (RunStatus.PAUSED, RunStatus.QUEUED) and run.status is RunStatus.RUNNING:
+    elif leaving and target in (RunStatus.PAUSED, RunStatus.QUEUED):
         attempts.close_unfinished(tx, run.run_id, AttemptStatus.INTERRUPTED, only_running=True)
     if terminal:
         interactions.cancel_open(tx, run.run_id)
-        effects.cancel_for_run(tx, run.run_id)
         messages.record(
             tx,
             run.run_id,
@@ -462,6 +480,10 @@ def wait(
                 run.status.value,
                 f"attempt {attempt_id} is not active",
             )
+        if effects.applying(tx.conn, run_id):
+            raise InvalidTransitionError(
+                run_id, Operation.WAIT.value, run.status.value, "an effect is still applying"
+            )
         attempts.set_waiting(tx, active)
         request_ids.append(interactions.open_request(tx, run_id, attempt_id, active.node_id, draft))
         apply_transition(tx, run, Operation.WAIT)
@@ -698,16 +720,15 @@ def restart(
     """Queue a paused or failed, timed-out or cancelled run to run again from its start.
 
     Starts a new round: earlier attempts stay as history, but the next runner sees no
-    outputs, results or steps. Refused while any effect of the run is pending, applying or
-    ambiguous (an operator resolves those first). ``new_source`` (the re-resolved run and
-    its definition digest) replaces the recorded source identity, so a restart runs the
-    code as it is now.
+    outputs, results or steps. Refused while any effect of the run is ambiguous (an operator
+    resolves those first); idempotent effects left pending by a lost runner are cancelled.
+    ``new_source`` (the re-resolved run and its definition digest) replaces the recorded
+    source identity, so a restart runs the code as it is now.
     """
 
     def apply(tx: Transaction, run: RunRow) -> None:
         open_effects = tx.conn.execute(
-            "SELECT COUNT(*) FROM effects WHERE run_id = ?"
-            " AND status IN ('pending', 'applying', 'ambiguous')",
+            "SELECT COUNT(*) FROM effects WHERE run_id = ? AND status IN ('applying', 'ambiguous')",
             (run_id,),
         ).fetchone()[0]
         if open_effects:
@@ -715,9 +736,16 @@ def restart(
                 run_id,
                 Operation.RESTART.value,
                 run.status.value,
-                f"{open_effects} effect(s) are pending, applying or ambiguous; resolve them with "
+                f"{open_effects} effect(s) are ambiguous; resolve them with "
                 "'pi-workflows effect resolve' first",
             )
+        # Idempotent effects a lost runner left pending belong to the old round: the new
+        # round's keys differ, so they will never be reserved again.
+        tx.conn.execute(
+            "UPDATE effects SET status = 'cancelled', updated_at = ?"
+            " WHERE run_id = ? AND status = 'pending'",
+            (tx.now, run_id),
+        )
         apply_transition(tx, run, Operation.RESTART, next_command=NextCommand.RESTART)
         attempts.close_unfinished(tx, run_id, AttemptStatus.INTERRUPTED)
         interactions.cancel_open(tx, run_id)

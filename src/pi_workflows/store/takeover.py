@@ -15,7 +15,7 @@ from pi_workflows.store.errors import InvalidTransitionError
 from pi_workflows.store.ids import new_id
 from pi_workflows.store.lifecycle import apply_transition
 from pi_workflows.store.runs import RunRow, WriteResult, read_run, write_run
-from pi_workflows.store.states import AttemptStatus, NextCommand, Operation, ParkReason, RunStatus
+from pi_workflows.store.states import AttemptStatus, NextCommand, Operation, RunStatus
 
 
 def recover(db: Database, run_id: str, *, claim: Claim | None = None) -> WriteResult:
@@ -23,10 +23,9 @@ def recover(db: Database, run_id: str, *, claim: Claim | None = None) -> WriteRe
 
     With ``claim`` (the server's claim for a runner it saw exit) the write is fenced by it;
     without, a control claim is taken in the same transaction (refused while a claim is
-    live). Either way it
-    closes a running attempt as interrupted, and settles applying effects: idempotent ones
-    become pending; if a manual one becomes ambiguous the run parks with
-    ``effectAmbiguous`` instead of being queued.
+    live). Either way it closes a running attempt as interrupted and settles applying
+    effects (``effects.settle_on_exit``): idempotent ones become pending; if a manual one
+    becomes ambiguous the run parks with ``effectAmbiguous`` instead of being queued.
     """
     with db.atomic("lifecycle.recover") as tx:
         run = read_run(tx.conn, run_id)
@@ -35,17 +34,7 @@ def recover(db: Database, run_id: str, *, claim: Claim | None = None) -> WriteRe
         fence = claim or acquire(tx, run_id, OwnerType.CONTROL, new_id("ctl"), db.lease_ms)
 
         def apply(tx: Transaction, run: RunRow) -> None:
-            ambiguous = effects.settle_lost_runner(tx, run_id)
-            if ambiguous:
-                apply_transition(
-                    tx,
-                    run,
-                    Operation.PARK,
-                    park_reason=ParkReason.EFFECT_AMBIGUOUS,
-                    park_detail=f"effect {ambiguous[0]} may or may not have been applied",
-                )
-            else:
-                apply_transition(tx, run, Operation.RECOVER, next_command=NextCommand.RESUME)
+            apply_transition(tx, run, Operation.RECOVER, next_command=NextCommand.RESUME)
 
         return write_run(
             db,
@@ -63,7 +52,14 @@ def time_out_node(db: Database, claim: Claim, attempt_id: str, error: str) -> Wr
 
     Used after the server killed a runner that did not finish the node in time. The attempt
     becomes ``runs.unrouted_attempt``: the next runner routes it with the engine (a
-    ``$result.outcome`` switch may continue) instead of running the node again.
+    ``$result.outcome`` switch may continue) instead of running the node again. An
+    idempotent effect the killed body was applying is rejected as timed out with it.
+
+    A manual effect the killed body was applying may or may not have happened, so the node
+    is *not* timed out: the attempt is interrupted and the run parks with
+    ``effectAmbiguous``. Once an operator resolves the effect and resumes, the same visit
+    runs again and adopts the resolution (applied: its result; rejected: a failure; retry:
+    the body runs again under the same key). No timeout route can repeat the body unseen.
     """
     run_id = claim.run_id
 
@@ -75,12 +71,15 @@ def time_out_node(db: Database, claim: Claim, attempt_id: str, error: str) -> Wr
             raise InvalidTransitionError(
                 run_id, "time out a node of", run.status.value, f"{attempt_id} is not active"
             )
+        if any(kind == "manual" for _, kind in effects.applying(tx.conn, run_id)):
+            apply_transition(tx, run, Operation.PARK, park_reason=None, park_detail=error)
+            return
+        effects.reject_timed_out(tx, run_id, error)
         attempts.settle(tx, active, AttemptStatus.TIMED_OUT, error=error)
         tx.conn.execute(
             "UPDATE runs SET step_count = step_count + 1, unrouted_attempt = ? WHERE run_id = ?",
             (attempt_id, run_id),
         )
-        effects.settle_lost_runner(tx, run_id)
         apply_transition(tx, run, Operation.RECOVER, next_command=NextCommand.RESUME)
 
     return write_run(

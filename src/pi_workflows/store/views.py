@@ -170,6 +170,7 @@ def runner_state(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
     return {
         "input": jsoncol.loads(input_row[0]),
         "stepCount": run.step_count,
+        "round": run.round,
         "currentNode": run.current_node,
         "outputs": outputs,
         "results": results,

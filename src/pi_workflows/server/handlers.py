@@ -139,9 +139,31 @@ def _error(request: Request, outcome: Outcome, code: str, message: str) -> Respo
 
 
 def _receipted(
-    server: Server, request: Request, change: Callable[[], tuple[str | None, dict[str, Any]]]
+    server: Server,
+    request: Request,
+    change: Callable[[], tuple[str | None, dict[str, Any]]],
+    *,
+    revision_of: str | None = None,
 ) -> dict[str, Any]:
-    receipt = receipts.run_command(server.db, _command(request), change)
+    """Apply ``change`` and commit its receipt in one transaction (or adopt a stored one).
+
+    Every command that carries ``expectedRevision`` is checked against the run it concerns
+    (``runId``, or ``revision_of`` for commands addressed by another id) first, inside the
+    same transaction: a stale revision is a ``revisionConflict`` and nothing changes.
+    """
+    expected = request.expected_revision
+    run_id = revision_of or request.run_id
+
+    def checked() -> tuple[str | None, dict[str, Any]]:
+        if expected is not None:
+            if run_id is None:
+                raise _bad(f"{request.operation} has no run to check expectedRevision against")
+            actual = read_run(server.db.conn, run_id).revision
+            if actual != expected:
+                raise RevisionConflictError(run_id, expected, actual)
+        return change()
+
+    receipt = receipts.run_command(server.db, _command(request), checked)
     server.wake()
     return {**receipt.body, "_adopted": receipt.adopted}
 
@@ -291,13 +313,14 @@ async def run_pause(server: Server, request: Request) -> dict[str, Any]:
 
     def change() -> tuple[str | None, dict[str, Any]]:
         run = read_run(server.db.conn, run_id)
-        if run.status is RunStatus.RUNNING and handle is not None:
-            lifecycle.park(server.db, handle.identity.claim, ParkReason.USER_PAUSED)
-        elif run.status is RunStatus.RUNNING:
-            claim = lifecycle.control_claim(server.db, run_id)
-            lifecycle.park(server.db, claim, ParkReason.USER_PAUSED)
+        if run.status is RunStatus.RUNNING:
+            claim = handle.identity.claim if handle is not None else None
+            lifecycle.park(
+                server.db, lifecycle.live_or_control(server.db, run_id, claim),
+                ParkReason.USER_PAUSED,
+            )  # fmt: skip
         else:
-            lifecycle.pause(server.db, run_id, expected_revision=request.expected_revision)
+            lifecycle.pause(server.db, run_id)
         return _status_receipt(server, run_id)
 
     body = _receipted(server, request, change)
@@ -312,7 +335,7 @@ async def run_resume(server: Server, request: Request) -> dict[str, Any]:
     run_id = _run_id(request)
 
     def change() -> tuple[str | None, dict[str, Any]]:
-        lifecycle.resume(server.db, run_id, expected_revision=request.expected_revision)
+        lifecycle.resume(server.db, run_id)
         return _status_receipt(server, run_id)
 
     return _receipted(server, request, change)
@@ -327,13 +350,7 @@ async def run_cancel(server: Server, request: Request) -> dict[str, Any]:
 
     def change() -> tuple[str | None, dict[str, Any]]:
         claim = handle.identity.claim if handle is not None else None
-        lifecycle.cancel(
-            server.db,
-            run_id,
-            claim=claim,
-            reason=reason,
-            expected_revision=request.expected_revision,
-        )
+        lifecycle.cancel(server.db, run_id, claim=claim, reason=reason)
         return _status_receipt(server, run_id)
 
     body = _receipted(server, request, change)
@@ -359,12 +376,7 @@ async def run_restart(server: Server, request: Request) -> dict[str, Any]:
     fresh = await _describe(server, row[0], row[1], jsoncol.loads(row[2]))
 
     def change() -> tuple[str | None, dict[str, Any]]:
-        lifecycle.restart(
-            server.db,
-            run_id,
-            new_source=(fresh, fresh.definition_digest),
-            expected_revision=request.expected_revision,
-        )
+        lifecycle.restart(server.db, run_id, new_source=(fresh, fresh.definition_digest))
         return _status_receipt(server, run_id)
 
     return _receipted(server, request, change)
@@ -455,6 +467,14 @@ async def effect_resolve(server: Server, request: Request) -> dict[str, Any]:
     if resolution not in ("applied", "rejected", "retry"):
         raise _bad("payload field 'resolution' must be applied, rejected or retry")
     reason = _text(request.payload, "reason", required=resolution == "rejected")
+    with server.db.read() as conn:
+        effect_run = effects.run_of(conn, effect_id)
+    if server.supervisor.handle_of(effect_run) is not None:
+        raise RequestError(
+            Outcome.REJECTED.value,
+            "runnerLive",
+            f"run {effect_run} still has a runner; resolve its effects once it has stopped",
+        )
 
     def change() -> tuple[str | None, dict[str, Any]]:
         result = resolve_effect(
@@ -467,7 +487,7 @@ async def effect_resolve(server: Server, request: Request) -> dict[str, Any]:
             "revision": result.revision,
         }
 
-    return _receipted(server, request, change)
+    return _receipted(server, request, change, revision_of=effect_run)
 
 
 # --- state -------------------------------------------------------------------------------

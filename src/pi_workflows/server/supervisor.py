@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 RUNNER_MODULE = "pi_workflows.runner"
 # A node that keeps crashing its runner after making progress parks after this many tries.
 MAX_ATTEMPTS_PER_VISIT = 3
+# How long the ``supervisor.delay_reply_after.KIND`` fault point holds a reply (tests only).
+FAULT_REPLY_DELAY_SECONDS = 3.0
 
 
 @dataclass
@@ -199,6 +201,9 @@ class Supervisor:
             if faults.flagged(f"supervisor.kill_runner_after.{message.kind}"):
                 # Crash tests: the runner dies after the commit, before it hears the reply.
                 children.signal_group(child.pid, signal.SIGKILL)
+            if faults.flagged(f"supervisor.delay_reply_after.{message.kind}"):
+                # Race tests: hold the committed reply, so the runner outlives its commit.
+                await asyncio.sleep(FAULT_REPLY_DELAY_SECONDS)
             if reply.outcome is Outcome.CLAIM_LOST:
                 handle.claim_lost = True
             await self._send(child, reply)

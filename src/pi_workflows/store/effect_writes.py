@@ -13,7 +13,7 @@ from pi_workflows.store import attempts, effects
 from pi_workflows.store.claims import Claim
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.effects import EffectStatus, Reservation
-from pi_workflows.store.errors import EffectNotFoundError, InvalidTransitionError
+from pi_workflows.store.errors import InvalidTransitionError
 from pi_workflows.store.runs import RunRow, WriteResult, write_run
 from pi_workflows.store.states import RunStatus
 
@@ -102,14 +102,10 @@ def resolve_effect(
 ) -> WriteResult:
     """An operator resolves an ambiguous effect: ``applied``, ``rejected`` or ``retry``."""
     with db.read() as conn:
-        row = conn.execute(
-            "SELECT run_id FROM effects WHERE effect_id = ?", (effect_id,)
-        ).fetchone()
-    if row is None:
-        raise EffectNotFoundError(effect_id)
+        run_id = effects.run_of(conn, effect_id)
     return write_run(
         db,
-        row[0],
+        run_id,
         name="effects.resolve",
         event_type="effect.resolved",
         event_data={"effectId": effect_id, "resolution": resolution},

@@ -339,6 +339,14 @@ def settle(
     )
 
 
+def run_of(conn: sqlite3.Connection, effect_id: str) -> str:
+    """The run an effect belongs to; ``EffectNotFoundError`` when there is no such effect."""
+    row = conn.execute("SELECT run_id FROM effects WHERE effect_id = ?", (effect_id,)).fetchone()
+    if row is None:
+        raise EffectNotFoundError(effect_id)
+    return str(row[0])
+
+
 def resolve(
     tx: Transaction,
     effect_id: str,
@@ -358,6 +366,17 @@ def resolve(
     if row is None:
         raise EffectNotFoundError(effect_id)
     run_id, status = row
+    live = tx.conn.execute(
+        "SELECT COUNT(*) FROM run_runners WHERE run_id = ? AND status != 'exited'", (run_id,)
+    ).fetchone()[0]
+    if live:
+        raise InvalidTransitionError(
+            run_id,
+            f"resolve effect {effect_id}",
+            "owned by a runner",
+            "a runner of the run (or a command it started) may still be alive; resolve the"
+            " effect once 'pi-workflows run show' lists no runner",
+        )
     if status != EffectStatus.AMBIGUOUS:
         raise InvalidTransitionError(
             run_id, f"resolve effect {effect_id}", status, "only ambiguous effects are resolved"

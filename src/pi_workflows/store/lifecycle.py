@@ -14,7 +14,7 @@ from typing import Any
 
 from pi_workflows.store import attempts, effects, interactions, jsoncol, messages
 from pi_workflows.store.attempts import Attempt
-from pi_workflows.store.claims import Claim, OwnerType, acquire
+from pi_workflows.store.claims import Claim, OwnerType, acquire, read_lease
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import InvalidTransitionError
 from pi_workflows.store.ids import new_id
@@ -314,6 +314,27 @@ def control_claim(db: Database, run_id: str) -> Claim:
         apply=apply,
     )
     return holder[0]
+
+
+def live_or_control(db: Database, run_id: str, claim: Claim | None) -> Claim:
+    """``claim`` if it is still the run's live claim, else a new control claim.
+
+    For server commands on a running run (pause, cancel) that hold the claim of the runner
+    they supervise: in the window after that runner committed a wait or park, or after its
+    claim expired, the runner's claim is gone and a control claim takes its place (refused,
+    with ``LeaseHeldError``, only while somebody else's claim is live). Joins the caller's
+    transaction.
+    """
+    with db.atomic("lifecycle.fence") as tx:
+        lease = read_lease(tx.conn, run_id)
+        if (
+            claim is not None
+            and lease is not None
+            and lease.generation == claim.generation
+            and lease.live_at(tx.now)
+        ):
+            return claim
+    return control_claim(db, run_id)
 
 
 def _deadline(tx: Transaction, timeout_ms: int | None) -> int | None:
@@ -686,7 +707,9 @@ def cancel(
     """Cancel a nonterminal run in one transaction.
 
     With ``claim`` the write is fenced by it (the server cancelling a run whose runner it
-    supervises). Without one, a control claim is taken in the same transaction: that needs
+    supervises) while it is still live. Without one, or once that runner's claim is gone
+    (it committed a wait or park, or expired), a control claim is taken in the same
+    transaction: that needs
     the lease to be absent, released or expired, so a live owner's run is never cancelled
     behind its back (``LeaseHeldError``). Closes the active attempt, cancels open requests
     and decisions, cancels unstarted effects and marks applying effects ambiguous.
@@ -695,7 +718,12 @@ def cancel(
         run = read_run(tx.conn, run_id)
         if run.status in TERMINAL_STATUSES:
             raise InvalidTransitionError(run_id, Operation.CANCEL.value, run.status.value)
+        lease = read_lease(tx.conn, run_id)
         fence = claim
+        if fence is not None and (
+            lease is None or lease.generation != fence.generation or not lease.live_at(tx.now)
+        ):
+            fence = None  # the runner's claim is already gone (it waited, parked or expired)
         if fence is None:
             fence = acquire(tx, run_id, OwnerType.CONTROL, new_id("ctl"), db.lease_ms)
         return write_run(
@@ -794,6 +822,7 @@ __all__ = [
     "control_claim",
     "fail",
     "finish_node",
+    "live_or_control",
     "park",
     "pause",
     "reserve",

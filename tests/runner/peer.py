@@ -31,6 +31,7 @@ from pi_workflows.protocol import (
     RunnerMessage,
     RunnerReply,
     decode_runner_message,
+    effect_key,
     encode_frame,
     fingerprint,
 )
@@ -52,6 +53,8 @@ REQUIRED: dict[str, set[str]] = {
     "run.park": {"reason", "detail"},
     "effect.reserve": {"attemptId", "effectType", "effectKind", "nodeId", "visit", "fingerprint"},
     "effect.settle": {"effectId", "status"},
+    "process.register": {"pid", "processStart", "command"},
+    "process.ended": {"pid"},
 }
 OPTIONAL: dict[str, set[str]] = {
     "node.finish": {"output", "error", "startNext", "timeoutMs", "message"},
@@ -313,8 +316,8 @@ class ScriptedServer:
             return {}
         if kind == "effect.reserve":
             return self._reserve(payload)
-        if kind == "node.update":
-            self.revision -= 1  # an update changes no run state here
+        if kind in ("node.update", "process.register", "process.ended"):
+            self.revision -= 1  # these change no run state here
         return {}
 
     def _finish(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -343,8 +346,12 @@ class ScriptedServer:
         return {}
 
     def _reserve(self, payload: dict[str, Any]) -> dict[str, Any]:
+        key = effect_key(
+            RUN_ID, self.state.get("round", 0), payload["nodeId"], payload["visit"],
+            payload["effectType"],
+        )  # fmt: skip
         stored = self.stored_effects.get(payload["nodeId"])
         if stored is not None:
-            return {"effectId": "eff-stored", "effectKey": "key-stored", **stored}
+            return {"effectId": "eff-stored", "effectKey": key, **stored}
         effect_id = self._next_id("eff")
-        return {"effectId": effect_id, "effectKey": f"key-{effect_id}", "status": "applying"}
+        return {"effectId": effect_id, "effectKey": key, "status": "applying"}

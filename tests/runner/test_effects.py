@@ -10,9 +10,9 @@ from typing import Any
 
 import psutil
 
-from pi_workflows.protocol import RunnerMessage, fingerprint
+from pi_workflows.protocol import RunnerMessage, effect_key, fingerprint
 
-from .peer import Project, ScriptedServer, envelope_for
+from .peer import RUN_ID, Project, ScriptedServer, envelope_for
 
 _ACTION = """
 from pathlib import Path
@@ -67,9 +67,10 @@ def test_action_body_runs_only_after_an_applying_reservation(project: Project) -
     (settle,) = server.sent("effect.settle")
     assert settle["effectId"] == "eff-2"
     assert settle["status"] == "applied"
-    assert settle["result"] == {"sent": True, "key": "key-eff-2"}
-    assert marker.read_text() == "key-eff-2"
-    assert server.sent("node.finish")[0]["output"] == {"sent": True, "key": "key-eff-2"}
+    key = effect_key(RUN_ID, 0, "send", 1, "mail")
+    assert settle["result"] == {"sent": True, "key": key}
+    assert marker.read_text() == key
+    assert server.sent("node.finish")[0]["output"] == {"sent": True, "key": key}
 
 
 def test_stored_applied_receipt_is_adopted_and_the_body_never_runs(project: Project) -> None:
@@ -230,10 +231,10 @@ def test_sigterm_stops_the_shell_process_group_and_exits_143(project: Project) -
         os.kill(server.proc.pid, signal.SIGTERM)
 
     server = ScriptedServer(
-        project, envelope_for(project.load("sh"), project), after={"effect.reserve": terminate}
+        project, envelope_for(project.load("sh"), project), after={"process.register": terminate}
     )
     assert server.run() == 143
-    assert server.kinds()[-1] == "effect.reserve"
+    assert server.kinds()[-2:] == ["effect.reserve", "process.register"]
     assert len(pids) == 2
     for pid in pids:
         assert _gone(pid), f"process {pid} survived the runner's SIGTERM"

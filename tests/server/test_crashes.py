@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import psutil
 import pytest
 
 from support.server import ServerProcess, wait_for
@@ -93,17 +94,18 @@ def test_server_killed_at_a_transition_commit(
 def test_server_killed_while_a_runner_works_recovers_the_run(
     server: ServerProcess, tmp_path: Path
 ) -> None:
-    """A SIGKILLed server leaves an orphan runner; the next server kills it and resumes."""
+    """A SIGKILLed server leaves an orphan runner, still blocked in its node when the next
+    server starts; that server kills it (before it can finish) and resumes the run."""
     gate = tmp_path / "gate"
     server.write_workflow(
         "slow",
         f"""
-        import time
+        import os, time
         from pathlib import Path
         from pi_workflows import Workflow, compute, edge
 
         def wait_gate(ctx):
-            Path({str(tmp_path / "started")!r}).write_text("x")
+            Path({str(tmp_path / "started")!r}).write_text(str(os.getpid()))
             while not Path({str(gate)!r}).exists():
                 time.sleep(0.02)
             return {{"ok": True}}
@@ -118,9 +120,13 @@ def test_server_killed_while_a_runner_works_recovers_the_run(
     )
     run_id = server.start_run("slow")
     wait_for((tmp_path / "started").exists, 30, "the node to start")
+    orphan = psutil.Process(int((tmp_path / "started").read_text()))
     server.kill()
-    gate.write_text("open")
+    assert orphan.is_running(), "the orphan must still be blocked when the new server starts"
     server.start()
+    psutil.wait_procs([orphan], timeout=30)
+    assert not orphan.is_running() or orphan.status() == psutil.STATUS_ZOMBIE
+    gate.write_text("open")
     view = server.wait_status(run_id, {"completed", "failed", "paused"}, 60)
     assert view["status"] == "completed", view
     assert view["output"] == {"done": 1}

@@ -43,8 +43,14 @@ def test_a_child_blocking_the_cpu_longer_than_three_leases_keeps_its_claim(
     view = server_process.wait_status(run_id, {"completed", "failed", "paused"}, 60)
     assert view["status"] == "completed", view
     assert view["generation"] == 1
-    runners = server_process.query("SELECT outcome FROM run_runners WHERE run_id = ?", run_id)
-    assert runners == [("exited",)]
+    outcomes = wait_for(
+        lambda: server_process.query(
+            "SELECT outcome FROM run_runners WHERE run_id = ? AND outcome IS NOT NULL", run_id
+        ),
+        30,
+        "the runner's outcome to be recorded",
+    )
+    assert outcomes == [("exited",)]
     events = [
         e for (e,) in server_process.query("SELECT type FROM events WHERE run_id = ?", run_id)
     ]

@@ -6,7 +6,7 @@ import pytest
 
 from pi_workflows.store import lifecycle, takeover
 from pi_workflows.store.claims import Claim, ClaimToken, read_lease, renew
-from pi_workflows.store.clock import FakeClock
+from pi_workflows.store.clock import FakeClock, SystemClock
 from pi_workflows.store.database import Database
 from pi_workflows.store.errors import ClaimLostError, ClaimLostReason, LeaseHeldError
 from pi_workflows.store.lifecycle import GoTo
@@ -161,3 +161,18 @@ def test_tokens_never_appear_in_reprs_errors_or_the_database(
     assert secret.encode() not in raw
     stored = db.conn.execute("SELECT token_hash FROM leases").fetchone()[0]
     assert stored == digest
+
+
+def test_a_wall_clock_jump_does_not_move_the_server_clock() -> None:
+    """Within one server process, time follows the monotonic clock, not wall-clock steps."""
+    wall = [1_800_000_000_000_000_000]
+    mono = [5_000_000_000]
+    clock = SystemClock(wall=lambda: wall[0], monotonic=lambda: mono[0])
+    start = clock.now_ms()
+    assert start == 1_800_000_000_000
+    wall[0] += 3_600 * 10**9  # the wall clock jumps an hour ahead (an NTP step)
+    assert clock.now_ms() == start
+    mono[0] += 1_500 * 10**6  # 1.5 s really pass
+    assert clock.now_ms() == start + 1_500
+    wall[0] -= 7_200 * 10**9  # and two hours back
+    assert clock.now_ms() == start + 1_500

@@ -50,7 +50,7 @@ def running(db: Database, owner: str = "runner-1") -> Claim:
 def problems(db: Database) -> list[str]:
     """Diagnose the database and return problem codes with run ids."""
     with db.read() as conn:
-        return [f"{p.code}:{p.run_id}" for p in diagnose(conn)]
+        return [f"{p.code}:{p.run_id}" for p in diagnose(conn, db.clock.now_ms())]
 
 
 def run_status(db: Database, run_id: str) -> str:

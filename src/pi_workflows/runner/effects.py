@@ -281,7 +281,14 @@ def run_shell(
         return _adopt_shell(node_id, node, reservation)
     if reservation.status == "rejected":
         return _adopted_rejection(reservation)
-    run = run_command(command, deadline=deadline, groups=rt.groups, termination=rt.termination)
+    run = run_command(
+        command,
+        deadline=deadline,
+        groups=rt.groups,
+        termination=rt.termination,
+        register=lambda pid, start: _register(rt, pid, start, command[0]),
+        ended=lambda pid: _ended(rt, pid),
+    )
     receipt = run.receipt()
     if run.spawn_error is not None:
         _settle(rt, reservation, "rejected", error=run.spawn_error, receipt=receipt)
@@ -311,6 +318,14 @@ def run_shell(
     output: JsonObject = {"exitCode": run.returncode, "stdout": stdout, "stderr": stderr}
     _settle(rt, reservation, "applied", result=output, receipt=receipt)
     return shell_result(node, run.returncode, stdout, stderr)
+
+
+def _register(rt: Runtime, pid: int, start: float, program: str) -> None:
+    rt.channel.request("process.register", {"pid": pid, "processStart": start, "command": program})
+
+
+def _ended(rt: Runtime, pid: int) -> None:
+    rt.channel.request("process.ended", {"pid": pid})
 
 
 def _adopt_shell(node_id: str, node: ShellNode, reservation: Reservation) -> NodeResult:

@@ -1,28 +1,34 @@
 """Running one shell node's command: own process group, bounded capture, SIGTERM then SIGKILL.
 
 Runs in the runner child; never opens the database. ``run_command`` spawns the argument
-list (never a shell string) in a new session, so it leads its own process group, with stdin
-from ``/dev/null`` and stdout/stderr on pipes that the main thread drains with a selector,
-keeping the first ``SHELL_CAPTURE_BYTES`` of each and counting the rest. When the node
-deadline passes it sends SIGTERM to the group, then SIGKILL after
-``SHELL_KILL_GRACE_SECONDS``. ``ProcessGroups`` remembers live commands so a SIGTERM to the
-runner stops them the same way. Only called after the effect reservation said ``applying``.
+list (never a shell string of the author's) in a new session, so it leads its own process
+group, held at a gate until the server has recorded the group (pid and start time), with
+stdin from ``/dev/null`` and stdout/stderr on pipes that the main thread drains with a
+selector, keeping the first ``SHELL_CAPTURE_BYTES`` of each and counting the rest. When the
+node deadline passes it sends SIGTERM to the group, then SIGKILL after
+``SHELL_KILL_GRACE_SECONDS``; when the command exits, what it left in its group is killed.
+``ProcessGroups`` remembers live commands so a SIGTERM to the runner stops them the same
+way, and the server stops recorded groups itself when the runner dies. Only called after
+the effect reservation said ``applying``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
 import selectors
+import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 import msgspec
+import psutil
 
 from pi_workflows.authoring import JsonObject
 from pi_workflows.runner.callbacks import Deadline
@@ -35,6 +41,8 @@ from pi_workflows.runner.limits import (
 from pi_workflows.runner.termination import Termination
 
 _CHUNK: Final = 64 * 1024
+_GATE: Final = 'IFS= read -r go || exit 125; exec "$@" </dev/null'
+"""The ``/bin/sh -c`` script that holds a command until the runner opens its gate."""
 _POLL_SECONDS: Final = 0.05  # only where the platform has no pidfd to wait on
 _ENCODER: Final = msgspec.json.Encoder()
 
@@ -265,17 +273,54 @@ class _Pump:
                 pipe.close()
 
 
+def _not_runnable(program: str) -> str | None:
+    """Why ``program`` cannot be executed (as ``execvp`` would find it), or None."""
+    if "/" in program:
+        if not os.path.exists(program):
+            return os.strerror(errno.ENOENT)
+        if os.path.isdir(program) or not os.access(program, os.X_OK):
+            return os.strerror(errno.EACCES)
+        return None
+    return None if shutil.which(program) is not None else os.strerror(errno.ENOENT)
+
+
+def _failed_to_start(argv: tuple[str, ...], reason: str, started: float) -> ShellRun:
+    return ShellRun(
+        argv, None, f"cannot run {argv[0]!r}: {reason}", b"", b"", 0, 0, False,
+        _elapsed_ms(started), False,
+    )  # fmt: skip
+
+
 def run_command(
-    command: Sequence[str], *, deadline: Deadline, groups: ProcessGroups, termination: Termination
+    command: Sequence[str],
+    *,
+    deadline: Deadline,
+    groups: ProcessGroups,
+    termination: Termination,
+    register: Callable[[int, float], None],
+    ended: Callable[[int], None],
 ) -> ShellRun:
-    """Run ``command`` to completion or to ``deadline`` and report what it did."""
+    """Run ``command`` to completion or to ``deadline`` and report what it did.
+
+    The command's process is spawned held at a gate (a ``/bin/sh`` that waits for one line
+    on its stdin, then ``exec``s the command with stdin from ``/dev/null``, keeping its pid,
+    session and start time). ``register(pid, start_time)`` records the group with the server
+    while it is held; only then is the gate opened. If registering raises (the claim is
+    lost), the gate closes unopened and the command never runs. When the command has
+    exited, whatever it left in its group is killed before it is reaped (the zombie leader
+    keeps the group id ours), then ``ended(pid)`` is reported.
+    """
     argv = tuple(command)
     started = time.monotonic()
+    problem = _not_runnable(argv[0])
+    if problem is not None:
+        return _failed_to_start(argv, problem, started)
+    gate_read, gate_write = os.pipe()
     try:
         with termination.deferred():
             proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
+                ("/bin/sh", "-c", _GATE, "pi-workflows-gate", *argv),
+                stdin=gate_read,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
@@ -283,28 +328,30 @@ def run_command(
             )
             groups.add(proc)
     except OSError as exc:
-        reason = exc.strerror or str(exc)
-        return ShellRun(
-            argv,
-            None,
-            f"cannot run {argv[0]!r}: {reason}",
-            b"",
-            b"",
-            0,
-            0,
-            False,
-            _elapsed_ms(started),
-            False,
-        )
+        os.close(gate_write)
+        return _failed_to_start(argv, exc.strerror or str(exc), started)
+    finally:
+        os.close(gate_read)
+    try:
+        register(proc.pid, psutil.Process(proc.pid).create_time())
+    except BaseException:
+        os.close(gate_write)  # the held shell reads end-of-file and exits: nothing ran
+        _signal_group(proc, signal.SIGKILL)
+        proc.wait()
+        groups.discard(proc)
+        raise
+    with contextlib.suppress(BrokenPipeError):
+        os.write(gate_write, b"go\n")
+    os.close(gate_write)
     pump = _Pump(proc, deadline)
     try:
         pump.run()
     finally:
         pump.close()
-    if pump.timed_out:
-        _stop_group(proc, 0.0)  # already signalled; make sure nothing is left, then reap
+    _signal_group(proc, signal.SIGKILL)  # stragglers; the unreaped leader keeps the pgid ours
     returncode = proc.wait()
     groups.discard(proc)
+    ended(proc.pid)
     out, err = pump.streams.values()
     return ShellRun(
         argv,

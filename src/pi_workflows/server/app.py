@@ -102,7 +102,7 @@ class Server:
         """1. new epoch before any work; 2. recovery; 3. a fresh socket path."""
         self.epoch = runners.bump_server_epoch(self.db, os.getpid())
         self.supervisor = Supervisor(self.db, self.config, self.epoch, self.wake)
-        recovery.recover(self.db, self.epoch)
+        await recovery.recover(self.db, self.epoch, self.config.kill_grace_seconds)
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()  # we hold the lock: any socket file here is stale
         self.wake()  # recovered work starts at the scheduler's first pass, not a tick later
@@ -149,6 +149,7 @@ class Server:
         now = self.db.clock.now_ms()
         recovery.expire_due_requests(self.db)
         self.supervisor.enforce_deadlines(now)
+        self.supervisor.sweep_expired()
         free = self.config.max_runners - self.supervisor.count
         if free <= 0:
             return

@@ -497,7 +497,8 @@ async def effect_resolve(server: Server, request: Request) -> dict[str, Any]:
 async def state_diagnose(server: Server, request: Request) -> dict[str, Any]:
     """Contradictory rows, read-only."""
     with server.db.read() as conn:
-        return {"problems": [problem.to_json() for problem in diagnose(conn)]}
+        problems = diagnose(conn, server.db.clock.now_ms())
+        return {"problems": [problem.to_json() for problem in problems]}
 
 
 @operation("state.repair")

@@ -47,6 +47,8 @@ PROPOSALS = frozenset(
         "run.park",
         "effect.reserve",
         "effect.settle",
+        "process.register",
+        "process.ended",
     }
 )
 # A runner may park its run for these reasons only (the server decides every other park).
@@ -156,7 +158,7 @@ def answer(db: Database, runner: RunnerIdentity, message: RunnerMessage) -> Runn
         if message.kind not in PROPOSALS:
             raise BadRunnerMessage(f"unknown runner message kind {message.kind!r}")
         with db.atomic(f"runner.{message.kind}") as tx:
-            payload = _apply(db, claim, message)
+            payload = _apply(db, claim, message, runner.runner_epoch)
             revision = int(
                 tx.conn.execute(
                     "SELECT revision FROM runs WHERE run_id = ?", (runner.run_id,)
@@ -202,7 +204,14 @@ def _attempt_wire(attempt: Any) -> dict[str, Any]:
     }
 
 
-def _apply(db: Database, claim: Claim, message: RunnerMessage) -> dict[str, Any]:
+def _positive(payload: dict[str, Any], name: str) -> int:
+    value = payload.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise BadRunnerMessage(f"payload field {name!r} must be a positive integer")
+    return value
+
+
+def _apply(db: Database, claim: Claim, message: RunnerMessage, runner_epoch: int) -> dict[str, Any]:
     """Commit one proposal (inside the caller's transaction); return the reply payload."""
     payload = message.payload
     expected = message.expected_revision
@@ -308,6 +317,19 @@ def _apply(db: Database, claim: Claim, message: RunnerMessage) -> dict[str, Any]
                 receipt=payload.get("receipt"),
                 expected_revision=expected,
             )
+            return {}
+        case "process.register":
+            runners.register_process(
+                db,
+                claim,
+                runner_epoch,
+                _positive(payload, "pid"),
+                float(_field(payload, "processStart", (int, float))),
+                str(_field(payload, "command", str)),
+            )
+            return {}
+        case "process.ended":
+            runners.end_process(db, runner_epoch, _positive(payload, "pid"))
             return {}
     raise BadRunnerMessage(f"unknown runner message kind {message.kind!r}")  # pragma: no cover
 

@@ -30,14 +30,15 @@ from pi_workflows.protocol import (
     read_frame,
 )
 from pi_workflows.protocol.errors import ProtocolError
-from pi_workflows.server import children
+from pi_workflows.server import children, processes
 from pi_workflows.server.children import Child
 from pi_workflows.server.config import ServerConfig
+from pi_workflows.server.processes import Identity
 from pi_workflows.server.runner_messages import RunnerIdentity, answer
 from pi_workflows.store import attempts, faults, jsoncol, lifecycle, runners, takeover
-from pi_workflows.store.claims import read_lease, renew
+from pi_workflows.store.claims import renew
 from pi_workflows.store.database import Database, Transaction
-from pi_workflows.store.errors import ClaimLostError, StoreError
+from pi_workflows.store.errors import ClaimLostError, LeaseHeldError, StoreError
 from pi_workflows.store.runs import read_run
 from pi_workflows.store.states import ParkReason, RunStatus
 
@@ -60,7 +61,7 @@ class RunnerHandle:
     child: Child | None = None
     ready: bool = False
     ready_revision: int | None = None
-    kill_reason: str | None = None  # cancelled | timedOut | nodeTimeout | stopping
+    kill_reason: str | None = None  # cancelled | timedOut | nodeTimeout | stopping | claimLost
     claim_lost: bool = False
     task: asyncio.Task[None] | None = None
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
@@ -125,6 +126,7 @@ class Supervisor:
         self.on_change = on_change
         self.handles: dict[str, RunnerHandle] = {}
         self._escalations: set[asyncio.Task[None]] = set()
+        self._recovering: set[str] = set()
 
     @property
     def count(self) -> int:
@@ -236,86 +238,109 @@ class Supervisor:
         await child.writer.drain()
 
     async def _finish(self, handle: RunnerHandle) -> None:
+        """The runner's conversation ended: stop everything it started, then settle.
+
+        In order: 1. the child and its process group (a polite grace first when nobody
+        asked it to stop); 2. every process group it recorded (shell commands), while their
+        leaders are still ours; 3. record the exit; 4. decide the run's fate from committed
+        state. Nothing of the runner can still apply an effect when step 4 settles it.
+        """
         child = handle.child
         code: int | None = None
-        if child is not None:
-            if handle.kill_reason is None:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(child.process.wait(), self.config.kill_grace_seconds)
-            code = await children.stop(child, self.config.kill_grace_seconds)
-        outcome = self._outcome(handle, code)
-        signal_number = -code if code is not None and code < 0 else None
+        grace = self.config.kill_grace_seconds
         try:
+            if child is not None:
+                if handle.kill_reason is None:
+                    await children.wait_exited(child, grace)
+                code = await children.stop(child, grace)
+            await self._stop_recorded(handle.identity.runner_epoch)
+            outcome = self._outcome(handle, code)
             runners.mark_exited(
                 self.db,
                 handle.identity.runner_epoch,
                 outcome,
                 exit_code=code if code is not None and code >= 0 else None,
-                exit_signal=signal_number,
+                exit_signal=-code if code is not None and code < 0 else None,
                 output_tail=child.output_tail()[-4000:] if child else None,
             )
             self._settle(handle, code)
-        except StoreError:
+        except Exception:
+            # A failure here (a disk error, a lock timeout) must not end supervision: the
+            # periodic sweep recovers the run once its claim has expired.
             log.exception("could not settle run %s after its runner ended", handle.run_id)
         finally:
             self.handles.pop(handle.run_id, None)
             handle.stopped.set()
             self.on_change()
 
+    async def _stop_recorded(self, runner_epoch: int) -> None:
+        records = runners.live_processes(self.db.conn, runner_epoch)
+        if records:
+            identities = [Identity(r.pid, r.process_start) for r in records]
+            stopped = await processes.stop_groups(identities, self.config.kill_grace_seconds)
+            if stopped:
+                log.warning(
+                    "stopped %d process group(s) runner %d left running", len(stopped), runner_epoch
+                )
+
     def _outcome(self, handle: RunnerHandle, code: int | None) -> str:
+        if handle.claim_lost or handle.kill_reason == "claimLost":
+            return "claimLost"
         if handle.kill_reason in ("cancelled", "stopping"):
             return "cancelled"
         if handle.kill_reason in ("timedOut", "nodeTimeout"):
             return "timedOut"
-        if handle.claim_lost:
-            return "claimLost"
         if code == 0 and handle.kill_reason is None:
             return "exited"
         return "crashed"
 
     def _settle(self, handle: RunnerHandle, code: int | None) -> None:
-        """Decide the run's fate from committed state after its runner ended."""
-        claim = handle.identity.claim
+        """Decide the run's fate from committed state after its runner (and all it started)
+        ended.
+
+        Fenced by the runner's claim while it is live; when it is gone (expired while the
+        server was frozen or its loop stalled, or released by a wait or park the runner
+        committed) a control claim is taken, so a running run is never left behind with a
+        dead claim. A live claim of somebody else means the run moved on.
+        """
+        faults.hit("supervisor.settle")
         run = read_run(self.db.conn, handle.run_id)
-        lease = read_lease(self.db.conn, handle.run_id)
-        if (
-            run.status is not RunStatus.RUNNING
-            or lease is None
-            or not lease.held
-            or lease.generation != claim.generation
-        ):
-            return  # the run moved on (it waits, parked, finished, or someone else owns it)
+        if run.status is not RunStatus.RUNNING:
+            return  # it waits, is paused or finished: nothing to do
         try:
-            if handle.kill_reason == "nodeTimeout":
-                active = attempts.unfinished(self.db.conn, handle.run_id)
-                if active is not None:
-                    takeover.time_out_node(
-                        self.db,
-                        claim,
-                        active.attempt_id,
-                        f"node {active.node_id} did not finish within its timeout",
-                    )
-                    return
-            if handle.kill_reason == "stopping":
-                lifecycle.park(self.db, claim, ParkReason.SERVER_STOPPED)
-                return
-            progressed = handle.ready_revision is not None and run.revision > handle.ready_revision
-            detail = f"runner exited with {'code ' + str(code) if code is not None else 'no code'}"
-            if not progressed:
-                lifecycle.park(self.db, claim, ParkReason.RUNNER_NO_PROGRESS, detail)
-                return
+            fence = lifecycle.live_or_control(self.db, handle.run_id, handle.identity.claim)
+        except LeaseHeldError:
+            return  # somebody else owns it now
+        if fence is not handle.identity.claim:
+            log.warning("run %s: its runner's claim was gone; recovered by control", run.run_id)
+        if handle.kill_reason == "nodeTimeout":
             active = attempts.unfinished(self.db.conn, handle.run_id)
-            if active is not None and active.attempt_no >= MAX_ATTEMPTS_PER_VISIT:
-                lifecycle.park(
+            if active is not None:
+                takeover.time_out_node(
                     self.db,
-                    claim,
-                    ParkReason.RUNNER_CRASHED,
-                    f"node {active.node_id} stopped its runner {active.attempt_no} times; {detail}",
+                    fence,
+                    active.attempt_id,
+                    f"node {active.node_id} did not finish within its timeout",
                 )
                 return
-            takeover.recover(self.db, handle.run_id, claim=claim)
-        except ClaimLostError:
-            log.info("run %s: claim already gone when its runner ended", handle.run_id)
+        if handle.kill_reason == "stopping":
+            lifecycle.park(self.db, fence, ParkReason.SERVER_STOPPED)
+            return
+        progressed = handle.ready_revision is not None and run.revision > handle.ready_revision
+        detail = f"runner exited with {'code ' + str(code) if code is not None else 'no code'}"
+        if not progressed:
+            lifecycle.park(self.db, fence, ParkReason.RUNNER_NO_PROGRESS, detail)
+            return
+        active = attempts.unfinished(self.db.conn, handle.run_id)
+        if active is not None and active.attempt_no >= MAX_ATTEMPTS_PER_VISIT:
+            lifecycle.park(
+                self.db,
+                fence,
+                ParkReason.RUNNER_CRASHED,
+                f"node {active.node_id} stopped its runner {active.attempt_no} times; {detail}",
+            )
+            return
+        takeover.recover(self.db, handle.run_id, claim=fence)
 
     def terminate(self, handle: RunnerHandle, reason: str) -> None:
         """Stop a runner whose run has already been changed under its claim (or must be).
@@ -335,11 +360,11 @@ class Supervisor:
             handle.task.cancel()
 
     async def _escalate(self, child: Child) -> None:
+        if child.exited.is_set():
+            return  # exited already; ``_finish`` reaps it after the last group kill
         children.signal_group(child.pid, signal.SIGTERM)
         children.signal_group(child.pid, signal.SIGCONT)
-        try:
-            await asyncio.wait_for(child.process.wait(), self.config.kill_grace_seconds)
-        except TimeoutError:
+        if not await children.wait_exited(child, self.config.kill_grace_seconds):
             children.signal_group(child.pid, signal.SIGKILL)
 
     def renew_all(self) -> None:
@@ -350,7 +375,50 @@ class Supervisor:
             except ClaimLostError as exc:
                 log.warning("claim of run %s lost at renewal: %s", handle.run_id, exc.reason)
                 handle.claim_lost = True
-                self.terminate(handle, "cancelled")
+                self.terminate(handle, "claimLost")
+
+    def sweep_expired(self) -> int:
+        """Recover every running run whose claim expired or was released behind our back.
+
+        The backstop for a claim that expired under a live server (a frozen process, a
+        suspended machine, a stalled loop): a run with a live runner handle has that runner
+        stopped first (its ``_finish`` then recovers the run); a run without one is
+        recovered at once through a control claim, after stopping any process group an
+        earlier runner of it recorded. Returns how many runs it acted on.
+        """
+        acted = 0
+        for run_id in takeover.expired_running(self.db):
+            handle = self.handles.get(run_id)
+            if handle is not None:
+                if handle.kill_reason is None:
+                    log.warning("run %s: claim expired under a live runner; stopping it", run_id)
+                    handle.claim_lost = True
+                    self.terminate(handle, "claimLost")
+                    acted += 1
+                continue
+            task = asyncio.create_task(self._recover_stranded(run_id))
+            self._escalations.add(task)
+            task.add_done_callback(self._escalations.discard)
+            acted += 1
+        return acted
+
+    async def _recover_stranded(self, run_id: str) -> None:
+        if run_id in self._recovering:
+            return
+        self._recovering.add(run_id)
+        try:
+            for record in runners.live_records(self.db.conn):
+                if record.run_id == run_id and record.run_id not in self.handles:
+                    await self._stop_recorded(record.runner_epoch)
+                    runners.mark_exited(self.db, record.runner_epoch, "claimLost")
+            if run_id not in self.handles:
+                takeover.recover(self.db, run_id)
+                log.warning("run %s: recovered a running run whose claim had expired", run_id)
+                self.on_change()
+        except (StoreError, LeaseHeldError) as exc:
+            log.warning("could not recover run %s: %s", run_id, exc)
+        finally:
+            self._recovering.discard(run_id)
 
     def enforce_deadlines(self, now: int) -> None:
         """Kill runners whose node ran past its deadline plus the grace period."""

@@ -55,8 +55,12 @@ def _runs(conn: sqlite3.Connection) -> dict[str, tuple[RunStatus, int, int | Non
     }
 
 
-def diagnose(conn: sqlite3.Connection) -> list[Problem]:
-    """List every contradiction in the state database. Reads only."""
+def diagnose(conn: sqlite3.Connection, now: int | None = None) -> list[Problem]:
+    """List every contradiction in the state database. Reads only.
+
+    ``now`` (store clock milliseconds) enables the checks that depend on time: a running
+    run whose held claim has expired.
+    """
     problems: list[Problem] = []
     add = problems.append
     runs = _runs(conn)
@@ -64,6 +68,20 @@ def diagnose(conn: sqlite3.Connection) -> list[Problem]:
     leases = {
         row[0]: row[1] for row in conn.execute("SELECT run_id, status FROM leases").fetchall()
     }
+    if now is not None:
+        for (run_id,) in conn.execute(
+            "SELECT r.run_id FROM runs r JOIN leases l USING (run_id) WHERE r.status = 'running'"
+            " AND l.status = 'held' AND l.expires_at <= ?",
+            (now,),
+        ):
+            add(
+                Problem(
+                    "expiredClaimOnRunningRun",
+                    run_id,
+                    "run is running under a claim that has expired; recovery makes it claimable",
+                    True,
+                )
+            )
     for run_id, (status, _revision, finished_at) in runs.items():
         expected_queue = QUEUE_STATUS_OF[status].value
         if queue.get(run_id) != expected_queue:
@@ -242,13 +260,39 @@ def _check_effects(conn: sqlite3.Connection, runs: dict[str, Any], add: Any) -> 
                     False,
                 )
             )
+    for run_id, effect_id in conn.execute(
+        "SELECT e.run_id, e.effect_id FROM effects e JOIN runs r USING (run_id)"
+        " WHERE e.status = 'ambiguous' AND r.status IN ('queued', 'running', 'waiting')"
+    ):
+        add(
+            Problem(
+                "ambiguousEffectOnUnparkedRun",
+                run_id,
+                f"effect {effect_id} is ambiguous while its run continues; pause the run and "
+                "resolve the effect with 'pi-workflows effect resolve'",
+                False,
+            )
+        )
+    for run_id, runner_epoch, pid in conn.execute(
+        "SELECT r.run_id, p.runner_epoch, p.pid FROM runner_processes p"
+        " JOIN run_runners r USING (runner_epoch) WHERE p.status = 'live' AND r.status = 'exited'"
+    ):
+        add(
+            Problem(
+                "processLiveAfterRunnerExit",
+                run_id,
+                f"process group {pid} of runner {runner_epoch} is recorded live after its runner"
+                " exited; the next server start stops it if it is still ours",
+                False,
+            )
+        )
 
 
 def repair(db: Database) -> RepairReport:
     """Fix every repairable problem of runs that have no unrepairable one; report the rest."""
     report = RepairReport()
     with db.read() as conn:
-        problems = diagnose(conn)
+        problems = diagnose(conn, db.clock.now_ms())
     by_run: dict[str | None, list[Problem]] = defaultdict(list)
     for problem in problems:
         by_run[problem.run_id].append(problem)
@@ -267,7 +311,7 @@ def _repair_run(db: Database, run_id: str, run_problems: list[Problem]) -> None:
         with db.atomic("repair.project") as tx:
             project_run(tx.conn, run_id)
         return
-    if "runningWithoutClaim" in codes:
+    if codes & {"runningWithoutClaim", "expiredClaimOnRunningRun"}:
         recover(db, run_id)
         return
 

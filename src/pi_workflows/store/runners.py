@@ -1,8 +1,9 @@
 """Runner records: launch envelopes, process identities, exits, and replayable replies.
 
-Owns ``run_runners``, ``runner_messages`` and ``server_state``. A runner's launch is recorded
-in the same transaction as the claim it runs under, before the child is spawned, so a crash
-at any point leaves either nothing or a record that startup recovery can settle.
+Owns ``run_runners``, ``runner_processes``, ``runner_messages`` and ``server_state``. A
+runner's launch is recorded in the same transaction as the claim it runs under, before the
+child is spawned, and every process group the runner starts is recorded before its command
+runs, so a crash at any point leaves either nothing or a record that recovery can settle.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pi_workflows.store import jsoncol
-from pi_workflows.store.claims import Claim, read_lease
+from pi_workflows.store.claims import Claim, check_and_renew, read_lease
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.lifecycle import claim as claim_run
 from pi_workflows.store.states import NextCommand
@@ -117,7 +118,11 @@ def mark_exited(
     output_tail: str | None = None,
 ) -> None:
     """Record how the child ended (``exited``, ``cancelled``, ``timedOut``, ``crashed``,
-    ``claimLost`` or ``orphaned``)."""
+    ``claimLost`` or ``orphaned``).
+
+    Call only once the child and every process group it recorded are stopped: its
+    recorded groups are closed and its stored replies dropped (a resend can no longer come).
+    """
     with db.atomic("runners.exited") as tx:
         tx.conn.execute(
             "UPDATE run_runners SET status = 'exited', outcome = ?, exit_code = ?,"
@@ -125,6 +130,67 @@ def mark_exited(
             " WHERE runner_epoch = ? AND status != 'exited'",
             (outcome, exit_code, exit_signal, output_tail, tx.now, runner_epoch),
         )
+        tx.conn.execute(
+            "UPDATE runner_processes SET status = 'ended', ended_at = ?"
+            " WHERE runner_epoch = ? AND status = 'live'",
+            (tx.now, runner_epoch),
+        )
+        tx.conn.execute("DELETE FROM runner_messages WHERE runner_epoch = ?", (runner_epoch,))
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    """A process group a runner started: its leader's pid (= the pgid) and start time."""
+
+    runner_epoch: int
+    pid: int
+    process_start: float
+    command: str
+
+
+def register_process(
+    db: Database, claim: Claim, runner_epoch: int, pid: int, process_start: float, command: str
+) -> None:
+    """Record a group the runner is about to let run, under its live claim (renewed here).
+
+    Raises ``ClaimLostError`` when the claim is gone: the runner must then not run it.
+    """
+    with db.atomic("runners.process") as tx:
+        check_and_renew(tx, claim, db.lease_ms)
+        tx.conn.execute(
+            "INSERT INTO runner_processes (runner_epoch, pid, process_start, command, status,"
+            " registered_at) VALUES (?, ?, ?, ?, 'live', ?)"
+            " ON CONFLICT (runner_epoch, pid) DO UPDATE SET process_start = excluded.process_start,"
+            " command = excluded.command, status = 'live', registered_at = excluded.registered_at,"
+            " ended_at = NULL",
+            (runner_epoch, pid, process_start, command[:200], tx.now),
+        )
+
+
+def end_process(db: Database, runner_epoch: int, pid: int) -> None:
+    """The runner reaped a group's leader after stopping what was left of the group."""
+    with db.atomic("runners.process_ended") as tx:
+        tx.conn.execute(
+            "UPDATE runner_processes SET status = 'ended', ended_at = ?"
+            " WHERE runner_epoch = ? AND pid = ? AND status = 'live'",
+            (tx.now, runner_epoch, pid),
+        )
+
+
+def live_processes(
+    conn: sqlite3.Connection, runner_epoch: int | None = None
+) -> list[ProcessRecord]:
+    """Recorded groups not known to have ended (of one runner epoch, or of every one)."""
+    sql = (
+        "SELECT runner_epoch, pid, process_start, command FROM runner_processes"
+        " WHERE status = 'live'"
+    )
+    rows = (
+        conn.execute(sql).fetchall()
+        if runner_epoch is None
+        else conn.execute(f"{sql} AND runner_epoch = ?", (runner_epoch,)).fetchall()
+    )
+    return [ProcessRecord(row[0], row[1], row[2], row[3]) for row in rows]
 
 
 def live_records(conn: sqlite3.Connection) -> list[RunnerRecord]:

@@ -63,6 +63,7 @@ CREATE TABLE runs (
     finished_at INTEGER,
     CHECK ((status = 'paused') = (park_reason IS NOT NULL))
 ) STRICT;
+CREATE INDEX runs_running ON runs (run_id) WHERE status = 'running';
 
 -- What the run executes: the root source identity and every mounted source.
 CREATE TABLE run_sources (
@@ -190,6 +191,23 @@ CREATE TABLE run_runners (
     CHECK ((status = 'exited') = (outcome IS NOT NULL))
 ) STRICT;
 CREATE INDEX run_runners_live ON run_runners (run_id) WHERE status != 'exited';
+
+-- Process groups a runner started (shell commands, each leading its own session), recorded
+-- before the command runs so that the server can stop them when the runner ends and a new
+-- server can stop them after a crash. A group is signalled only while its leader still has
+-- the recorded pid and process start time.
+CREATE TABLE runner_processes (
+    runner_epoch INTEGER NOT NULL REFERENCES run_runners (runner_epoch),
+    pid INTEGER NOT NULL CHECK (pid >= 1),
+    process_start REAL NOT NULL,
+    command TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('live', 'ended')),
+    registered_at INTEGER NOT NULL,
+    ended_at INTEGER,
+    PRIMARY KEY (runner_epoch, pid),
+    CHECK ((status = 'ended') = (ended_at IS NOT NULL))
+) STRICT;
+CREATE INDEX runner_processes_live ON runner_processes (runner_epoch) WHERE status = 'live';
 
 -- Child messages already answered, so a repeated message id replays its reply.
 CREATE TABLE runner_messages (

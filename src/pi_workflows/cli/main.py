@@ -19,6 +19,7 @@ import click
 
 from pi_workflows.cli.commands.answers import checkpoint, decision
 from pi_workflows.cli.commands.effects import effect
+from pi_workflows.cli.commands.pi import pi_group
 from pi_workflows.cli.commands.runs import run
 from pi_workflows.cli.commands.server import server
 from pi_workflows.cli.commands.state import state
@@ -97,7 +98,7 @@ def cli(ctx: click.Context, home: Path | None) -> None:
     ctx.obj = CliState(home=resolved)
 
 
-for _group in (server, workflows, run, checkpoint, decision, effect, state):
+for _group in (server, workflows, run, checkpoint, decision, effect, state, pi_group):
     cli.add_command(_group)
 
 

@@ -1,0 +1,195 @@
+/**
+ * The `/workflow` command for the person: list workflows, start, inspect and control runs,
+ * answer checkpoints and decide human decisions.
+ *
+ * Owns parsing the command line and showing results as Pi notifications; every failure is one
+ * line at the `error` level. Runs in the Pi process, in the command's handler. Project workflows
+ * are found from Pi's working directory (sent as `projectDir`), and a run started here records
+ * this Pi session as its origin (`originSession`). Notifications go through `notify`, which never
+ * throws, because a context used after the session ended throws in Pi 1.x.
+ */
+
+import type { ExtensionAPI, ExtensionCommandContext } from "@earendil-works/pi-coding-agent";
+
+import { newIdempotencyKey } from "./client.ts";
+import type { JsonValue } from "./connection.ts";
+import { describeError, UsageError } from "./errors.ts";
+import { formatRun, formatRuns, formatWorkflows } from "./format.ts";
+import { DECISION_KIND, decisionChoices, type DecisionChoice } from "./operations.ts";
+import type { SessionSlot } from "./session.ts";
+
+/** The command's name: `/workflow`. */
+export const COMMAND_NAME = "workflow";
+
+/** How many runs `/workflow status` lists without a run id. */
+const STATUS_LIST_LIMIT = 10;
+
+const SUBCOMMANDS = ["list", "start", "status", "pause", "resume", "cancel", "answer", "decide", "help"] as const;
+
+export const USAGE = [
+	"Usage: /workflow <subcommand>",
+	"  list                    workflows you can start (project, user, built-in)",
+	"  start NAME [JSON]       start a run of NAME with JSON input (default {})",
+	"  status [RUN]            one run, or the latest runs",
+	"  pause RUN | resume RUN  pause or resume a run",
+	"  cancel RUN [REASON]     cancel a run",
+	"  answer RUN JSON         answer the checkpoint RUN waits on",
+	"  decide RUN [CHOICE]     decide the human decision RUN waits on (a dialog without CHOICE)",
+].join("\n");
+
+type Level = "info" | "warning" | "error";
+
+/** Show `message` in Pi; never throws (the context may belong to a session that has ended). */
+export function notify(ctx: ExtensionCommandContext, message: string, level: Level = "info"): void {
+	try {
+		if (ctx.hasUI) ctx.ui.notify(message, level);
+	} catch {
+		// The session ended while the command ran: there is nowhere left to show it.
+	}
+}
+
+/** Register `/workflow`. */
+export function registerWorkflowCommand(pi: ExtensionAPI, slot: SessionSlot): void {
+	pi.registerCommand(COMMAND_NAME, {
+		description: "pi-workflows: list, start, status, pause, resume, cancel, answer, decide",
+		getArgumentCompletions: (prefix: string) => {
+			if (/\s/.test(prefix)) return null;
+			const matches = SUBCOMMANDS.filter((name) => name.startsWith(prefix));
+			return matches.length ? matches.map((name) => ({ value: name, label: name })) : null;
+		},
+		handler: async (args: string, ctx: ExtensionCommandContext) => {
+			const [subcommand, rest] = splitWord(args);
+			try {
+				await runSubcommand(subcommand, rest, ctx, slot);
+			} catch (error) {
+				const what = subcommand ? `/workflow ${subcommand}` : "/workflow";
+				notify(ctx, `${what} failed: ${describeError(error)}`, "error");
+			}
+		},
+	});
+}
+
+async function runSubcommand(subcommand: string, rest: string, ctx: ExtensionCommandContext, slot: SessionSlot): Promise<void> {
+	switch (subcommand) {
+		case "":
+		case "help":
+			notify(ctx, USAGE);
+			return;
+		case "list": {
+			const workflows = await slot.current().operations.listWorkflows(ctx.cwd);
+			notify(ctx, formatWorkflows(workflows));
+			return;
+		}
+		case "start": {
+			const [name, inputText] = splitWord(rest);
+			if (!name) throw new UsageError("usage: /workflow start NAME [JSON]");
+			const input = inputText ? parseJson(inputText, "the input") : {};
+			const session = slot.current();
+			const receipt = await session.operations.startRun(
+				{ workflow: name, input, projectDir: ctx.cwd, originSession: session.sessionId },
+				newIdempotencyKey("command.start"),
+			);
+			notify(ctx, `Started run ${String(receipt.body.runId)} of ${String(receipt.body.workflow ?? name)}.`);
+			return;
+		}
+		case "status": {
+			const [runId] = splitWord(rest);
+			const operations = slot.current().operations;
+			if (!runId) {
+				notify(ctx, formatRuns(await operations.listRuns(STATUS_LIST_LIMIT)));
+				return;
+			}
+			notify(ctx, formatRun(await operations.getRun(runId)));
+			return;
+		}
+		case "pause":
+		case "resume":
+		case "cancel": {
+			const [runId, reason] = splitWord(rest);
+			if (!runId) throw new UsageError(`usage: /workflow ${subcommand} RUN${subcommand === "cancel" ? " [REASON]" : ""}`);
+			const receipt = await slot
+				.current()
+				.operations.control(subcommand, runId, newIdempotencyKey(`command.${subcommand}`), reason || undefined);
+			notify(ctx, `Run ${runId} is ${String(receipt.body.status ?? "updated")}.`);
+			return;
+		}
+		case "answer": {
+			const [runId, valueText] = splitWord(rest);
+			if (!runId || !valueText) throw new UsageError("usage: /workflow answer RUN JSON");
+			const value = parseJson(valueText, "the answer");
+			const receipt = await slot
+				.current()
+				.operations.answerCheckpoint(runId, value, undefined, newIdempotencyKey("command.answer"));
+			notify(ctx, `Answered ${String(receipt.body.requestId)} of run ${runId}.`);
+			return;
+		}
+		case "decide": {
+			await decide(rest, ctx, slot);
+			return;
+		}
+		default:
+			throw new UsageError(`unknown subcommand ${JSON.stringify(subcommand)}; try /workflow help`);
+	}
+}
+
+/** `/workflow decide RUN [CHOICE]`: without CHOICE, a select dialog of the decision's choices. */
+async function decide(rest: string, ctx: ExtensionCommandContext, slot: SessionSlot): Promise<void> {
+	const [runId, given] = splitWord(rest);
+	if (!runId) throw new UsageError("usage: /workflow decide RUN [CHOICE]");
+	const operations = slot.current().operations;
+	const view = await operations.getRun(runId);
+	const waiting = view.waitingOn;
+	if (!waiting || waiting.kind !== DECISION_KIND) {
+		throw new UsageError(`run ${runId} is not waiting on a human decision (status ${view.status})`);
+	}
+	const choices = decisionChoices(waiting);
+	let choice = given.trim();
+	if (!choice) {
+		if (!ctx.hasUI) {
+			throw new UsageError(`give the choice: /workflow decide ${runId} CHOICE (${choices.map((c) => c.id).join(", ")})`);
+		}
+		const picked = await pickChoice(ctx, waiting.request, choices);
+		if (picked === undefined) {
+			notify(ctx, `No choice made; run ${runId} still waits on its decision.`, "warning");
+			return;
+		}
+		choice = picked;
+	}
+	const receipt = await operations.answerDecision(runId, choice, waiting.requestId, newIdempotencyKey("command.decide"));
+	notify(ctx, `Decided ${choice} for run ${runId} (${String(receipt.body.requestId)}).`);
+}
+
+/** The select dialog; resolves with the chosen id, or undefined when dismissed. */
+async function pickChoice(
+	ctx: ExtensionCommandContext,
+	request: JsonValue,
+	choices: DecisionChoice[],
+): Promise<string | undefined> {
+	const title =
+		request && typeof request === "object" && !Array.isArray(request) && typeof request.title === "string"
+			? request.title
+			: "Decide";
+	const options = choices.map((choice) =>
+		choice.description ? `${choice.label} [${choice.id}] — ${choice.description}` : `${choice.label} [${choice.id}]`,
+	);
+	const selected = await ctx.ui.select(title, options);
+	if (selected === undefined) return undefined;
+	const index = options.indexOf(selected);
+	return index >= 0 ? choices[index]?.id : undefined;
+}
+
+/** The first whitespace-separated word of `text` and the rest (trimmed). */
+export function splitWord(text: string): [string, string] {
+	const trimmed = text.trim();
+	const match = /^(\S+)\s*([\s\S]*)$/.exec(trimmed);
+	if (!match) return ["", ""];
+	return [match[1] ?? "", (match[2] ?? "").trim()];
+}
+
+function parseJson(text: string, what: string): JsonValue {
+	try {
+		return JSON.parse(text) as JsonValue;
+	} catch (error) {
+		throw new UsageError(`${what} is not valid JSON: ${describeError(error)}`);
+	}
+}

@@ -1,0 +1,92 @@
+/**
+ * Text for the person (`/workflow` notifications) and the model (`workflow` tool results):
+ * workflow lists, run lists and run views.
+ *
+ * Owns every rendering of server data. Values that came from the server or from workflows are
+ * shown as compact JSON or plain strings and bounded in length. Pure functions: this module
+ * never contacts the server and never touches a Pi context.
+ */
+
+import { oneLine } from "./errors.ts";
+import type { JsonValue } from "./connection.ts";
+import { decisionChoices, type RunSummary, type RunView, type WorkflowInfo } from "./operations.ts";
+
+/** The longest JSON value shown inline. */
+const MAX_INLINE_JSON = 2000;
+
+/** The longest tool result sent to the model (Pi's own tools cap output at 50 KB). */
+export const MAX_TOOL_TEXT = 40_000;
+
+/** Compact JSON, bounded to `limit` characters. */
+export function compactJson(value: JsonValue | undefined, limit: number = MAX_INLINE_JSON): string {
+	const text = value === undefined ? "null" : JSON.stringify(value);
+	return text.length > limit ? `${text.slice(0, limit - 1)}…` : text;
+}
+
+/** `workflows.list` as lines: `name (origin) path`, and a load error when there is one. */
+export function formatWorkflows(workflows: WorkflowInfo[]): string {
+	if (workflows.length === 0) return "No workflows found (looked in .pi/workflows, ~/.pi/agent/workflows and the built-ins).";
+	const lines = workflows.map((workflow) => {
+		const error = workflow.error ? ` — does not load: ${oneLine(workflow.error, 300)}` : "";
+		return `${workflow.name} (${workflow.origin}) ${workflow.path}${error}`;
+	});
+	return ["Workflows:", ...lines].join("\n");
+}
+
+/** `run.list` as one line per run. */
+export function formatRuns(runs: RunSummary[]): string {
+	if (runs.length === 0) return "No runs.";
+	const lines = runs.map((run) => {
+		const reason = run.parkReason ? ` (${run.parkReason})` : "";
+		const node = run.currentNode ? ` at ${run.currentNode}` : "";
+		return `${run.runId} ${run.workflow} ${run.status}${reason}${node}`;
+	});
+	return ["Runs (newest first):", ...lines].join("\n");
+}
+
+/** One run for the person: status, node, what it waits on, error and output. */
+export function formatRun(view: RunView): string {
+	const reason = view.parkReason ? ` (${view.parkReason})` : "";
+	const lines = [`Run ${view.runId} of ${view.workflow}: ${view.status}${reason}`];
+	if (view.currentNode) lines.push(`node: ${view.currentNode}`);
+	const waiting = view.waitingOn;
+	if (waiting) {
+		lines.push(`waiting on: ${waiting.kind} ${waiting.requestId} at node ${waiting.nodeId}`);
+		if (waiting.kind === "decision") {
+			const request = waiting.request;
+			const title =
+				request && typeof request === "object" && !Array.isArray(request) && typeof request.title === "string"
+					? request.title
+					: "";
+			if (title) lines.push(`decision: ${oneLine(title, 300)}`);
+			const choices = decisionChoices(waiting).map((choice) => `${choice.id} (${choice.label})`);
+			if (choices.length) lines.push(`choices: ${choices.join(", ")} — answer with /workflow decide ${view.runId}`);
+		} else {
+			lines.push(`request: ${compactJson(waiting.request)}`);
+		}
+	}
+	if (view.error !== undefined && view.error !== null) lines.push(`error: ${compactJson(view.error)}`);
+	if (view.output !== undefined && view.output !== null) lines.push(`output: ${compactJson(view.output)}`);
+	return lines.join("\n");
+}
+
+/** One run for the model: the fields it acts on, as JSON (`waitingOn` holds the `requestId`). */
+export function runForModel(view: RunView): string {
+	const shown: { [key: string]: JsonValue } = {
+		runId: view.runId,
+		workflow: view.workflow,
+		status: view.status,
+		parkReason: view.parkReason ?? null,
+		currentNode: view.currentNode ?? null,
+		waitingOn: view.waitingOn ? (view.waitingOn as unknown as JsonValue) : null,
+		output: view.output ?? null,
+		error: view.error ?? null,
+	};
+	return bound(JSON.stringify(shown, null, 2));
+}
+
+/** `text` cut to what a tool result may carry, saying so when it was cut. */
+export function bound(text: string, limit: number = MAX_TOOL_TEXT): string {
+	if (text.length <= limit) return text;
+	return `${text.slice(0, limit)}\n[truncated: ${text.length - limit} more characters]`;
+}

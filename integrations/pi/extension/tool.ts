@@ -1,0 +1,202 @@
+/**
+ * The `workflow` tool for the model: one tool whose `action` field selects list, start,
+ * status, pause, resume, cancel, answer (an ordinary checkpoint), submit (an agent step's
+ * output) or update (an agent step's progress).
+ *
+ * Owns what the model may do and what it sees back. A refused command is thrown, so the model
+ * sees the server's one-line message as the tool error and can correct itself. A human
+ * decision is never answered here: `answer` checks the run's waiting request and refuses a
+ * decision with `PROTECTED_DECISION_MESSAGE` (the server refuses it too). Runs in the Pi
+ * process, inside the tool's `execute`; every retry of one call reuses that call's key.
+ */
+
+import { StringEnum } from "@earendil-works/pi-ai";
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+import { Type, type Static } from "typebox";
+
+import { newIdempotencyKey, type Receipt } from "./client.ts";
+import type { JsonObject, JsonValue } from "./connection.ts";
+import { UsageError, WorkflowError } from "./errors.ts";
+import { bound, formatRuns, formatWorkflows, runForModel } from "./format.ts";
+import { DECISION_KIND } from "./operations.ts";
+import type { SessionSlot } from "./session.ts";
+
+/** The tool's name, as the step contract tells the model. */
+export const TOOL_NAME = "workflow";
+
+/** The tool's answer when the model tries to answer a human decision. */
+export const PROTECTED_DECISION_MESSAGE = "Protected human decisions cannot be answered by the workflow tool";
+
+export const ACTIONS = ["list", "start", "status", "pause", "resume", "cancel", "answer", "submit", "update"] as const;
+
+/** How many runs `status` without a run id lists. */
+const STATUS_LIST_LIMIT = 20;
+
+export const workflowToolParameters = Type.Object({
+	action: StringEnum(ACTIONS, {
+		description:
+			"list: workflows you can start; start: start `workflow` with `input`; status: one run (`runId`) or the latest runs; " +
+			"pause/resume/cancel: control `runId`; answer: answer the checkpoint `runId` waits on with `value`; " +
+			"submit: hand in `output` for the agent step `requestId`; update: report progress `body` for `requestId`",
+	}),
+	workflow: Type.Optional(Type.String({ description: "start: the workflow's name (or builtin:NAME)" })),
+	input: Type.Optional(Type.Unknown({ description: "start: the run's input, a JSON value (default {})" })),
+	runId: Type.Optional(Type.String({ description: "status, pause, resume, cancel, answer: the run" })),
+	requestId: Type.Optional(
+		Type.String({ description: "submit, update: the step's request id (from the step text); answer: optional" }),
+	),
+	value: Type.Optional(Type.Unknown({ description: "answer: the checkpoint's answer, a JSON value" })),
+	output: Type.Optional(Type.Unknown({ description: "submit: the step's output, as the step asks for it" })),
+	body: Type.Optional(Type.Unknown({ description: "update: a progress update, a JSON value" })),
+	reason: Type.Optional(Type.String({ description: "cancel: why" })),
+});
+
+export type WorkflowToolInput = Static<typeof workflowToolParameters>;
+
+/** What every result of the tool stores in the session (never sent to the model). */
+export interface WorkflowToolDetails {
+	action: string;
+	runId: string | null;
+	outcome: string | null;
+	receipt: JsonObject | null;
+}
+
+/** Register the `workflow` tool. */
+export function registerWorkflowTool(pi: ExtensionAPI, slot: SessionSlot): void {
+	pi.registerTool<typeof workflowToolParameters, WorkflowToolDetails>({
+		name: TOOL_NAME,
+		label: "Workflow",
+		description:
+			"Drive pi-workflows durable workflows: list workflows, start a run, read a run's status, pause/resume/cancel it, " +
+			"answer an ordinary checkpoint, submit the output of a workflow agent step (action submit with the step's requestId), " +
+			"or report progress on it (action update). Human decisions are answered by the person with /workflow decide, not by this tool.",
+		promptSnippet: "Start and inspect pi-workflows runs, answer checkpoints, submit workflow agent steps",
+		promptGuidelines: [
+			"When a workflow step asks for a result, call the workflow tool with action submit, the step's requestId and the output it asks for.",
+			"The workflow tool cannot answer human decisions; tell the person to use /workflow decide RUN.",
+		],
+		parameters: workflowToolParameters,
+		execute(toolCallId, params, signal, _onUpdate, ctx) {
+			return abortable(runAction(toolCallId, params, ctx.cwd, slot), signal);
+		},
+	});
+}
+
+/** One call of the tool; its idempotency key is made once and kept for every retry. */
+async function runAction(
+	toolCallId: string,
+	params: WorkflowToolInput,
+	cwd: string,
+	slot: SessionSlot,
+): Promise<ToolResult> {
+	const key = newIdempotencyKey(`tool.${params.action}.${toolCallId}`);
+	const session = slot.current();
+	const operations = session.operations;
+	switch (params.action) {
+		case "list": {
+			const workflows = await operations.listWorkflows(cwd);
+			return result(params.action, null, null, formatWorkflows(workflows));
+		}
+		case "start": {
+			const workflow = required(params.workflow, "workflow", "start");
+			const receipt = await operations.startRun(
+				{
+					workflow,
+					input: (params.input ?? {}) as JsonValue,
+					projectDir: cwd,
+					originSession: session.sessionId,
+				},
+				key,
+			);
+			const runId = String(receipt.body.runId);
+			return result(
+				params.action,
+				runId,
+				receipt,
+				`Started run ${runId} of workflow ${String(receipt.body.workflow ?? workflow)}.`,
+			);
+		}
+		case "status": {
+			if (!params.runId) {
+				const runs = await operations.listRuns(STATUS_LIST_LIMIT);
+				return result(params.action, null, null, formatRuns(runs));
+			}
+			const view = await operations.getRun(params.runId);
+			return result(params.action, params.runId, null, runForModel(view));
+		}
+		case "pause":
+		case "resume":
+		case "cancel": {
+			const runId = required(params.runId, "runId", params.action);
+			const receipt = await operations.control(params.action, runId, key, params.reason);
+			return result(params.action, runId, receipt, `Run ${runId} is ${String(receipt.body.status ?? "updated")}.`);
+		}
+		case "answer": {
+			const runId = required(params.runId, "runId", "answer");
+			if (params.value === undefined) throw new UsageError("answer needs `value`, the checkpoint's answer");
+			const view = await operations.getRun(runId);
+			if (view.waitingOn?.kind === DECISION_KIND) throw new WorkflowError(PROTECTED_DECISION_MESSAGE);
+			const receipt = await operations.answerCheckpoint(runId, params.value as JsonValue, params.requestId, key);
+			return result(params.action, runId, receipt, `Answered ${String(receipt.body.requestId)} of run ${runId}.`);
+		}
+		case "submit": {
+			const requestId = required(params.requestId, "requestId", "submit");
+			if (params.output === undefined) throw new UsageError("submit needs `output`, the step's result");
+			const receipt = await operations.submit(requestId, params.output as JsonValue, params.runId, key);
+			return result(params.action, params.runId ?? null, receipt, `Submitted the output for ${requestId}.`);
+		}
+		case "update": {
+			const requestId = required(params.requestId, "requestId", "update");
+			if (params.body === undefined) throw new UsageError("update needs `body`, the progress update");
+			const receipt = await operations.update(requestId, params.body as JsonValue, params.runId, key);
+			return result(params.action, params.runId ?? null, receipt, `Recorded the update for ${requestId}.`);
+		}
+		default:
+			throw new UsageError(`unknown action ${JSON.stringify(params.action)}`);
+	}
+}
+
+function required(value: string | undefined, field: string, action: string): string {
+	if (!value) throw new UsageError(`${action} needs \`${field}\``);
+	return value;
+}
+
+type ToolResult = { content: { type: "text"; text: string }[]; details: WorkflowToolDetails };
+
+function result(action: string, runId: string | null, receipt: Receipt | null, text: string): ToolResult {
+	const details: WorkflowToolDetails = {
+		action,
+		runId,
+		outcome: receipt ? receipt.outcome : null,
+		receipt: receipt ? receipt.body : null,
+	};
+	return { content: [{ type: "text" as const, text: bound(text) }], details };
+}
+
+/**
+ * `promise`, or a rejection as soon as `signal` aborts (Escape in Pi). The command itself may
+ * still take effect on the server; its rejection, if any, is still handled.
+ */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+	if (!signal) return promise;
+	return new Promise<T>((resolve, reject) => {
+		const onAbort = () =>
+			reject(new WorkflowError("the workflow tool call was aborted; the command may still take effect"));
+		if (signal.aborted) {
+			onAbort();
+			promise.catch(() => undefined);
+			return;
+		}
+		signal.addEventListener("abort", onAbort, { once: true });
+		promise.then(
+			(value) => {
+				signal.removeEventListener("abort", onAbort);
+				resolve(value);
+			},
+			(error: unknown) => {
+				signal.removeEventListener("abort", onAbort);
+				reject(error);
+			},
+		);
+	});
+}

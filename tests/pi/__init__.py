@@ -1,0 +1,1 @@
+"""Tests of the Pi extension with the real Pi binary (integrations/pi)."""

@@ -208,3 +208,46 @@ def test_runner_without_progress_is_parked_and_resumed_only_when_asked(
     assert server.wait_status(run_id, {"completed", "paused"})["status"] == "completed"
     with server.client() as client, pytest.raises(RejectedError, match="completed"):
         client.resume(run_id)
+
+
+def _many_paused_runs(home: Path, count: int) -> None:
+    """``count`` paused runs written in one transaction (what a long-lived server holds)."""
+    from pi_workflows.store import lifecycle
+    from pi_workflows.store.database import open_database
+
+    from support.store import new_run
+
+    db = open_database(home)
+    try:
+        with db.atomic("test.bulk"):
+            for _ in range(count):
+                lifecycle.pause(db, lifecycle.reserve(db, new_run()).run_id)
+    finally:
+        db.close()
+
+
+@pytest.mark.timeout(240)
+def test_diagnose_and_backup_of_a_large_state_never_starve_claim_renewal(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    """Window: ``state diagnose`` and ``state backup`` over 30,000 runs take longer than the
+    lease; they run off the server's loop, so a working runner keeps its one claim."""
+    _many_paused_runs(server_process.home, 30_000)
+    server_process.write_workflow("busy", BUSY)
+    server_process.start(PI_WORKFLOWS_LEASE_SECONDS="0.8")
+    run_id = server_process.start_run("busy")
+    server_process.wait_status(run_id, "running")
+    backups = 0
+    with server_process.client(timeout=120) as client:
+        while client.get_run(run_id)["status"] == "running":
+            assert client.diagnose() == []
+            client.backup(tmp_path / f"backup-{backups}.sqlite")
+            backups += 1
+    view = server_process.wait_status(run_id, {"completed", "failed", "paused"}, 60)
+    assert view["status"] == "completed", view
+    assert view["generation"] == 1
+    rows = server_process.query("SELECT type FROM events WHERE run_id = ?", run_id)
+    events = [e for (e,) in rows]
+    assert "run.controlClaimed" not in events
+    assert "run.recovered" not in events
+    assert backups >= 1

@@ -72,3 +72,49 @@ def test_a_malformed_setting_stops_the_server_with_one_line(server_process: Serv
     assert result.returncode == 1
     assert "PI_WORKFLOWS_MAX_RUNNERS" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+CHAIN = """
+from pi_workflows import Workflow, compute, edge
+
+workflow = Workflow(
+    "chain",
+    start="a",
+    nodes={"a": compute(lambda ctx: {"a": 1}), "b": compute(lambda ctx: {"b": 2})},
+    edges=[edge("a", "b")],
+)
+"""
+
+
+def test_failing_scheduler_ticks_back_off_and_the_server_keeps_working(
+    server_process: ServerProcess,
+) -> None:
+    """Window: three scheduler ticks fail (an injected store fault, as a full disk would);
+    each is logged, the scheduler backs off and continues, and queued work still runs."""
+    server_process.write_workflow("chain", CHAIN)
+    server_process.start(faults="scheduler.tick=raise:3")
+    run_id = server_process.start_run("chain")
+    view = server_process.wait_status(run_id, {"completed", "failed"}, 90)
+    assert view["status"] == "completed", view
+    assert server_process.tail(400).count("scheduler tick failed; retrying in") == 3
+    assert server_process.process is not None
+    assert server_process.process.poll() is None
+
+
+def test_a_background_task_that_dies_stops_the_server_loudly(
+    server_process: ServerProcess,
+) -> None:
+    """If the scheduler task itself ends, the server says so, exits non-zero and removes its
+    socket, so the next client auto-starts a healthy server instead of talking to one that
+    acknowledges commands it would never run."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pi_workflows.server", "run", "--home", str(server_process.home)],
+        env={**server_process.env, "PI_WORKFLOWS_FAULTS": "scheduler.loop=raise"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 70
+    assert "the scheduler task died (InjectedFault" in result.stderr
+    assert not (server_process.home / "server.sock").exists()

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from pi_workflows.store import faults, lifecycle
+from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
 from pi_workflows.store.errors import InvalidTransitionError, ReceiptConflictError
-from pi_workflows.store.receipts import CommandRequest, run_command
+from pi_workflows.store.receipts import CommandRequest, prune, run_command
 
 from support.store import count, new_run, problems, run_status, running, snapshot
 
@@ -87,3 +88,22 @@ def test_live_cancellation_and_its_receipt_commit_in_one_transaction(
     assert receipt.adopted is committed
     assert run_status(db, claim.run_id) == "cancelled"
     assert count(db, "server_commands") == 1
+
+
+def test_old_receipts_of_ended_runs_are_pruned_and_live_runs_keep_theirs(
+    db: Database, clock: FakeClock
+) -> None:
+    """Retention: an old receipt goes once its run ended; a live run's receipt never does."""
+    ended, _ = _start(db, "ended", 1)
+    live, _ = _start(db, "live", 2)
+    assert ended is not None
+    assert live is not None
+    lifecycle.cancel(db, ended)
+    clock.advance(31 * 86_400_000)
+    _start(db, "fresh", 3)
+    assert prune(db, clock.now_ms() - 30 * 86_400_000) == 1
+    keys = {row[0] for row in db.conn.execute("SELECT idempotency_key FROM server_commands")}
+    assert keys == {"live", "fresh"}
+    # The live run's retry still adopts its receipt.
+    assert _start(db, "live", 2) == (live, True)
+    assert problems(db) == []

@@ -3,7 +3,8 @@
 Runs in the runner child; never opens the database. Every callback runs in its own daemon
 thread: a sync one is called there, an async one (a callback returning an awaitable) is
 awaited in a fresh asyncio loop in that thread. The main thread waits on an inbox queue for
-the outcome, delivering ``publish_update`` values in the meantime, until the deadline. On
+the outcome, delivering ``publish_update`` values in the meantime (coalesced: at most one
+per ``UPDATE_INTERVAL_SECONDS``, always the latest), until the deadline. On
 expiry it sets the node's cancellation signal, cancels the async task, and returns
 ``TimedOut``; a stuck thread is abandoned and dies with the process. The main thread never
 runs workflow code, so SIGTERM can always unwind it.
@@ -51,6 +52,13 @@ CallOutcome: TypeAlias = Returned | Raised | TimedOut
 @dataclass(frozen=True)
 class _Update:
     value: JsonValue
+
+
+_MARKER = _Update(None)
+"""Queued to say "an update is waiting in the slot"; its own value is never delivered."""
+
+UPDATE_INTERVAL_SECONDS = 0.25
+"""At most one ``publish_update`` delivery per this many seconds per callback (the latest)."""
 
 
 class Deadline:
@@ -106,18 +114,39 @@ def _run_async(awaitable: object, handle: _AsyncHandle) -> object:
 
 
 class Inbox:
-    """Where a callback's thread posts its updates and its outcome, read by the main thread."""
+    """Where a callback's thread posts its updates and its outcome, read by the main thread.
+
+    Bounded by construction: updates are coalesced into one slot (a newer value replaces an
+    undelivered older one), so the queue never holds more than one update marker and the
+    outcome, however fast a callback publishes. The main thread delivers at most one update
+    per ``UPDATE_INTERVAL_SECONDS`` (each is one fenced write on the server) and always the
+    latest one before it returns the outcome.
+    """
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[CallOutcome | _Update] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._latest: _Update | None = None  # the newest undelivered update
+        self._signalled = False  # a marker for ``_latest`` is in the queue
+        self._last_delivery = -UPDATE_INTERVAL_SECONDS
 
     def post_update(self, value: JsonValue) -> None:
-        """Queue one ``publish_update`` value (any thread; never blocks)."""
-        self._queue.put(_Update(value))
+        """Offer one ``publish_update`` value (any thread; never blocks, never grows)."""
+        with self._lock:
+            self._latest = _Update(value)
+            if self._signalled:
+                return
+            self._signalled = True
+        self._queue.put(_MARKER)
 
     def post_outcome(self, outcome: CallOutcome) -> None:
         """Post the callback's outcome (its own thread, once)."""
         self._queue.put(outcome)
+
+    def _take(self) -> _Update | None:
+        with self._lock:
+            latest, self._latest, self._signalled = self._latest, None, False
+        return latest
 
     def wait(
         self,
@@ -125,16 +154,35 @@ class Inbox:
         deliver: Callable[[JsonValue], None] | None,
     ) -> CallOutcome | None:
         """The outcome, or ``None`` on expiry; updates go to ``deliver`` meanwhile."""
+        held: _Update | None = None  # taken but not yet due
         while True:
+            timeout = deadline.remaining()
+            if held is not None:
+                due = self._last_delivery + UPDATE_INTERVAL_SECONDS - time.monotonic()
+                timeout = due if timeout is None else min(timeout, due)
             try:
-                item = self._queue.get(timeout=deadline.remaining())
+                item = self._queue.get(timeout=None if timeout is None else max(0.0, timeout))
             except queue.Empty:
+                if held is not None and not deadline.expired:
+                    self._deliver(held, deliver)
+                    held = None
+                    continue
                 return None
             if isinstance(item, _Update):
-                if deliver is not None:
-                    deliver(item.value)
+                held = self._take() or held
+                if time.monotonic() - self._last_delivery >= UPDATE_INTERVAL_SECONDS:
+                    self._deliver(held, deliver)
+                    held = None
                 continue
+            latest = self._take() or held
+            if latest is not None:
+                self._deliver(latest, deliver)
             return item
+
+    def _deliver(self, update: _Update | None, deliver: Callable[[JsonValue], None] | None) -> None:
+        if update is not None and deliver is not None:
+            deliver(update.value)
+            self._last_delivery = time.monotonic()
 
 
 @dataclass

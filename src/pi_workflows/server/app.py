@@ -20,7 +20,7 @@ from pi_workflows.server import recovery
 from pi_workflows.server.config import ServerConfig
 from pi_workflows.server.connections import serve_client
 from pi_workflows.server.supervisor import Supervisor
-from pi_workflows.store import interactions, runners
+from pi_workflows.store import faults, interactions, receipts, runners
 from pi_workflows.store.database import Database
 from pi_workflows.store.errors import StoreError
 from pi_workflows.store.paths import SOCKET_NAME
@@ -28,6 +28,26 @@ from pi_workflows.store.paths import SOCKET_NAME
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = 1.0
+MAX_BACKOFF_SECONDS = 10.0
+EXIT_TASK_DIED = 70  # EX_SOFTWARE: a background task of the server ended unexpectedly
+RECEIPT_PRUNE_BATCH = 1000
+RECEIPT_PRUNE_EVERY_MS = 3_600_000
+
+
+class Backoff:
+    """The scheduler's delay after failed ticks: doubling from the tick to a maximum."""
+
+    def __init__(self) -> None:
+        self.delay: float | None = None  # None: no failure since the last good tick
+
+    def fail(self) -> float:
+        """Record a failure and return the delay before the next try."""
+        self.delay = min(MAX_BACKOFF_SECONDS, (self.delay or TICK_SECONDS / 2) * 2)
+        return self.delay
+
+    def reset(self) -> None:
+        """A tick succeeded."""
+        self.delay = None
 
 
 class Server:
@@ -39,6 +59,8 @@ class Server:
         self.version = version("pi-workflows")
         self.socket_path: Path = config.home / SOCKET_NAME
         self.epoch = 0
+        self.exit_code = 0
+        self._next_prune_ms = 0
         self.stopping = False
         self.slow_clients_dropped = 0
         self.supervisor: Supervisor
@@ -94,9 +116,32 @@ class Server:
             asyncio.create_task(self._schedule(), name="scheduler"),
             asyncio.create_task(self._renew(), name="renewal"),
         ]
+        for task in tasks:
+            task.add_done_callback(self._task_ended)
         await self._stop.wait()
         await self._shutdown(server, tasks)
-        return 0
+        return self.exit_code
+
+    def _task_ended(self, task: asyncio.Task[None]) -> None:
+        """A background task must never end while the server serves: stop loudly if it does.
+
+        Clients then see no server and start a healthy one, instead of a server that keeps
+        acknowledging commands it will never run.
+        """
+        if self.stopping or task.cancelled():
+            return
+        error = task.exception()
+        if error is None and task.get_name() == "scheduler" and self._stop.is_set():
+            return  # the scheduler returns after asking for an idle exit
+        log.critical(
+            "the %s task died (%s); stopping the server (exit code %d)",
+            task.get_name(),
+            f"{type(error).__name__}: {error}" if error else "it returned",
+            EXIT_TASK_DIED,
+            exc_info=error,
+        )
+        self.exit_code = EXIT_TASK_DIED
+        self.request_stop()
 
     async def _startup(self) -> None:
         """1. new epoch before any work; 2. recovery; 3. a fresh socket path."""
@@ -131,22 +176,33 @@ class Server:
     # --- timers --------------------------------------------------------------------------
 
     async def _schedule(self) -> None:
-        """Launch queued runs within capacity; enforce deadlines; exit when idle."""
+        """Launch queued runs within capacity; enforce deadlines; exit when idle.
+
+        A failing tick (a disk error, a lock timeout) is logged and retried after a backoff
+        that doubles up to ``MAX_BACKOFF_SECONDS``; it never ends the scheduler.
+        """
+        backoff = Backoff()
         while True:
+            faults.hit("scheduler.loop")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), TICK_SECONDS)
+                await asyncio.wait_for(self._wake.wait(), backoff.delay or TICK_SECONDS)
             self._wake.clear()
             try:
+                faults.hit("scheduler.tick")
                 self._tick()
-            except StoreError:
-                log.exception("scheduler tick failed")
-            if self._idle_too_long():
-                log.info("idle for %.0f s; exiting", self.config.idle_exit_seconds)
-                self.request_stop()
-                return
+                if self._idle_too_long():
+                    log.info("idle for %.0f s; exiting", self.config.idle_exit_seconds)
+                    self.request_stop()
+                    return
+            except Exception:
+                log.exception("scheduler tick failed; retrying in %.1f s", backoff.fail())
+            else:
+                backoff.reset()
 
     def _tick(self) -> None:
         now = self.db.clock.now_ms()
+        if now >= self._next_prune_ms:
+            self._prune_receipts(now)
         recovery.expire_due_requests(self.db)
         self.supervisor.enforce_deadlines(now)
         self.supervisor.sweep_expired()
@@ -164,6 +220,17 @@ class Server:
                     self.supervisor.launch(run_id)
                 except StoreError as exc:
                     log.warning("could not launch run %s: %s", run_id, exc)
+
+    def _prune_receipts(self, now: int) -> None:
+        """Drop receipts of ended runs past their retention, a bounded batch per tick."""
+        cutoff = now - int(self.config.receipt_days * 86_400_000)
+        pruned = receipts.prune(self.db, cutoff, limit=RECEIPT_PRUNE_BATCH)
+        if pruned:
+            log.info(
+                "pruned %d command receipts older than %g days", pruned, self.config.receipt_days
+            )
+        # A full batch means more are due: go on next tick; else look again in an hour.
+        self._next_prune_ms = now + (0 if pruned == RECEIPT_PRUNE_BATCH else RECEIPT_PRUNE_EVERY_MS)
 
     def _idle_too_long(self) -> bool:
         if self.config.idle_exit_seconds <= 0 or self._clients or self.supervisor.count:
@@ -184,5 +251,5 @@ class Server:
             await asyncio.sleep(self.config.lease_seconds / 3)
             try:
                 self.supervisor.renew_all()
-            except StoreError:
+            except Exception:
                 log.exception("claim renewal failed")

@@ -36,6 +36,7 @@ class ServerConfig:
     runner_startup_seconds: float = 20.0  # PI_WORKFLOWS_RUNNER_STARTUP_SECONDS: until ready
     node_grace_seconds: float = 10.0  # PI_WORKFLOWS_NODE_GRACE_SECONDS: after a node deadline
     resolve_seconds: float = 30.0  # PI_WORKFLOWS_RESOLVE_SECONDS: resolver child limit
+    receipt_days: float = 30.0  # PI_WORKFLOWS_RECEIPT_DAYS: receipts of ended runs kept
     client_write_buffer_bytes: int = 4 * 1024 * 1024  # a slower reader is disconnected
     runner_output_tail_bytes: int = 64 * 1024  # kept of each runner's stdout and stderr
 
@@ -57,4 +58,5 @@ class ServerConfig:
             runner_startup_seconds=_number(env, "PI_WORKFLOWS_RUNNER_STARTUP_SECONDS", 20.0, 1),
             node_grace_seconds=_number(env, "PI_WORKFLOWS_NODE_GRACE_SECONDS", 10.0, 0.1),
             resolve_seconds=_number(env, "PI_WORKFLOWS_RESOLVE_SECONDS", 30.0, 1),
+            receipt_days=_number(env, "PI_WORKFLOWS_RECEIPT_DAYS", 30.0, 0),
         )

@@ -7,6 +7,7 @@ one-line messages here, and nowhere else.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -20,7 +21,7 @@ from pi_workflows.protocol import ErrorInfo, Outcome, Request, Response, safe_me
 from pi_workflows.server import resolver
 from pi_workflows.server.errors import RequestError, ResolveError
 from pi_workflows.store import effects, jsoncol, lifecycle, receipts, views
-from pi_workflows.store.database import ddl_digest
+from pi_workflows.store.database import Database, ddl_digest
 from pi_workflows.store.diagnose import diagnose, repair
 from pi_workflows.store.effect_writes import resolve_effect
 from pi_workflows.store.errors import (
@@ -108,6 +109,15 @@ async def dispatch(server: Server, request: Request) -> Response:
         return _error(request, Outcome.REJECTED, exc.code, str(exc))
     except StoreError as exc:
         return _error(request, _outcome_of(exc), exc.code, str(exc))
+    except sqlite3.Error as exc:
+        log.error("operation %s could not use the state database: %s", request.operation, exc)
+        return _error(
+            request,
+            Outcome.UNAVAILABLE,
+            "storageError",
+            f"the state database at {server.db.path} cannot be used right now ({exc}); nothing"
+            " was changed: free disk space or fix the file system, then retry",
+        )
     except Exception:
         log.exception("operation %s failed", request.operation)
         return _error(request, Outcome.REJECTED, "internal", "internal server error; see the log")
@@ -493,12 +503,23 @@ async def effect_resolve(server: Server, request: Request) -> dict[str, Any]:
 # --- state -------------------------------------------------------------------------------
 
 
+def _diagnose_snapshot(db: Database, now: int) -> list[dict[str, Any]]:
+    """Diagnose on a read-only connection of its own (runs in a worker thread)."""
+    conn = db.reader()
+    try:
+        conn.execute("BEGIN")
+        problems = diagnose(conn, now)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return [problem.to_json() for problem in problems]
+
+
 @operation("state.diagnose")
 async def state_diagnose(server: Server, request: Request) -> dict[str, Any]:
-    """Contradictory rows, read-only."""
-    with server.db.read() as conn:
-        problems = diagnose(conn, server.db.clock.now_ms())
-        return {"problems": [problem.to_json() for problem in problems]}
+    """Contradictory rows, read-only, read in a worker thread so the loop keeps renewing."""
+    problems = await asyncio.to_thread(_diagnose_snapshot, server.db, server.db.clock.now_ms())
+    return {"problems": problems}
 
 
 @operation("state.repair")
@@ -514,11 +535,16 @@ async def state_repair(server: Server, request: Request) -> dict[str, Any]:
 
 @operation("state.backup")
 async def state_backup(server: Server, request: Request) -> dict[str, Any]:
-    """An online copy of the database, verified before it is put in place."""
-    return _backup(server, Path(_text(request.payload, "path") or ""))
+    """An online copy of the database, verified before it is put in place.
+
+    Copying and the integrity check run in a worker thread on a connection of their own,
+    so the loop keeps serving and renewing claims meanwhile.
+    """
+    target = Path(_text(request.payload, "path") or "")
+    return await asyncio.to_thread(_backup, server.db, target)
 
 
-def _backup(server: Server, target: Path) -> dict[str, Any]:
+def _backup(db: Database, target: Path) -> dict[str, Any]:
     if not target.is_absolute():
         raise _bad("payload field 'path' must be an absolute path")
     if target.exists():
@@ -530,11 +556,13 @@ def _backup(server: Server, target: Path) -> dict[str, Any]:
     os.close(fd)
     try:
         copy = sqlite3.connect(partial)
+        source = db.reader()
         try:
-            server.db.conn.backup(copy)
+            source.backup(copy)
             check = copy.execute("PRAGMA integrity_check").fetchone()[0]
             digest = copy.execute("SELECT ddl_digest FROM schema_identity").fetchone()[0]
         finally:
+            source.close()
             copy.close()
         if check != "ok" or digest != ddl_digest():
             raise RequestError(Outcome.REJECTED.value, "backupFailed", "the copy did not verify")

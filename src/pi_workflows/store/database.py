@@ -109,6 +109,21 @@ class Database:
         self._tx = None
         faults.hit(f"{name}.after_commit")
 
+    def reader(self) -> sqlite3.Connection:
+        """A new read-only connection to the same file, for long reads in a worker thread.
+
+        The server's own connection is not thread-safe and serves the event loop; a reader
+        sees a consistent snapshot inside ``BEGIN ... COMMIT`` (WAL lets it read while the
+        loop writes). The caller closes it.
+        """
+        conn = sqlite3.connect(
+            f"{self.path.as_uri()}?mode=ro", uri=True, isolation_level=None,
+            check_same_thread=False,
+        )  # fmt: skip
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        return conn
+
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """A consistent read snapshot (a deferred transaction) for multi-statement reads."""

@@ -2,7 +2,8 @@
 
 A fault point is armed by the environment variable ``PI_WORKFLOWS_FAULTS``, a comma list of
 ``NAME=ACTION`` where ACTION is ``exit`` (the process ends at once with status 137, like
-SIGKILL: no cleanup, no commit), ``raise`` (``InjectedFault`` is raised) or ``flag`` (``hit``
+SIGKILL: no cleanup, no commit), ``raise`` (``InjectedFault`` is raised; ``raise:N`` only
+the first N times the point is reached) or ``flag`` (``hit``
 does nothing; the caller asks ``flagged`` and performs the fault itself, e.g. the server
 killing a runner child at an exact point). Tests may also arm points in-process with
 ``arm``. When nothing is armed a fault point costs one dict lookup. Production code never
@@ -38,7 +39,7 @@ _armed: dict[str, str] = _parse(os.environ.get("PI_WORKFLOWS_FAULTS", ""))
 
 def arm(point: str, action: str = "raise") -> None:
     """Arm ``point`` in this process (tests only)."""
-    if action not in {"raise", "exit", "flag"}:
+    if action.split(":", 1)[0] not in {"raise", "exit", "flag"}:
         raise ValueError(f"unknown fault action {action!r}; use 'raise', 'exit' or 'flag'")
     _armed[point] = action
 
@@ -59,6 +60,11 @@ def hit(point: str) -> None:
         os._exit(EXIT_STATUS)
     if action == "raise":
         raise InjectedFault(point)
+    if action.startswith("raise:"):
+        left = int(action.split(":", 1)[1])
+        if left > 0:
+            _armed[point] = f"raise:{left - 1}"
+            raise InjectedFault(point)
 
 
 def flagged(point: str) -> bool:

@@ -97,3 +97,21 @@ def run_command(
             return existing
         run_id, body = change()
         return record(tx, request, run_id, body)
+
+
+def prune(db: Database, older_than_ms: int, *, limit: int = 1000) -> int:
+    """Delete at most ``limit`` receipts created before ``older_than_ms`` whose run has ended.
+
+    Receipts of a run that is not terminal are never deleted, whatever their age, so every
+    retry of a command on a live run still adopts its stored outcome; receipts of commands
+    without a run (for example ``state.backup``) go by age alone. Returns how many went.
+    """
+    with db.atomic("receipts.prune") as tx:
+        cursor = tx.conn.execute(
+            "DELETE FROM server_commands WHERE command_id IN (SELECT c.command_id"
+            " FROM server_commands c LEFT JOIN runs r USING (run_id) WHERE c.created_at < ?"
+            " AND (c.run_id IS NULL OR r.status IN"
+            " ('completed', 'failed', 'timed_out', 'cancelled')) LIMIT ?)",
+            (older_than_ms, limit),
+        )
+        return int(cursor.rowcount)

@@ -114,11 +114,12 @@ def test_a_client_that_never_reads_is_disconnected_alone(
         "from pi_workflows import Workflow, compute\n"
         "workflow = Workflow('big', start='a', nodes={'a': compute(lambda ctx: 1)}, edges=[])\n",
     )
-    big_run = server.start_run("big", {"blob": "x" * 800_000})  # each run.get answer is ~800 KB
+    big_run = server.start_run("big", {"blob": "x" * 800_000})
+    ref = server.run(big_run)["inputRef"]  # a large input is read in chunks of ~700 KB
     greedy = raw()
     greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     greedy.setblocking(False)
-    line = json.dumps(_request("run.get", runId=big_run)).encode() + b"\n"
+    line = json.dumps(_request("blob.read", payload={"digest": ref["digest"]})).encode() + b"\n"
     pid = server.process.pid  # type: ignore[union-attr]
     rss_before = psutil.Process(pid).memory_info().rss
     sent = 0

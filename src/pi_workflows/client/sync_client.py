@@ -10,6 +10,9 @@ state (that is the server's) and never reads the database.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import os
 import time
 import uuid
@@ -31,6 +34,7 @@ from pi_workflows.client.errors import (
     InvalidPayloadError,
     NotFoundError,
     RejectedError,
+    ServerProtocolError,
     ServerUnavailableError,
     StopTimeoutError,
     UnavailableError,
@@ -55,7 +59,15 @@ MAX_RETRIES: Final = 3
 """How many times a request is sent again after a lost connection (so at most 4 sends)."""
 
 READ_OPERATIONS: Final = frozenset(
-    {"server.status", "workflows.list", "run.list", "run.get", "state.diagnose", "effect.list"}
+    {
+        "server.status",
+        "workflows.list",
+        "run.list",
+        "run.get",
+        "state.diagnose",
+        "effect.list",
+        "blob.read",
+    }
 )
 """Operations that change nothing; they carry no idempotency key. Everything else does."""
 
@@ -282,6 +294,31 @@ class Client:
         run = self.call("run.get", run_id=run_id).body.get("run")
         return dict(run) if isinstance(run, dict) else {}
 
+    def read_value(self, ref: Mapping[str, Any]) -> Any:
+        """The value behind a `*Ref` (`{digest, bytes}`) of a view, read with `blob.read` in
+        chunks and checked against its digest."""
+        digest, size = str(ref["digest"]), int(ref["bytes"])
+        data = bytearray()
+        while len(data) < size:
+            chunk = self.call("blob.read", {"digest": digest, "offset": len(data)}).body
+            piece = base64.b64decode(str(chunk.get("data", "")))
+            if not piece:
+                break
+            data += piece
+        if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+            raise ServerProtocolError(f"the stored value {digest} does not match its digest")
+        return json.loads(data)
+
+    def get_run_complete(self, run_id: str) -> JsonObject:
+        """`run.get` with every value sent by reference (`inputRef`, `outputRef`) read in."""
+        view = self.get_run(run_id)
+        for name in ("input", "output"):
+            ref = view.get(f"{name}Ref")
+            if isinstance(ref, dict):
+                view[name] = self.read_value(ref)
+                view[f"{name}Ref"] = None
+        return view
+
     def pause(self, run_id: str, *, idempotency_key: str | None = None) -> Receipt:
         """`run.pause`: park the run with `userPaused`; receipt `{runId, status, revision}`."""
         return self.call("run.pause", run_id=run_id, idempotency_key=idempotency_key)
@@ -334,8 +371,16 @@ class Client:
     # -- effects ----------------------------------------------------------------------
 
     def list_effects(self, run_id: str | None = None) -> list[JsonObject]:
-        """`effect.list`: the managed effects of one run, or of every run."""
-        return list(self.call("effect.list", {}, run_id=run_id).body.get("effects", []))
+        """`effect.list`: the managed effects of one run, or of every run (every page)."""
+        found: list[JsonObject] = []
+        payload: JsonObject = {"limit": 1000}
+        while True:
+            page = self.call("effect.list", payload, run_id=run_id).body
+            found.extend(page.get("effects", []))
+            cursor = page.get("next")
+            if cursor is None:
+                return found
+            payload = {"limit": 1000, "after": cursor}
 
     def resolve_effect(
         self,

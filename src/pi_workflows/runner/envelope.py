@@ -47,6 +47,13 @@ class LaunchEnvelope(_Wire, frozen=True, kw_only=True):
     lease_ms: int | None = None
 
 
+class ValueRef(_Wire, frozen=True, kw_only=True):
+    """A value the server sends by reference (over the inline limit): read with ``blob.read``."""
+
+    digest: str
+    bytes: int
+
+
 class RequestView(_Wire, frozen=True, kw_only=True):
     """The interactive request of a waiting attempt."""
 
@@ -54,6 +61,7 @@ class RequestView(_Wire, frozen=True, kw_only=True):
     kind: str
     status: str  # pending | validating | answered | timed_out | cancelled
     answer: Any = None
+    answer_ref: ValueRef | None = None
 
 
 class ActiveAttempt(_Wire, frozen=True, kw_only=True):
@@ -71,10 +79,12 @@ class StateView(_Wire, frozen=True, kw_only=True):
     """The ``state.get`` reply: only what the engine needs."""
 
     input: Any = None
+    input_ref: ValueRef | None = None
     step_count: int = 0
     round: int = 0
     current_node: str | None = None
     outputs: dict[str, Any] = {}
+    output_refs: dict[str, ValueRef] = {}
     results: dict[str, dict[str, Any]] = {}
     visits: dict[str, int] = {}
     active: ActiveAttempt | None = None

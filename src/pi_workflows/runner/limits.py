@@ -19,6 +19,13 @@ CHANNEL_FD_ENV: Final = "PI_WORKFLOWS_RUNNER_FD"
 MAX_VALUE_BYTES: Final = 256 * 1024
 """Largest canonical JSON of one output, request or effect result the runner proposes."""
 
+MAX_RUN_STATE_BYTES: Final = 16 * 1024 * 1024
+"""Largest total canonical JSON of a run's state: its input plus the latest output of every
+node in the current round. A node whose output would exceed it fails instead."""
+
+BLOB_CHUNK_BYTES: Final = 512 * 1024
+"""Bytes asked for per ``blob.read`` when fetching a value sent by reference."""
+
 MAX_UPDATE_BYTES: Final = 64 * 1024
 """Largest canonical JSON of one ``ctx.publish_update`` value."""
 

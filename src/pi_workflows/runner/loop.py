@@ -30,10 +30,12 @@ from pi_workflows.engine import (
     TimeOut,
     Transition,
     advance,
+    canonical_json,
 )
+from pi_workflows.runner.blobs import state_size
 from pi_workflows.runner.envelope import ActiveAttempt, AttemptReply, StateView, convert
 from pi_workflows.runner.errors import ProtocolViolationError
-from pi_workflows.runner.limits import millis
+from pi_workflows.runner.limits import MAX_RUN_STATE_BYTES, millis
 from pi_workflows.runner.nodes import execute
 from pi_workflows.runner.runtime import (
     Attempt,
@@ -113,6 +115,7 @@ class Loop:
         self.rt = rt
         self.view = view
         self.state = engine_state(view)
+        self.sizes = state_size(view)  # canonical bytes of the input and each latest output
 
     def _known(self, node_id: str, what: str) -> str:
         if node_id not in self.rt.workflow.nodes:
@@ -164,9 +167,23 @@ class Loop:
             execution = execute(self.rt, self.state, attempt)
         assert isinstance(execution, Waited | Parked)
 
+    def _within_state_cap(self, node_id: str, result: NodeResult) -> NodeResult:
+        """``result``, or a failure when its output would take the run's state past the cap."""
+        if result.outcome is not Outcome.OK:
+            return result
+        size = len(canonical_json(result.output))
+        total = sum(v for k, v in self.sizes.items() if k != node_id) + size
+        if total <= MAX_RUN_STATE_BYTES:
+            return result
+        return NodeResult.failed(
+            f"the output of node {node_id!r} ({size} bytes) would make the run's state {total}"
+            f" bytes of JSON; the limit is {MAX_RUN_STATE_BYTES} (the input plus the latest"
+            " output of every node)"
+        )
+
     def _finish(self, attempt: Attempt, execution: Finished) -> Attempt | None:
         """Commit the node's result and the engine's decision; the next attempt, if any."""
-        result: NodeResult = execution.result
+        result: NodeResult = self._within_state_cap(attempt.node_id, execution.result)
         step: Step = advance(self.rt.workflow, self.state, attempt.node_id, result)
         payload: dict[str, Any] = {
             "attemptId": attempt.attempt_id,
@@ -185,6 +202,10 @@ class Loop:
             payload["timeoutMs"] = millis(self.rt.workflow.node(transition.node_id).timeout)
         reply = self.rt.channel.request("node.finish", payload)
         self.state = step.state
+        if result.outcome is Outcome.OK:
+            self.sizes[attempt.node_id] = len(canonical_json(result.output))
+        else:
+            self.sizes.pop(attempt.node_id, None)
         if not isinstance(transition, GoTo):
             return None
         following = reply.get("nextAttempt")

@@ -27,6 +27,7 @@ import traceback
 from pathlib import Path
 
 from pi_workflows.protocol import PROTOCOL_VERSION, RunnerCommandKind
+from pi_workflows.runner.blobs import resolve
 from pi_workflows.runner.channel import (
     Channel,
     Connection,
@@ -96,7 +97,7 @@ def _run(connection: Connection, termination: Termination, groups: ProcessGroups
     if isinstance(loaded, Park):
         channel.request("run.park", loaded.payload())
         return
-    view = convert(channel.request("state.get", {}), StateView, "state.get")
+    view = resolve(channel, convert(channel.request("state.get", {}), StateView, "state.get"))
     _enter_project(envelope)
     runtime = Runtime(
         channel=channel,

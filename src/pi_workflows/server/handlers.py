@@ -17,10 +17,19 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pi_workflows.protocol import ErrorInfo, Outcome, Request, Response, safe_message
+import msgspec
+
+from pi_workflows.protocol import (
+    MAX_FRAME_BYTES,
+    ErrorInfo,
+    Outcome,
+    Request,
+    Response,
+    safe_message,
+)
 from pi_workflows.server import resolver
 from pi_workflows.server.errors import RequestError, ResolveError
-from pi_workflows.store import effects, jsoncol, lifecycle, receipts, views
+from pi_workflows.store import effects, lifecycle, receipts, values, views
 from pi_workflows.store.database import Database, ddl_digest
 from pi_workflows.store.diagnose import diagnose, repair
 from pi_workflows.store.effect_writes import resolve_effect
@@ -47,6 +56,12 @@ log = logging.getLogger(__name__)
 Handler = Callable[["Server", Request], Awaitable[dict[str, Any]]]
 # Run summaries per run.list answer: well inside one 1 MiB frame (a summary is ~250 bytes).
 MAX_LIST = 1000
+# Problems per state.diagnose answer (each at most ~700 bytes); ``total`` counts them all.
+MAX_PROBLEMS = 1000
+# A response body larger than this is replaced by a ``responseTooLarge`` rejection, so the
+# frame stays under the protocol's 1 MiB cap and the connection always gets a reply.
+MAX_RESPONSE_BYTES = MAX_FRAME_BYTES - 64 * 1024
+_ENCODER = msgspec.json.Encoder()
 _HANDLERS: dict[str, Handler] = {}
 _COMMANDS: set[str] = set()
 
@@ -74,6 +89,13 @@ def _text(payload: dict[str, Any], name: str, *, required: bool = True) -> str |
     if not isinstance(value, str) or not value:
         raise _bad(f"payload field {name!r} must be a non-empty string")
     return value
+
+
+def _limit(payload: dict[str, Any], *, default: int) -> int:
+    limit = payload.get("limit", default)
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST:
+        raise _bad(f"payload field 'limit' must be an integer from 1 to {MAX_LIST}")
+    return limit
 
 
 def _run_id(request: Request) -> str:
@@ -122,6 +144,14 @@ async def dispatch(server: Server, request: Request) -> Response:
         log.exception("operation %s failed", request.operation)
         return _error(request, Outcome.REJECTED, "internal", "internal server error; see the log")
     adopted = bool(body.pop("_adopted", False))
+    if len(_ENCODER.encode(body)) > MAX_RESPONSE_BYTES:
+        return _error(
+            request,
+            Outcome.REJECTED,
+            "responseTooLarge",
+            f"the answer to {request.operation} would exceed the 1 MiB frame; ask for less"
+            " (a smaller limit, a page cursor, or one run)",
+        )
     return Response(
         request_id=request.request_id,
         outcome=Outcome.ADOPTED if adopted else Outcome.ACCEPTED,
@@ -296,9 +326,7 @@ async def run_list(server: Server, request: Request) -> dict[str, Any]:
         not isinstance(statuses, list) or not all(isinstance(s, str) for s in statuses)
     ):
         raise _bad("payload field 'status' must be a list of statuses")
-    limit = request.payload.get("limit", 100)
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST:
-        raise _bad(f"payload field 'limit' must be an integer from 1 to {MAX_LIST}")
+    limit = _limit(request.payload, default=100)
     with server.db.read() as conn:
         return {"runs": views.list_runs(conn, statuses, limit)}
 
@@ -379,11 +407,12 @@ async def run_restart(server: Server, request: Request) -> dict[str, Any]:
     with server.db.read() as conn:
         read_run(conn, run_id)
         row = conn.execute(
-            "SELECT s.source_ref, s.project_dir, r.input_json FROM run_sources s JOIN runs r"
-            " USING (run_id) WHERE run_id = ?",
+            "SELECT s.source_ref, s.project_dir, r.input_json, r.input_ref FROM run_sources s"
+            " JOIN runs r USING (run_id) WHERE run_id = ?",
             (run_id,),
         ).fetchone()
-    fresh = await _describe(server, row[0], row[1], jsoncol.loads(row[2]))
+        run_input = values.load(conn, row[2], row[3])
+    fresh = await _describe(server, row[0], row[1], run_input)
 
     def change() -> tuple[str | None, dict[str, Any]]:
         lifecycle.restart(server.db, run_id, new_source=(fresh, fresh.definition_digest))
@@ -456,16 +485,42 @@ async def decision_answer(server: Server, request: Request) -> dict[str, Any]:
     return _receipted(server, request, change)
 
 
+@operation("blob.read")
+async def blob_read(server: Server, request: Request) -> dict[str, Any]:
+    """``{digest, offset?, length?}``: a base64 slice of a stored value (a ``*Ref``)."""
+    digest = _text(request.payload, "digest")
+    offset = request.payload.get("offset", 0)
+    length = request.payload.get("length", values.CHUNK_BYTES)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (offset, length)):
+        raise _bad("payload fields 'offset' and 'length' must be non-negative integers")
+    with server.db.read() as conn:
+        try:
+            return values.read_chunk(conn, str(digest), offset, length)
+        except LookupError as exc:
+            raise RequestError(Outcome.NOT_FOUND.value, "notFound", str(exc)) from None
+
+
 # --- effects -----------------------------------------------------------------------------
 
 
 @operation("effect.list")
 async def effect_list(server: Server, request: Request) -> dict[str, Any]:
-    """Effects of one run, or of all runs."""
+    """Effects of one run, or of all runs, oldest first, a page at a time.
+
+    ``{after?, limit?}``: the page after cursor ``after`` (the ``next`` of the previous
+    page), at most ``limit`` (1 to 1000, default 200) effects; ``next`` is null on the last.
+    """
+    after = request.payload.get("after", 0)
+    if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+        raise _bad("payload field 'after' must be a cursor from an earlier page")
+    limit = _limit(request.payload, default=200)
     with server.db.read() as conn:
         if request.run_id:
             read_run(conn, request.run_id)
-        return {"effects": effects.list_effects(conn, request.run_id)}
+        page = effects.list_effects(conn, request.run_id, after=after, limit=limit + 1)
+    more = len(page) > limit
+    page = page[:limit]
+    return {"effects": page, "next": page[-1]["cursor"] if more else None}
 
 
 @operation("effect.resolve", command=True)
@@ -519,7 +574,7 @@ def _diagnose_snapshot(db: Database, now: int) -> list[dict[str, Any]]:
 async def state_diagnose(server: Server, request: Request) -> dict[str, Any]:
     """Contradictory rows, read-only, read in a worker thread so the loop keeps renewing."""
     problems = await asyncio.to_thread(_diagnose_snapshot, server.db, server.db.clock.now_ms())
-    return {"problems": problems}
+    return {"problems": problems[:MAX_PROBLEMS], "total": len(problems)}
 
 
 @operation("state.repair")

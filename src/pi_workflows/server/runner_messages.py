@@ -19,7 +19,7 @@ from pi_workflows.protocol import (
     RunnerReply,
     safe_message,
 )
-from pi_workflows.store import effects, lifecycle, messages, runners, views
+from pi_workflows.store import effects, lifecycle, messages, runners, values, views
 from pi_workflows.store.claims import Claim
 from pi_workflows.store.database import Database
 from pi_workflows.store.effect_writes import reserve_effect, settle_effect
@@ -155,6 +155,19 @@ def answer(db: Database, runner: RunnerIdentity, message: RunnerMessage) -> Runn
             return _reply(
                 message.message_id, Outcome.ACCEPTED, revision=state["revision"], payload=state
             )
+        if message.kind == "blob.read":
+            payload = message.payload
+            with db.read() as conn:
+                try:
+                    chunk = values.read_chunk(
+                        conn,
+                        str(_field(payload, "digest", str)),
+                        _non_negative(payload, "offset"),
+                        _non_negative(payload, "length"),
+                    )
+                except LookupError as exc:
+                    raise BadRunnerMessage(str(exc)) from None
+            return _reply(message.message_id, Outcome.ACCEPTED, payload=chunk)
         if message.kind not in PROPOSALS:
             raise BadRunnerMessage(f"unknown runner message kind {message.kind!r}")
         with db.atomic(f"runner.{message.kind}") as tx:
@@ -202,6 +215,13 @@ def _attempt_wire(attempt: Any) -> dict[str, Any]:
         "visit": attempt.visit,
         "attemptNo": attempt.attempt_no,
     }
+
+
+def _non_negative(payload: dict[str, Any], name: str) -> int:
+    value = payload.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise BadRunnerMessage(f"payload field {name!r} must be a non-negative integer")
+    return value
 
 
 def _positive(payload: dict[str, Any], name: str) -> int:

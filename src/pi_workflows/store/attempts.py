@@ -10,7 +10,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from pi_workflows.store import jsoncol
+from pi_workflows.store import values
 from pi_workflows.store.database import Transaction
 from pi_workflows.store.errors import InvalidTransitionError
 from pi_workflows.store.ids import new_id
@@ -28,11 +28,10 @@ class Attempt:
     attempt_no: int
     generation: int
     status: AttemptStatus
-    output: Any
     error: str | None
 
 
-_COLUMNS = "attempt_id, run_id, node_id, visit, attempt_no, generation, status, output_json, error"
+_COLUMNS = "attempt_id, run_id, node_id, visit, attempt_no, generation, status, error"
 
 
 def _attempt(row: sqlite3.Row) -> Attempt:
@@ -44,8 +43,7 @@ def _attempt(row: sqlite3.Row) -> Attempt:
         attempt_no=row[4],
         generation=row[5],
         status=AttemptStatus(row[6]),
-        output=jsoncol.loads(row[7]),
-        error=row[8],
+        error=row[7],
     )
 
 
@@ -126,7 +124,6 @@ def start(
         generation,
         AttemptStatus.RUNNING,
         None,
-        None,
     )
 
 
@@ -138,13 +135,16 @@ def settle(
     output: Any = None,
     error: str | None = None,
 ) -> None:
-    """Finish an unfinished attempt with ``status`` and its output or error."""
+    """Finish an unfinished attempt with ``status`` and its output (stored by ``values``)
+    or error."""
+    inline, ref = values.store(tx, output)
     cursor = tx.conn.execute(
-        "UPDATE node_attempts SET status = ?, output_json = ?, error = ?, finished_at = ?"
-        " WHERE attempt_id = ? AND status IN ('running', 'waiting')",
+        "UPDATE node_attempts SET status = ?, output_json = ?, output_ref = ?, error = ?,"
+        " finished_at = ? WHERE attempt_id = ? AND status IN ('running', 'waiting')",
         (
             status.value,
-            None if output is None else jsoncol.dumps(output),
+            inline,
+            ref,
             error,
             tx.now,
             attempt.attempt_id,

@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from pi_workflows.protocol.effects import TIMED_OUT_RESULT, effect_key
-from pi_workflows.store import jsoncol
+from pi_workflows.store import jsoncol, values
 from pi_workflows.store.database import Transaction
 from pi_workflows.store.errors import (
     EffectConflictError,
@@ -188,23 +188,29 @@ class Reservation:
     error: str | None = None
 
 
-def list_effects(conn: sqlite3.Connection, run_id: str | None = None) -> list[dict[str, Any]]:
-    """Effects of one run, or of every run, oldest first."""
+def list_effects(
+    conn: sqlite3.Connection, run_id: str | None = None, *, after: int = 0, limit: int = 1000
+) -> list[dict[str, Any]]:
+    """Effects of one run, or of every run, oldest first: at most ``limit`` after the cursor
+    ``after``. A result over ``values.INLINE_LIMIT`` is ``null`` with its ``resultRef``."""
     sql = (
         "SELECT effect_id, run_id, effect_key, effect_type, effect_kind, node_id, visit, status,"
-        " attempt_count, result_json, error, updated_at FROM effects"
+        " attempt_count, result_json, error, updated_at, result_ref, rowid FROM effects"
+        " WHERE rowid > ?"
     )
     if run_id is None:
-        rows = conn.execute(f"{sql} ORDER BY created_at, rowid").fetchall()
+        rows = conn.execute(f"{sql} ORDER BY rowid LIMIT ?", (after, limit)).fetchall()
     else:
         rows = conn.execute(
-            f"{sql} WHERE run_id = ? ORDER BY created_at, rowid", (run_id,)
+            f"{sql} AND run_id = ? ORDER BY rowid LIMIT ?", (after, run_id, limit)
         ).fetchall()
-    return [_wire(row) for row in rows]
+    return [_wire(conn, row) for row in rows]
 
 
-def _wire(row: sqlite3.Row) -> dict[str, Any]:
+def _wire(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
+    result_ref = row[12]
     return {
+        "cursor": row[13],
         "effectId": row[0],
         "runId": row[1],
         "effectKey": row[2],
@@ -215,6 +221,7 @@ def _wire(row: sqlite3.Row) -> dict[str, Any]:
         "status": row[7],
         "attempts": row[8],
         "result": jsoncol.loads(row[9]),
+        "resultRef": None if result_ref is None else values.reference(conn, result_ref).to_json(),
         "error": row[10],
         "updatedAt": row[11],
     }
@@ -242,7 +249,7 @@ def reserve(
     """
     key = effect_key(run_id, round_no, node_id, visit, effect_type)
     row = tx.conn.execute(
-        "SELECT effect_id, fingerprint, status, attempt_count, result_json, error"
+        "SELECT effect_id, fingerprint, status, attempt_count, result_json, error, result_ref"
         " FROM effects WHERE effect_key = ?",
         (key,),
     ).fetchone()
@@ -268,13 +275,21 @@ def reserve(
         )
         _open_attempt(tx, effect_id, 1, generation, node_attempt_id)
         return Reservation(effect_id, key, EffectStatus.APPLYING, True, 1)
-    effect_id, stored_fingerprint, status, attempt_count, result_json, error = tuple(row)
+    effect_id, stored_fingerprint, status, attempt_count, result_json, error, result_ref = tuple(
+        row
+    )
     if stored_fingerprint != fingerprint:
         raise EffectConflictError(run_id, node_id, effect_type)
     status = EffectStatus(status)
     if status in (EffectStatus.APPLIED, EffectStatus.REJECTED):
         return Reservation(
-            effect_id, key, status, False, attempt_count, jsoncol.loads(result_json), error
+            effect_id,
+            key,
+            status,
+            False,
+            attempt_count,
+            values.load(tx.conn, result_json, result_ref),
+            error,
         )
     if status is EffectStatus.PENDING:
         attempt_no = attempt_count + 1
@@ -319,11 +334,11 @@ def settle(
     if status not in (EffectStatus.APPLIED, EffectStatus.REJECTED):
         raise ValueError(f"an effect body settles as applied or rejected, not {status}")
     cursor = tx.conn.execute(
-        "UPDATE effects SET status = ?, result_json = ?, error = ?, updated_at = ?"
-        " WHERE effect_id = ? AND run_id = ? AND status = 'applying'",
+        "UPDATE effects SET status = ?, result_json = ?, result_ref = ?, error = ?,"
+        " updated_at = ? WHERE effect_id = ? AND run_id = ? AND status = 'applying'",
         (
             status.value,
-            None if result is None else jsoncol.dumps(result),
+            *values.store(tx, result),
             error,
             tx.now,
             effect_id,
@@ -392,11 +407,11 @@ def resolve(
             )
     target = {"applied": "applied", "rejected": "rejected", "retry": "pending"}[resolution]
     tx.conn.execute(
-        "UPDATE effects SET status = ?, result_json = ?, error = ?, updated_at = ?"
-        " WHERE effect_id = ?",
+        "UPDATE effects SET status = ?, result_json = ?, result_ref = ?, error = ?,"
+        " updated_at = ? WHERE effect_id = ?",
         (
             target,
-            None if result is None else jsoncol.dumps(result),
+            *values.store(tx, result),
             reason if resolution == "rejected" else None,
             tx.now,
             effect_id,

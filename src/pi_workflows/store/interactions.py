@@ -11,7 +11,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_workflows.store import jsoncol
+from pi_workflows.store import jsoncol, values
 from pi_workflows.store.database import Transaction
 from pi_workflows.store.ids import new_id
 
@@ -49,11 +49,12 @@ class Interaction:
 
 
 _COLUMNS = (
-    "request_id, run_id, attempt_id, node_id, kind, status, request_json, answer_json, deadline_at"
+    "request_id, run_id, attempt_id, node_id, kind, status, request_json, answer_json, deadline_at,"
+    " answer_ref"
 )
 
 
-def _interaction(row: sqlite3.Row) -> Interaction:
+def _interaction(conn: sqlite3.Connection, row: sqlite3.Row) -> Interaction:
     return Interaction(
         request_id=row[0],
         run_id=row[1],
@@ -62,7 +63,7 @@ def _interaction(row: sqlite3.Row) -> Interaction:
         kind=row[4],
         status=row[5],
         request=jsoncol.loads(row[6]),
-        answer=jsoncol.loads(row[7]),
+        answer=values.load(conn, row[7], row[9]),
         deadline_at=row[8],
     )
 
@@ -72,7 +73,7 @@ def read_request(conn: sqlite3.Connection, request_id: str) -> Interaction | Non
     row = conn.execute(
         f"SELECT {_COLUMNS} FROM interactive_requests WHERE request_id = ?", (request_id,)
     ).fetchone()
-    return None if row is None else _interaction(row)
+    return None if row is None else _interaction(conn, row)
 
 
 def open_request_of(conn: sqlite3.Connection, run_id: str) -> Interaction | None:
@@ -82,7 +83,7 @@ def open_request_of(conn: sqlite3.Connection, run_id: str) -> Interaction | None
         " AND status IN ('pending', 'validating')",
         (run_id,),
     ).fetchone()
-    return None if row is None else _interaction(row)
+    return None if row is None else _interaction(conn, row)
 
 
 def open_request(
@@ -121,9 +122,9 @@ def settle_request(tx: Transaction, request_id: str, status: str, answer: Any = 
     Returns False when it was already closed (the first settlement wins).
     """
     cursor = tx.conn.execute(
-        "UPDATE interactive_requests SET status = ?, answer_json = ?, settled_at = ?"
-        " WHERE request_id = ? AND status IN ('pending', 'validating')",
-        (status, None if answer is None else jsoncol.dumps(answer), tx.now, request_id),
+        "UPDATE interactive_requests SET status = ?, answer_json = ?, answer_ref = ?,"
+        " settled_at = ? WHERE request_id = ? AND status IN ('pending', 'validating')",
+        (status, *values.store(tx, answer), tx.now, request_id),
     )
     return cursor.rowcount == 1
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pi_workflows.store import attempts, effects, interactions, jsoncol, messages
+from pi_workflows.store import attempts, effects, interactions, jsoncol, messages, values
 from pi_workflows.store.attempts import Attempt
 from pi_workflows.store.claims import Claim, OwnerType, acquire, read_lease
 from pi_workflows.store.database import Database, Transaction
@@ -175,18 +175,21 @@ def apply_transition(
         )
     tx.conn.execute(
         "UPDATE runs SET status = ?, park_reason = ?, park_detail = ?,"
-        " output_json = COALESCE(?, output_json), error = COALESCE(?, error), finished_at = ?"
-        " WHERE run_id = ?",
+        " error = COALESCE(?, error), finished_at = ? WHERE run_id = ?",
         (
             target.value,
             park_reason.value if park_reason else None,
             park_detail if park_reason else None,
-            None if output is None else jsoncol.dumps(output),
             error,
             tx.now if terminal else None,
             run.run_id,
         ),
     )
+    if output is not None:
+        tx.conn.execute(
+            "UPDATE runs SET output_json = ?, output_ref = ? WHERE run_id = ?",
+            (*values.store(tx, output), run.run_id),
+        )
     tx.conn.execute(
         "UPDATE run_queue SET status = ?, next_command = COALESCE(?, next_command),"
         " available_at = ?, updated_at = ? WHERE run_id = ?",
@@ -207,6 +210,13 @@ def apply_transition(
     return target
 
 
+def _input(tx: Transaction, value: Any) -> tuple[str | None, str | None]:
+    """The input's (inline, ref) columns; JSON ``null`` is stored inline as ``null``."""
+    if value is None:
+        return "null", None
+    return values.store(tx, value)
+
+
 def _store_definition(tx: Transaction, new_run: NewRun) -> None:
     definition = jsoncol.dumps(new_run.definition).encode()
     tx.conn.execute(
@@ -221,14 +231,14 @@ def reserve(db: Database, new_run: NewRun, *, run_id: str | None = None) -> Writ
     with db.atomic("lifecycle.reserve") as tx:
         _store_definition(tx, new_run)
         tx.conn.execute(
-            "INSERT INTO runs (run_id, workflow_name, definition_digest, input_json, input_hash,"
-            " status, revision, origin, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, 'queued', 1, ?, ?, ?)",
+            "INSERT INTO runs (run_id, workflow_name, definition_digest, input_json, input_ref,"
+            " input_hash, status, revision, origin, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, 'queued', 1, ?, ?, ?)",
             (
                 run_id,
                 new_run.workflow_name,
                 new_run.definition_digest,
-                jsoncol.dumps(new_run.input),
+                *_input(tx, new_run.input),
                 new_run.input_hash,
                 new_run.origin,
                 tx.now,
@@ -779,7 +789,8 @@ def restart(
         interactions.cancel_open(tx, run_id)
         tx.conn.execute(
             "UPDATE runs SET round = round + 1, step_count = 0, current_node = NULL,"
-            " unrouted_attempt = NULL, output_json = NULL, error = NULL, finished_at = NULL"
+            " unrouted_attempt = NULL, output_json = NULL, output_ref = NULL, error = NULL,"
+            " finished_at = NULL"
             " WHERE run_id = ?",
             (run_id,),
         )

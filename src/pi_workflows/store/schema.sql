@@ -24,7 +24,7 @@ CREATE TABLE server_state (
     heartbeat_at INTEGER
 ) STRICT;
 
--- Content-addressed values (definition snapshots, large outputs). Never updated.
+-- Content-addressed values (definition snapshots, values over 16 KiB). Never updated.
 CREATE TABLE blobs (
     digest TEXT PRIMARY KEY,
     size INTEGER NOT NULL CHECK (size >= 0),
@@ -38,7 +38,10 @@ CREATE TABLE runs (
     run_id TEXT PRIMARY KEY,
     workflow_name TEXT NOT NULL,
     definition_digest TEXT NOT NULL REFERENCES blobs (digest),
-    input_json TEXT NOT NULL,
+    -- A JSON value is stored inline (canonical text) up to 16 KiB, else once in blobs and
+    -- referenced by digest (``*_ref``); never both.
+    input_json TEXT,
+    input_ref TEXT REFERENCES blobs (digest),
     input_hash TEXT NOT NULL,
     -- RunStatus; the queue, lease, attempt and viewer rows must agree with it.
     status TEXT NOT NULL CHECK (
@@ -56,12 +59,15 @@ CREATE TABLE runs (
     unrouted_attempt TEXT,
     revision INTEGER NOT NULL CHECK (revision >= 1),
     output_json TEXT,
+    output_ref TEXT REFERENCES blobs (digest),
     error TEXT,
     origin TEXT,
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL,
     finished_at INTEGER,
-    CHECK ((status = 'paused') = (park_reason IS NOT NULL))
+    CHECK ((status = 'paused') = (park_reason IS NOT NULL)),
+    CHECK ((input_json IS NULL) != (input_ref IS NULL)),
+    CHECK (output_json IS NULL OR output_ref IS NULL)
 ) STRICT;
 CREATE INDEX runs_running ON runs (run_id) WHERE status = 'running';
 
@@ -116,6 +122,7 @@ CREATE TABLE node_attempts (
                    'cancelled', 'interrupted')
     ),
     output_json TEXT,
+    output_ref TEXT REFERENCES blobs (digest),
     error TEXT,
     -- The node deadline the server enforces while the attempt runs (NULL: none).
     deadline_at INTEGER,
@@ -231,6 +238,7 @@ CREATE TABLE interactive_requests (
     ),
     request_json TEXT NOT NULL,
     answer_json TEXT,
+    answer_ref TEXT REFERENCES blobs (digest),
     deadline_at INTEGER,
     origin_session TEXT,
     created_at INTEGER NOT NULL,
@@ -285,6 +293,7 @@ CREATE TABLE effects (
     ),
     attempt_count INTEGER NOT NULL DEFAULT 0,
     result_json TEXT,
+    result_ref TEXT REFERENCES blobs (digest),
     error TEXT,
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL

@@ -8,10 +8,28 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from pi_workflows.store import effects, jsoncol
+from pi_workflows.store import effects, jsoncol, values
 from pi_workflows.store.errors import RunNotFoundError
 from pi_workflows.store.runs import read_run
 from pi_workflows.store.states import view_status
+
+VIEW_INLINE_LIMIT = 64 * 1024
+"""Largest input or output ``run.get`` includes inline; larger ones come as a ``*Ref``."""
+
+VIEW_MAX_ITEMS = 500
+"""Most attempts and effects ``run.get`` lists (the newest); the rest are counted."""
+
+
+def _view_value(
+    conn: sqlite3.Connection, inline: str | None, ref: str | None
+) -> tuple[Any, dict[str, Any] | None]:
+    """A stored value for ``run.get``: ``(value, None)``, or ``(None, ref)`` when large."""
+    if ref is not None:
+        stored = values.reference(conn, ref)
+        if stored.size > VIEW_INLINE_LIMIT:
+            return None, stored.to_json()
+    return values.load(conn, inline, ref), None
+
 
 SUMMARY_COLUMNS = (
     "run_id, workflow_name, status, run_status, queue_status, park_reason, current_node,"
@@ -63,17 +81,27 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
     ).fetchone()
     if view is None:
         raise RunNotFoundError(run_id)
-    input_row = conn.execute("SELECT input_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    value_row = conn.execute(
+        "SELECT input_json, input_ref, output_json, output_ref FROM runs WHERE run_id = ?",
+        (run_id,),
+    ).fetchone()
+    run_input, input_ref = _view_value(conn, value_row[0], value_row[1])
+    run_output, output_ref = _view_value(conn, value_row[2], value_row[3])
     waiting = conn.execute(
         "SELECT request_id, node_id, kind, request_json, deadline_at FROM interactive_requests"
         " WHERE run_id = ? AND status IN ('pending', 'validating')",
         (run_id,),
     ).fetchone()
+    attempt_total = conn.execute(
+        "SELECT COUNT(*) FROM node_attempts WHERE run_id = ?", (run_id,)
+    ).fetchone()[0]
     attempt_rows = conn.execute(
-        "SELECT attempt_id, node_id, visit, attempt_no, status, round FROM node_attempts"
-        " WHERE run_id = ? ORDER BY started_at, rowid",
-        (run_id,),
+        "SELECT * FROM (SELECT attempt_id, node_id, visit, attempt_no, status, round, rowid AS r"
+        " FROM node_attempts WHERE run_id = ? ORDER BY started_at DESC, rowid DESC LIMIT ?)"
+        " ORDER BY r",
+        (run_id, VIEW_MAX_ITEMS),
     ).fetchall()
+    effect_rows = effects.list_for_run(conn, run_id)
     runner = conn.execute(
         "SELECT pid, status, runner_epoch FROM run_runners WHERE run_id = ? AND status != 'exited'"
         " ORDER BY runner_epoch DESC LIMIT 1",
@@ -100,8 +128,10 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
             "request": jsoncol.loads(waiting[3]),
             "deadlineAt": waiting[4],
         },
-        "input": jsoncol.loads(input_row[0]),
-        "output": jsoncol.loads(run.output_json),
+        "input": run_input,
+        "inputRef": input_ref,
+        "output": run_output,
+        "outputRef": output_ref,
         "error": run.error,
         "stepCount": run.step_count,
         "attempts": [
@@ -115,6 +145,7 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
             }
             for row in attempt_rows
         ],
+        "attemptsOmitted": attempt_total - len(attempt_rows),
         "effects": [
             {
                 "effectId": e.effect_id,
@@ -124,8 +155,9 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
                 "visit": e.visit,
                 "status": e.status.value,
             }
-            for e in effects.list_for_run(conn, run_id)
+            for e in effect_rows[-VIEW_MAX_ITEMS:]
         ],
+        "effectsOmitted": max(0, len(effect_rows) - VIEW_MAX_ITEMS),
         "runner": None
         if runner is None
         else {"pid": runner[0], "status": runner[1], "runnerEpoch": runner[2]},
@@ -138,23 +170,30 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
 def runner_state(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
     """What a runner needs to continue a run (``state.get``): never whole histories."""
     run = read_run(conn, run_id)
-    input_row = conn.execute("SELECT input_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    input_row = conn.execute(
+        "SELECT input_json, input_ref FROM runs WHERE run_id = ?", (run_id,)
+    ).fetchone()
     settled = conn.execute(
-        "SELECT node_id, status, output_json, error FROM node_attempts"
+        "SELECT node_id, status, output_json, error, output_ref FROM node_attempts"
         " WHERE run_id = ? AND round = ? AND status IN ('completed', 'failed', 'timed_out')"
         " ORDER BY finished_at, rowid",
         (run_id, run.round),
     ).fetchall()
     outputs: dict[str, Any] = {}
+    output_refs: dict[str, Any] = {}
     results: dict[str, Any] = {}
     visits: dict[str, int] = {}
-    for node_id, status, output_json, error in settled:
+    for node_id, status, output_json, error, output_ref in settled:
         visits[node_id] = visits.get(node_id, 0) + 1
+        outputs.pop(node_id, None)  # a node's output is that of its latest settled visit
+        output_refs.pop(node_id, None)
         if status == "completed":
-            outputs[node_id] = jsoncol.loads(output_json)
-            results[node_id] = {"outcome": "ok", "output": outputs[node_id]}
+            if output_ref is None:
+                outputs[node_id] = jsoncol.loads(output_json)
+            else:
+                output_refs[node_id] = values.reference(conn, output_ref).to_json()
+            results[node_id] = {"outcome": "ok"}
         else:
-            outputs.pop(node_id, None)  # a node's output is that of its latest settled visit
             results[node_id] = {
                 "outcome": "failed" if status == "failed" else "timed_out",
                 "error": error,
@@ -169,10 +208,14 @@ def runner_state(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         active_id = None if row is None else row[0]
     return {
         "input": jsoncol.loads(input_row[0]),
+        "inputRef": None
+        if input_row[1] is None
+        else values.reference(conn, input_row[1]).to_json(),
         "stepCount": run.step_count,
         "round": run.round,
         "currentNode": run.current_node,
         "outputs": outputs,
+        "outputRefs": output_refs,
         "results": results,
         "visits": visits,
         "active": None if active_id is None else _active(conn, active_id),
@@ -187,7 +230,7 @@ def _active(conn: sqlite3.Connection, attempt_id: str) -> dict[str, Any]:
         (attempt_id,),
     ).fetchone()
     request = conn.execute(
-        "SELECT request_id, kind, status, answer_json FROM interactive_requests"
+        "SELECT request_id, kind, status, answer_json, answer_ref FROM interactive_requests"
         " WHERE attempt_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
         (attempt_id,),
     ).fetchone()
@@ -205,6 +248,9 @@ def _active(conn: sqlite3.Connection, attempt_id: str) -> dict[str, Any]:
             "kind": request[1],
             "status": request[2],
             "answer": jsoncol.loads(request[3]),
+            "answerRef": None
+            if request[4] is None
+            else values.reference(conn, request[4]).to_json(),
         },
     }
 

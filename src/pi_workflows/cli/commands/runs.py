@@ -133,13 +133,14 @@ def list_runs(
 def show(ctx: click.Context, run_id: str, as_json: bool) -> None:
     """Show one run: status, what it waits on, attempts, effects, error and output.
 
-    `--json` prints the RunView exactly as docs/protocol.md describes it.
+    `--json` prints the RunView exactly as docs/protocol.md describes it, with a large
+    input or output read in full.
 
     \b
     Example:
       pi-workflows run show run_123 --json
     """
-    view = make_client(ctx).get_run(run_id)
+    view = make_client(ctx).get_run_complete(run_id)
     if as_json:
         print_json(view)
     else:

@@ -1,0 +1,67 @@
+"""Reading values the server sends by reference, and the state a runner holds in memory.
+
+Runs in the runner child; never opens the database. ``state.get`` carries values over the
+inline limit (a large input, node outputs, an interaction's answer) as ``ValueRef``s
+(digest, size). ``fetch`` reads one in ``blob.read`` chunks, checks its size and sha256
+against the reference, and decodes it; ``resolve`` turns a whole ``StateView`` into one
+with every value in place, so the engine never sees a reference.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Any
+
+import msgspec
+
+from pi_workflows.engine import canonical_json
+from pi_workflows.runner.channel import Channel
+from pi_workflows.runner.envelope import StateView, ValueRef
+from pi_workflows.runner.errors import ProtocolViolationError
+from pi_workflows.runner.limits import BLOB_CHUNK_BYTES
+
+
+def fetch(channel: Channel, ref: ValueRef) -> Any:
+    """The value behind ``ref``, read in chunks and verified against its digest."""
+    data = bytearray()
+    while len(data) < ref.bytes:
+        reply = channel.request(
+            "blob.read", {"digest": ref.digest, "offset": len(data), "length": BLOB_CHUNK_BYTES}
+        )
+        chunk = base64.b64decode(str(reply.get("data", "")))
+        if not chunk:
+            raise ProtocolViolationError("blob.read", f"value {ref.digest} ended early")
+        data += chunk
+    if len(data) != ref.bytes or hashlib.sha256(data).hexdigest() != ref.digest:
+        raise ProtocolViolationError("blob.read", f"value {ref.digest} does not match its digest")
+    return json.loads(data)
+
+
+def resolve(channel: Channel, view: StateView) -> StateView:
+    """``view`` with every value sent by reference fetched and put in place."""
+    changes: dict[str, Any] = {}
+    if view.input_ref is not None:
+        changes["input"], changes["input_ref"] = fetch(channel, view.input_ref), None
+    if view.output_refs:
+        outputs = dict(view.outputs)
+        for node_id, ref in view.output_refs.items():
+            outputs[node_id] = fetch(channel, ref)
+        changes["outputs"], changes["output_refs"] = outputs, {}
+    active = view.active
+    if active is not None and active.request is not None and active.request.answer_ref:
+        request = msgspec.structs.replace(
+            active.request, answer=fetch(channel, active.request.answer_ref), answer_ref=None
+        )
+        changes["active"] = msgspec.structs.replace(active, request=request)
+    return msgspec.structs.replace(view, **changes) if changes else view
+
+
+def state_size(view: StateView) -> dict[str, int]:
+    """Canonical JSON bytes of the input (key ``""``) and of each node's latest output, of a
+    resolved view."""
+    sizes = {"": len(canonical_json(view.input))}
+    for node_id, output in view.outputs.items():
+        sizes[node_id] = len(canonical_json(output))
+    return sizes

@@ -55,13 +55,15 @@ REQUIRED: dict[str, set[str]] = {
     "effect.settle": {"effectId", "status"},
     "process.register": {"pid", "processStart", "command"},
     "process.ended": {"pid"},
+    "interaction.reject": {"submissionId", "error"},
+    "blob.read": {"digest", "offset", "length"},
 }
 OPTIONAL: dict[str, set[str]] = {
-    "node.finish": {"output", "error", "startNext", "timeoutMs", "message"},
+    "node.finish": {"output", "error", "startNext", "timeoutMs", "message", "submissionId"},
     "node.wait": {"timeoutMs", "choices", "timeoutChoice"},
     "effect.settle": {"result", "error", "receipt"},
 }
-READS = {"ready", "state.get"}
+READS = {"ready", "state.get", "blob.read"}
 
 
 @dataclass
@@ -163,6 +165,7 @@ class ScriptedServer:
     revision: int = 10
     finished: dict[str, Any] | None = None
     parked: dict[str, Any] | None = None
+    rejected: dict[str, Any] | None = None
     proc: subprocess.Popen[bytes] | None = None
     _counter: int = 0
     _seq: int = 0
@@ -316,6 +319,9 @@ class ScriptedServer:
             return {}
         if kind == "effect.reserve":
             return self._reserve(payload)
+        if kind == "interaction.reject":
+            self.rejected = payload
+            return {}
         if kind in ("node.update", "process.register", "process.ended"):
             self.revision -= 1  # these change no run state here
         return {}

@@ -53,8 +53,10 @@ def _server(project: Project, command: str = "start", state: Any = None) -> Scri
     )
 
 
-def _waiting(node_id: str, kind: str, status: str, answer: Any, **done: Any) -> dict[str, Any]:
-    """A resumed run whose ``node_id`` attempt waits on a settled request."""
+def _waiting(
+    node_id: str, kind: str, status: str, answer: Any, submission: Any = None, **done: Any
+) -> dict[str, Any]:
+    """A resumed run whose ``node_id`` attempt waits on a settled or validating request."""
     state = fresh_state()
     outputs = {"prepare": {"topic": "release"}, **done}
     state.update(
@@ -69,7 +71,15 @@ def _waiting(node_id: str, kind: str, status: str, answer: Any, **done: Any) -> 
             "visit": 1,
             "attemptNo": 1,
             "status": "waiting",
-            "request": {"requestId": "req-9", "kind": kind, "status": status, "answer": answer},
+            "request": {
+                "requestId": "req-9",
+                "kind": kind,
+                "status": status,
+                "answer": answer,
+                "submission": None
+                if submission is None
+                else {"submissionId": "sub-1", "value": submission},
+            },
         },
     )
     return state
@@ -93,15 +103,20 @@ def test_checkpoint_sends_its_request_and_the_child_exits(project: Project) -> N
     assert server.finished is None
 
 
-def test_answered_checkpoint_completes_with_the_answer_and_continues(project: Project) -> None:
-    """On resume an answered checkpoint finishes with the answer as output; the run goes on."""
-    server = _server(project, "resume", _waiting("ask", "checkpoint", "answered", {"ok": True}))
+def test_a_validated_checkpoint_answer_completes_the_attempt_in_one_commit(
+    project: Project,
+) -> None:
+    """A runner launched for a validating checkpoint answer accepts it with node.finish (the
+    submission id in the same commit) and the graph goes on."""
+    state = _waiting("ask", "checkpoint", "validating", None, submission={"ok": True})
+    server = _server(project, "resume", state)
     assert server.run() == 0
     assert server.kinds() == ["ready", "state.get", "node.finish", "node.wait"]
     (finish,) = server.sent("node.finish")
     assert finish["attemptId"] == "att-90"
     assert finish["outcome"] == "completed"
     assert finish["output"] == {"ok": True}
+    assert finish["submissionId"] == "sub-1"
     assert finish["next"] == {"type": "goto", "nodeId": "approve"}
     (wait,) = server.sent("node.wait")
     assert wait["kind"] == "decision"
@@ -141,15 +156,29 @@ def test_answered_decision_is_decided_by_the_person(project: Project) -> None:
     assert "<requestId>" in request["contract"]
 
 
-def test_rejected_agent_answer_fails_the_node_with_the_rejection(project: Project) -> None:
-    """An agent answer that validate rejects fails the node with the rejection message."""
+def test_a_rejected_agent_submission_keeps_the_step_open_and_fails_nothing(
+    project: Project,
+) -> None:
+    """A submission that validate rejects is rejected with the exact message; the node is
+    not finished (the request stays open for a corrected one) and the child exits."""
     done = {"ask": {"ok": True}, "approve": {"choice": "yes", "decidedBy": "person"}}
-    state = _waiting("classify", "agent", "answered", {"route": "maybe"}, **done)
+    state = _waiting("classify", "agent", "validating", None, {"route": "maybe"}, **done)
+    server = _server(project, "resume", state)
+    assert server.run() == 0
+    assert server.kinds() == ["ready", "state.get", "interaction.reject"]
+    assert server.rejected == {"submissionId": "sub-1", "error": "route must be fix or skip"}
+    assert server.sent("node.finish") == []
+
+
+def test_an_accepted_agent_submission_is_the_nodes_output(project: Project) -> None:
+    """A submission validate accepts becomes the output and routes like any result."""
+    done = {"ask": {"ok": True}, "approve": {"choice": "yes", "decidedBy": "person"}}
+    state = _waiting("classify", "agent", "validating", None, {"route": "fix"}, **done)
     server = _server(project, "resume", state)
     assert server.run() == 0
     classify = server.sent("node.finish")[0]
-    assert classify["outcome"] == "failed"
-    assert classify["error"] == "rejected: route must be fix or skip"
+    assert (classify["outcome"], classify["output"]) == ("completed", {"route": "fix"})
+    assert classify["submissionId"] == "sub-1"
     assert classify["next"] == {"type": "goto", "nodeId": "done"}
 
 

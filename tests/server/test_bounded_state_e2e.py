@@ -11,13 +11,12 @@ import asyncio
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pi_workflows.protocol import Outcome, Request
-from pi_workflows.server import handlers
+from pi_workflows.server.handlers import registry as handlers
 
 from support.server import ServerProcess
 
@@ -134,9 +133,7 @@ def test_effect_list_is_paged_with_a_cursor(server: ServerProcess) -> None:
     server.wait_status(run_id, "completed")
     with server.client() as client:
         first = client.call("effect.list", {"limit": 2}, run_id=run_id).body
-        rest = client.call(
-            "effect.list", {"limit": 2, "after": first["next"]}, run_id=run_id
-        ).body
+        rest = client.call("effect.list", {"limit": 2, "after": first["next"]}, run_id=run_id).body
         every = client.list_effects(run_id)
     assert [e["nodeId"] for e in first["effects"]] == ["a", "b"]
     assert [e["nodeId"] for e in rest["effects"]] == ["c"]

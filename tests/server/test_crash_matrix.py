@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
-from pi_workflows.client import ClientError
+from pi_workflows.client import ClientError, RejectedError
 
 from support.server import ServerProcess, wait_for
 
 WORKFLOW = """
 from pathlib import Path
-from pi_workflows import Workflow, action, checkpoint, compute, edge, idempotent_effect
+from pi_workflows import (Rejected, Workflow, action, checkpoint, compute, edge,
+                          idempotent_effect)
 
 LEDGER = Path({ledger!r})
 
@@ -29,12 +30,16 @@ def record(ctx):
         ledger.write(ctx.effect_key + "\\n")
     return {{"recorded": True}}
 
+def must_go(answer, ctx):
+    if answer.get("go") is not True:
+        raise Rejected("say go")
+
 workflow = Workflow(
     "matrix",
     start="prepare",
     nodes={{
         "prepare": compute(lambda ctx: {{"n": 1}}),
-        "ask": checkpoint(lambda ctx: {{"question": "go?"}}),
+        "ask": checkpoint(lambda ctx: {{"question": "go?"}}, validate=must_go),
         "record": action(record, effect=idempotent_effect("ledger")),
         "finish": compute(lambda ctx: {{"answer": ctx.outputs["ask"], "n": 2}}),
     }},
@@ -50,6 +55,7 @@ POINTS = [
     "runner.node.finish",
     "runner.node.wait",
     "command.checkpoint.answer",
+    "runner.interaction.reject",
     "runner.effect.reserve",
     "runner.effect.settle",
     "runners.exited",
@@ -82,6 +88,17 @@ def _command(server: ServerProcess, call: Any) -> Any:
     raise AssertionError("the command never went through")
 
 
+def _rejection(client: Any, run_id: str) -> RejectedError:
+    """The refused answer's error (a refusal is the expected outcome, not a failure)."""
+    try:
+        client.answer_checkpoint(run_id, {"go": False}, idempotency_key="refused")
+    except RejectedError as exc:
+        if exc.code == "validationRejected":
+            return exc
+        raise
+    raise AssertionError("the refused answer was accepted")
+
+
 def _settled(server: ServerProcess, run_id: str, wanted: str) -> bool:
     if _restart_if_dead(server):
         return False
@@ -107,6 +124,9 @@ def test_a_server_killed_at_a_commit_point_loses_nothing(
     )
     run_id = str(first["runId"])
     wait_for(lambda: _settled(server, run_id, "waiting"), 60, "the run to wait")
+    refused = _command(server, lambda c: _rejection(c, run_id))
+    assert refused.message == "say go"
+    wait_for(lambda: _settled(server, run_id, "waiting"), 60, "the run to wait again")
     answered = _command(
         server, lambda c: c.answer_checkpoint(run_id, {"go": True}, idempotency_key="answer")
     )
@@ -128,6 +148,7 @@ def test_a_server_killed_at_a_commit_point_loses_nothing(
         repeat = client.answer_checkpoint(run_id, {"go": True}, idempotency_key="answer")
         assert repeat.adopted
         assert repeat["requestId"] == answered["requestId"]
+        assert _rejection(client, run_id).message == "say go"  # the refusal is durable too
     assert server.diagnose() == []
     assert len(server.query("SELECT run_id FROM runs")) == 1
     # The fault point was really hit: exactly one server died and one replaced it.

@@ -103,7 +103,8 @@ def test_cancellation_kills_the_whole_process_group(server: ServerProcess, tmp_p
 def test_a_changed_helper_parks_the_run_and_its_new_code_never_runs(
     server: ServerProcess, tmp_path: Path
 ) -> None:
-    """Editing an imported helper while the run waits parks it with workflowSourceChanged."""
+    """Editing an imported helper while the run waits parks it with workflowSourceChanged
+    before any of its code runs; the answer that woke it is refused, the question stays."""
     marker = tmp_path / "new-code-ran"
     server.write_module("greeting", "def greet(name):\n    return 'hello ' + name\n")
     server.write_workflow(
@@ -130,10 +131,11 @@ def test_a_changed_helper_parks_the_run_and_its_new_code_never_runs(
         f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n"
         "def greet(name):\n    return 'bye ' + name\n",
     )
-    with server.client() as client:
-        client.answer_checkpoint(run_id, {"name": "Ada"})
+    with server.client() as client, pytest.raises(RejectedError, match="workflowSourceChanged"):
+        client.answer_checkpoint(run_id, {"name": "Ada"})  # its validation can never run
     view = server.wait_status(run_id, {"paused", "completed", "failed"})
     assert view["status"] == "paused"
+    assert view["waitingOn"]["status"] == "pending"  # a corrected answer after resume
     assert view["parkReason"] == "workflowSourceChanged"
     assert "greeting.py" in (view["parkDetail"] or "")
     assert not marker.exists()

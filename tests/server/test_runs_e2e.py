@@ -158,9 +158,9 @@ def test_a_decision_answered_by_a_person_routes_on_the_choice(server: ServerProc
     waiting = server.wait_status(run_id, "waiting")
     assert waiting["waitingOn"]["kind"] == "decision"
     with server.client() as client:
-        with pytest.raises(RejectedError):
+        with pytest.raises(RejectedError, match=r"^Protected human decisions cannot be answered"):
             client.answer_checkpoint(run_id, {"choice": "yes"})
-        with pytest.raises(RejectedError, match="one of yes, no"):
+        with pytest.raises(RejectedError, match="not one of its choices: yes, no"):
             client.answer_decision(run_id, "maybe")
         client.answer_decision(run_id, "yes")
     done = server.wait_status(run_id, {"completed", "failed"})

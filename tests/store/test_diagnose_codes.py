@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import pi_workflows.store.diagnose as diagnose_module
-from pi_workflows.store import lifecycle
+from pi_workflows.store import interaction_writes, lifecycle
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
 from pi_workflows.store.effect_writes import reserve_effect
@@ -199,7 +199,40 @@ def _process_after_exit(db: Database, clock: FakeClock) -> str:
     return run_id
 
 
+def _validating(db: Database, clock: FakeClock) -> tuple[str, str]:
+    claim = running(db)
+    attempt = lifecycle.start_node(db, claim, "ask").attempt
+    _, request_id = lifecycle.wait(
+        db, claim, attempt.attempt_id, InteractionDraft("checkpoint", {"question": "?"})
+    )
+    interaction_writes.submit(
+        db, request_id, {"a": 1}, kinds=frozenset({"checkpoint"}), submitted_by="test"
+    )
+    return claim.run_id, request_id
+
+
+def _submission_mismatch(db: Database, clock: FakeClock) -> str:
+    run_id, _ = _validating(db, clock)
+    _sql(db, "UPDATE interactive_submissions SET status = 'rejected', error = 'x', settled_at = 1")
+    return run_id
+
+
+def _validation_stranded(db: Database, clock: FakeClock) -> str:
+    run_id, _ = _validating(db, clock)
+    _sql(db, "UPDATE runs SET status = 'waiting'", "UPDATE run_queue SET status = 'waiting'")
+    return run_id
+
+
+def _message_of_closed_request(db: Database, clock: FakeClock) -> str:
+    run_id = _waiting(db, clock)
+    _sql(db, "UPDATE interactive_requests SET status = 'cancelled', settled_at = 1")
+    return run_id
+
+
 BUILDERS: dict[str, Builder] = {
+    "submissionMismatch": _submission_mismatch,
+    "validationStranded": _validation_stranded,
+    "messageOfClosedRequest": _message_of_closed_request,
     "queueMismatch": _queue_mismatch,
     "claimOnInactiveRun": _claim_on_inactive,
     "runningWithoutClaim": _running_without_claim,

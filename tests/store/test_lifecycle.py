@@ -6,11 +6,17 @@ import json
 
 import pytest
 
-from pi_workflows.store import attempts, interactions, lifecycle, takeover
+from pi_workflows.store import attempts, interaction_writes, interactions, lifecycle, takeover
 from pi_workflows.store.claims import read_lease
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
-from pi_workflows.store.errors import InvalidTransitionError, LeaseHeldError
+from pi_workflows.store.errors import (
+    DecisionResolvedError,
+    InvalidTransitionError,
+    LeaseHeldError,
+    RequestClosedError,
+)
+from pi_workflows.store.interaction_writes import PROTECTED_DECISION_MESSAGE
 from pi_workflows.store.interactions import InteractionDraft
 from pi_workflows.store.lifecycle import Finish, GoTo
 from pi_workflows.store.projection import stored_view
@@ -131,10 +137,14 @@ def test_checkpoint_waits_without_a_claim_and_resumes_the_same_attempt(db: Datab
         "kind": "checkpoint",
     }
     assert problems(db) == []
-    lifecycle.answer(db, request_id, {"ok": True})
+    submitted = interaction_writes.submit(
+        db, request_id, {"ok": True}, kinds=frozenset({"checkpoint"}), submitted_by="cli"
+    )
     assert _queue(db, run_id) == ("ready", "resume")
-    with pytest.raises(InvalidTransitionError):
-        lifecycle.answer(db, request_id, {"ok": False})
+    with pytest.raises(RequestClosedError, match="another submission is being validated"):
+        interaction_writes.submit(
+            db, request_id, {"ok": False}, kinds=frozenset({"checkpoint"}), submitted_by="cli"
+        )
     again = lifecycle.claim(db, run_id, "runner-2").claim
     assert again.generation == 2
     active = attempts.unfinished(db.conn, run_id)
@@ -142,15 +152,19 @@ def test_checkpoint_waits_without_a_claim_and_resumes_the_same_attempt(db: Datab
     assert active.attempt_id == started.attempt.attempt_id
     request = interactions.read_request(db.conn, request_id)
     assert request is not None
-    assert request.answer == {"ok": True}
+    assert request.status == "validating"
     lifecycle.finish_node(
         db,
         again,
         active.attempt_id,
         AttemptStatus.COMPLETED,
-        Finish(RunStatus.COMPLETED, output=request.answer),
-        output=request.answer,
+        Finish(RunStatus.COMPLETED, output={"ok": True}),
+        output={"ok": True},
+        submission_id=submitted.submission_id,
     )
+    request = interactions.read_request(db.conn, request_id)
+    assert request is not None
+    assert (request.status, request.answer) == ("answered", {"ok": True})
     assert run_status(db, run_id) == "completed"
     assert problems(db) == []
 
@@ -161,15 +175,15 @@ def test_a_decision_takes_one_declared_choice_once(db: Database) -> None:
     started = lifecycle.start_node(db, claim, "approve")
     draft = InteractionDraft("decision", {"title": "Ship?"}, choices=["yes", "no"])
     _, request_id = lifecycle.wait(db, claim, started.attempt.attempt_id, draft)
-    with pytest.raises(InvalidTransitionError):
-        lifecycle.answer(db, request_id, {"choice": "yes"})  # the model-facing kinds
-    with pytest.raises(InvalidTransitionError, match="one of yes, no"):
-        lifecycle.answer(db, request_id, {"choice": "maybe"}, kinds=frozenset({"decision"}))
-    lifecycle.answer(
-        db, request_id, {"choice": "no"}, kinds=frozenset({"decision"}), answered_by="cli"
-    )
-    with pytest.raises(InvalidTransitionError):
-        lifecycle.answer(db, request_id, {"choice": "yes"}, kinds=frozenset({"decision"}))
+    with pytest.raises(InvalidTransitionError, match=PROTECTED_DECISION_MESSAGE):
+        interaction_writes.submit(  # the model-facing path
+            db, request_id, {"choice": "yes"}, kinds=frozenset({"checkpoint"}), submitted_by="m"
+        )
+    with pytest.raises(InvalidTransitionError, match="not one of its choices: yes, no"):
+        interaction_writes.answer_decision(db, request_id, "maybe", answered_by="cli")
+    interaction_writes.answer_decision(db, request_id, "no", answered_by="cli")
+    with pytest.raises(DecisionResolvedError, match="already answered 'no' by cli"):
+        interaction_writes.answer_decision(db, request_id, "yes", answered_by="other")
     row = db.conn.execute(
         "SELECT resolution, choice_id, resolved_by FROM human_decision_resolutions"
     ).fetchall()
@@ -369,7 +383,10 @@ def test_finish_records_a_notify_message_and_the_next_deadline_in_one_write(
     ).fetchone()[0]
     assert deadline == clock.now_ms() + 7_000
     messages = db.conn.execute("SELECT kind, body_json, source_key FROM workflow_messages")
-    assert [tuple(m) for m in messages] == [("progress", '"hi"', started.attempt.attempt_id)]
+    [(kind, body, source)] = [tuple(m) for m in messages]
+    assert (kind, source) == ("notification", started.attempt.attempt_id)
+    assert json.loads(body)["text"] == "hi"
+    assert json.loads(body)["level"] == "progress"
     assert problems(db) == []
 
 

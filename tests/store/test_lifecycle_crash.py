@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pi_workflows.store import faults, lifecycle, takeover
+from pi_workflows.store import faults, interaction_writes, interactions, lifecycle, takeover
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
 from pi_workflows.store.errors import StoreError
@@ -33,15 +33,21 @@ def _drive_to_an_end(db: Database, clock: FakeClock) -> None:
         if status is RunStatus.PAUSED:
             lifecycle.resume(db, run_id)
         elif status is RunStatus.WAITING:
-            request = db.conn.execute(
-                "SELECT request_id FROM interactive_requests WHERE run_id = ?"
+            request_id, kind = db.conn.execute(
+                "SELECT request_id, kind FROM interactive_requests WHERE run_id = ?"
                 " AND status = 'pending'",
                 (run_id,),
-            ).fetchone()[0]
-            lifecycle.answer(db, request, {"answer": 1})
+            ).fetchone()
+            if kind == "decision":
+                interaction_writes.answer_decision(db, request_id, "yes", answered_by="test")
+            else:
+                interaction_writes.submit(
+                    db, request_id, {"answer": 1}, kinds=frozenset({kind}), submitted_by="test"
+                )
         elif status is not RunStatus.QUEUED:
             continue
         claim = lifecycle.claim(db, run_id, "runner-after").claim
+        submission = interactions.validating_of(db.conn, run_id)
         open_attempt = db.conn.execute(
             "SELECT attempt_id FROM node_attempts WHERE run_id = ?"
             " AND status IN ('running', 'waiting')",
@@ -59,6 +65,7 @@ def _drive_to_an_end(db: Database, clock: FakeClock) -> None:
             lifecycle.AttemptStatus.COMPLETED,
             lifecycle.Finish(RunStatus.COMPLETED, {"ok": True}),
             output={"ok": True},
+            submission_id=None if submission is None else submission.submission_id,
         )
     assert problems(db) == []
     assert count(db, "runs", "status NOT IN ('completed', 'failed', 'timed_out', 'cancelled')") == 0

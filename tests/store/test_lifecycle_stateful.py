@@ -19,13 +19,22 @@ from hypothesis.stateful import (
     rule,
 )
 
-from pi_workflows.store import attempts, faults, interactions, lifecycle, takeover
+from pi_workflows.store import (
+    attempts,
+    faults,
+    interaction_writes,
+    interactions,
+    lifecycle,
+    takeover,
+)
 from pi_workflows.store.claims import Claim, read_lease
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.errors import (
     ClaimLostError,
+    DecisionResolvedError,
     InvalidTransitionError,
     LeaseHeldError,
+    RequestClosedError,
     RevisionConflictError,
 )
 from pi_workflows.store.interactions import InteractionDraft
@@ -36,6 +45,8 @@ from support.store import LEASE_MS, new_run, open_test_db, problems
 
 EXPECTED = (
     ClaimLostError,
+    DecisionResolvedError,
+    RequestClosedError,
     InvalidTransitionError,
     LeaseHeldError,
     RevisionConflictError,
@@ -159,13 +170,45 @@ class LifecycleMachine(RuleBasedStateMachine):
         request = interactions.open_request_of(self.db.conn, run_id)
         if request is None:
             return
-        value: Any = {"choice": "yes"} if request.kind == "decision" else {"ok": 1}
+        if request.kind == "decision":
+            self._do(
+                "interactions.decide",
+                lambda: interaction_writes.answer_decision(
+                    self.db, request.request_id, "yes", answered_by="test"
+                ),
+            )
+            return
         self._do(
-            "lifecycle.answer",
-            lambda: lifecycle.answer(
-                self.db, request.request_id, value, kinds=frozenset({"checkpoint", "decision"})
+            "interactions.submit",
+            lambda: interaction_writes.submit(
+                self.db, request.request_id, {"ok": 1}, kinds=frozenset({"checkpoint"}),
+                submitted_by="test",
             ),
-        )
+        )  # fmt: skip
+
+    @rule(run_id=runs, pick=PICK, accept=st.booleans())
+    def validate(self, run_id: str, pick: int, accept: bool) -> None:
+        """A validation runner accepts (finishing the attempt) or rejects a submission."""
+        claim = self._claim(run_id, pick)
+        submission = interactions.validating_of(self.db.conn, run_id)
+        active = attempts.unfinished(self.db.conn, run_id)
+        if claim is None or submission is None or active is None:
+            return
+        if accept:
+            self._do(
+                "lifecycle.finish_node",
+                lambda: lifecycle.finish_node(
+                    self.db, claim, active.attempt_id, AttemptStatus.COMPLETED, GoTo("b"),
+                    output={"ok": 1}, submission_id=submission.submission_id,
+                ),
+            )  # fmt: skip
+        else:
+            self._do(
+                "interactions.reject",
+                lambda: interaction_writes.reject(
+                    self.db, claim, submission.submission_id, "not good"
+                ),
+            )
 
     @rule(run_id=runs, pick=PICK, reason=st.sampled_from(list(ParkReason)))
     def park(self, run_id: str, pick: int, reason: ParkReason) -> None:
@@ -233,6 +276,8 @@ class LifecycleMachine(RuleBasedStateMachine):
                 self.recover(run_id)
             elif status == RunStatus.RUNNING and active is None:
                 self.start_node(run_id, 5, node)
+            elif status == RunStatus.RUNNING and active.status == "waiting":
+                self.validate(run_id, 5, accept=True)
             elif status == RunStatus.RUNNING and active.status == "running" and wait_kind:
                 self.wait(run_id, 5, wait_kind)
             elif status == RunStatus.RUNNING:

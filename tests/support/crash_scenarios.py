@@ -16,7 +16,7 @@ from typing import Any
 if __name__ == "__main__":  # pragma: no cover - child process entry
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pi_workflows.store import faults, lifecycle, takeover
+from pi_workflows.store import faults, interaction_writes, lifecycle, takeover
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
 from pi_workflows.store.interactions import InteractionDraft
@@ -26,6 +26,7 @@ from pi_workflows.store.states import AttemptStatus, ParkReason, RunStatus
 from support.store import LEASE_MS, new_run, open_test_db
 
 CHILD_START_MS = 1_800_000_000_000
+CHECKPOINT = frozenset({"checkpoint"})
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,23 @@ def _waiting(db: Database, clock: FakeClock) -> dict[str, Any]:
     _, ctx["request_id"] = lifecycle.wait(
         db, ctx["claim"], ctx["attempt_id"], InteractionDraft("checkpoint", {"q": 1})
     )
+    return ctx
+
+
+def _validating(db: Database, clock: FakeClock) -> dict[str, Any]:
+    ctx = _waiting(db, clock)
+    submitted = interaction_writes.submit(
+        db, ctx["request_id"], {"a": 1}, kinds=CHECKPOINT, submitted_by="test"
+    )
+    ctx["submission_id"] = submitted.submission_id
+    ctx["claim2"] = lifecycle.claim(db, ctx["run_id"], "runner-2").claim
+    return ctx
+
+
+def _deciding(db: Database, clock: FakeClock) -> dict[str, Any]:
+    ctx = _in_node(db, clock)
+    draft = InteractionDraft("decision", {"title": "ship?"}, choices=["yes", "no"])
+    _, ctx["request_id"] = lifecycle.wait(db, ctx["claim"], ctx["attempt_id"], draft)
     return ctx
 
 
@@ -136,11 +154,54 @@ SCENARIOS = [
         ),
     ),
     Scenario(
-        "answer",
-        "lifecycle.answer",
-        "interaction.answered",
+        "submit",
+        "interactions.submit",
+        "interaction.submitted",
         _waiting,
-        lambda db, c, x: lifecycle.answer(db, x["request_id"], {"a": 1}),
+        lambda db, c, x: interaction_writes.submit(
+            db, x["request_id"], {"a": 1}, kinds=CHECKPOINT, submitted_by="test"
+        ),
+    ),
+    Scenario(
+        "accept",
+        "lifecycle.finish_node",
+        "node.finished",
+        _validating,
+        lambda db, c, x: lifecycle.finish_node(
+            db,
+            x["claim2"],
+            x["attempt_id"],
+            AttemptStatus.COMPLETED,
+            GoTo("b"),
+            output={"a": 1},
+            start_next=True,
+            submission_id=x["submission_id"],
+        ),
+    ),
+    Scenario(
+        "reject",
+        "interactions.reject",
+        "interaction.rejected",
+        _validating,
+        lambda db, c, x: interaction_writes.reject(
+            db, x["claim2"], x["submission_id"], "not good enough"
+        ),
+    ),
+    Scenario(
+        "abandon",
+        "interactions.abandon",
+        "interaction.abandoned",
+        _validating,
+        lambda db, c, x: interaction_writes.abandon(db, x["claim2"], "the runner died"),
+    ),
+    Scenario(
+        "decide",
+        "interactions.decide",
+        "interaction.answered",
+        _deciding,
+        lambda db, c, x: interaction_writes.answer_decision(
+            db, x["request_id"], "yes", answered_by="test"
+        ),
     ),
     Scenario(
         "park",

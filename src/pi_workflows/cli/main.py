@@ -17,11 +17,12 @@ from typing import Any, Final
 
 import click
 
-from pi_workflows.cli.commands.answers import checkpoint, decision
+from pi_workflows.cli.commands.answers import checkpoint, decision, interaction
 from pi_workflows.cli.commands.effects import effect
 from pi_workflows.cli.commands.pi import pi_group
 from pi_workflows.cli.commands.runs import run
 from pi_workflows.cli.commands.server import server
+from pi_workflows.cli.commands.sessions import session
 from pi_workflows.cli.commands.state import state
 from pi_workflows.cli.commands.workflows import workflows
 from pi_workflows.cli.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError, exit_code_for
@@ -98,7 +99,9 @@ def cli(ctx: click.Context, home: Path | None) -> None:
     ctx.obj = CliState(home=resolved)
 
 
-for _group in (server, workflows, run, checkpoint, decision, effect, state, pi_group):
+for _group in (
+    server, workflows, run, checkpoint, decision, interaction, session, effect, state, pi_group,
+):  # fmt: skip
     cli.add_command(_group)
 
 

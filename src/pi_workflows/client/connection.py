@@ -13,6 +13,7 @@ import errno
 import os
 import socket
 import time
+from collections import deque
 from pathlib import Path
 from types import TracebackType
 from typing import Final
@@ -48,6 +49,9 @@ MAX_SOCKET_PATH_BYTES: Final = 107
 
 _NO_LISTENER_ERRNOS: Final = frozenset({errno.ENOENT, errno.ECONNREFUSED})
 
+MAX_BUFFERED_EVENTS: Final = 64
+"""Events kept while a reply is awaited; a watcher reads the newest view anyway."""
+
 
 class Connection:
     """An open connection on which the server has already said a valid v1 `hello`.
@@ -60,6 +64,8 @@ class Connection:
         self._sock = sock
         self._reader = reader
         self._closed = False
+        self.events: deque[Event] = deque(maxlen=MAX_BUFFERED_EVENTS)
+        """Server-pushed events received while a reply was awaited (oldest dropped first)."""
         self.hello: Final = hello
         """The server's greeting: its pid, epoch and version."""
         self.socket_path: Final = path
@@ -153,10 +159,42 @@ class Connection:
                         f"while {request.request_id!r} was outstanding"
                     )
                 case Event():
-                    continue
+                    self.events.append(message)
                 case Hello():
                     self.close()
                     raise ServerProtocolError("the server sent a second hello")
+
+    def next_event(self, timeout: float) -> Event | None:
+        """The next server-pushed event (buffered first), or None after ``timeout`` seconds.
+
+        Only while no request is outstanding. Raises ``ConnectionLostError`` when the stream
+        ends and ``ServerProtocolError`` for a response nobody asked for.
+        """
+        if self.events:
+            return self.events.popleft()
+        if self._closed:
+            raise ConnectionLostError("the connection is closed", operation="watch")
+        try:
+            frame = self._reader.read_frame(timeout=timeout)
+        except TimeoutError:
+            return None
+        except (FrameError, OSError):
+            self.close()
+            raise ConnectionLostError("the server closed the watch", operation="watch") from None
+        if frame is None:
+            self.close()
+            raise ConnectionLostError("the server closed the watch", operation="watch")
+        try:
+            message = decode_server_message(frame)
+        except ProtocolError as exc:
+            self.close()
+            raise ServerProtocolError(
+                f"the server sent an invalid message: {exc.message}"
+            ) from None
+        if not isinstance(message, Event):
+            self.close()
+            raise ServerProtocolError("the server sent a reply while no request was outstanding")
+        return message
 
     def close(self) -> None:
         """Close the socket; safe to call more than once."""

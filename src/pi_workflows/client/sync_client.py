@@ -39,6 +39,7 @@ from pi_workflows.client.errors import (
     StopTimeoutError,
     UnavailableError,
 )
+from pi_workflows.client.interactions import InteractionMethods
 from pi_workflows.client.paths import socket_path, state_home
 from pi_workflows.protocol import (
     CLIENT_SCHEMA,
@@ -67,9 +68,15 @@ READ_OPERATIONS: Final = frozenset(
         "state.diagnose",
         "effect.list",
         "blob.read",
+        "interaction.list",
+        "session.get",
+        "session.watch",
+        "workflowMessage.report",
+        "workflowTurn.report",
     }
 )
-"""Operations that change nothing; they carry no idempotency key. Everything else does."""
+"""Operations sent without an idempotency key: reads, and the idempotent session reports.
+Everything else carries one."""
 
 _RETRY_BACKOFF: Final = (0.05, 0.1, 0.2)
 _STOP_POLL: Final = 0.02
@@ -113,7 +120,7 @@ class Receipt:
         return self.body.get(key, default)
 
 
-class Client:
+class Client(InteractionMethods):
     """A blocking client for one state directory's server. Not thread-safe.
 
     Args:
@@ -268,14 +275,19 @@ class Client:
         input: Any = None,
         project_dir: Path | str | None = None,
         idempotency_key: str | None = None,
+        *,
+        origin_session: str | None = None,
     ) -> Receipt:
         """`run.start`: start `workflow` (a name, `builtin:NAME` or a file path) with `input`.
 
-        `input` defaults to `{}`. The receipt holds `runId`, `workflow` and `revision`.
+        `input` defaults to `{}`; `origin_session` names the Pi session that presents the
+        run's requests and messages. The receipt holds `runId`, `workflow` and `revision`.
         """
         payload: JsonObject = {"workflow": workflow, "input": {} if input is None else input}
         if project_dir is not None:
             payload["projectDir"] = _absolute(project_dir)
+        if origin_session is not None:
+            payload["originSession"] = origin_session
         return self.call("run.start", payload, idempotency_key=idempotency_key)
 
     def list_runs(
@@ -345,14 +357,24 @@ class Client:
         request_id: str | None = None,
         *,
         idempotency_key: str | None = None,
+        wait: float = 120.0,
     ) -> Receipt:
-        """`checkpoint.answer`: answer the run's pending checkpoint with a JSON `value`."""
+        """`checkpoint.answer`: answer the run's pending checkpoint with a JSON `value`.
+
+        The answer is validated like a submission (`validate` of the node, in a runner):
+        returns once it is accepted (or still `validating` after `wait` seconds); raises
+        `RejectedError` with code `validationRejected` when it was refused.
+        """
         payload: JsonObject = {"value": value}
         if request_id is not None:
             payload["requestId"] = request_id
-        return self.call(
-            "checkpoint.answer", payload, run_id=run_id, idempotency_key=idempotency_key
-        )
+        key = idempotency_key or _new_key()
+        until = time.monotonic() + wait
+        while True:
+            receipt = self.call("checkpoint.answer", payload, run_id=run_id, idempotency_key=key)
+            if receipt.get("status") != "validating" or time.monotonic() >= until:
+                return receipt
+            time.sleep(0.2)
 
     def answer_decision(
         self,

@@ -16,7 +16,7 @@ beyond reading frames from streams it is handed.
 """
 
 from pi_workflows.protocol.canonical import MAX_JSON_DEPTH, canonical_json, fingerprint, sha256_hex
-from pi_workflows.protocol.effects import TIMED_OUT_RESULT, effect_key
+from pi_workflows.protocol.effects import REQUEST_ID_PLACEHOLDER, TIMED_OUT_RESULT, effect_key
 from pi_workflows.protocol.errors import FrameError, FrameTooLarge, NotJsonError, ProtocolError
 from pi_workflows.protocol.fields import MAX_ID_CHARS, MAX_NAME_CHARS, Count, Id, Name, Revision
 from pi_workflows.protocol.framing import MAX_FRAME_BYTES, FrameReader, encode_frame, read_frame
@@ -49,7 +49,8 @@ __all__ = [
     "canonical_json",
     "fingerprint",
     "sha256_hex",
-    # managed effects
+    # managed effects and steps
+    "REQUEST_ID_PLACEHOLDER",
     "TIMED_OUT_RESULT",
     "effect_key",
     # framing

@@ -1,8 +1,9 @@
-"""The wire contract of managed effects that the server and the runner child must share.
+"""Wire contracts of effects and steps that the server and the runner child must share.
 
 Owns the one derivation of an effect key (what ``ctx.effect_key`` is, what the store keys
-the effect by, what ``pi-workflows effect list`` shows) and the marker an effect result
-carries when the node deadline stopped its body. Pure functions and constants; no I/O.
+the effect by, what ``pi-workflows effect list`` shows), the marker an effect result
+carries when the node deadline stopped its body, and the placeholder an agent step's
+contract names its request by. Pure functions and constants; no I/O.
 """
 
 from __future__ import annotations
@@ -10,7 +11,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Final
 
-__all__ = ["TIMED_OUT_RESULT", "effect_key"]
+__all__ = ["REQUEST_ID_PLACEHOLDER", "TIMED_OUT_RESULT", "effect_key"]
+
+REQUEST_ID_PLACEHOLDER: Final = "<requestId>"
+"""Stands for the request id in an agent step's contract text until the server assigns it
+(the runner renders the contract before the request exists; the server substitutes it)."""
 
 TIMED_OUT_RESULT: Final[dict[str, Any]] = {"outcome": "timed_out"}
 """The ``result`` of a rejected effect whose body was stopped by its node deadline."""

@@ -1,7 +1,7 @@
 """Reading values the server sends by reference, and the state a runner holds in memory.
 
 Runs in the runner child; never opens the database. ``state.get`` carries values over the
-inline limit (a large input, node outputs, an interaction's answer) as ``ValueRef``s
+inline limit (a large input, node outputs, an answer, a submission to validate) as ``ValueRef``s
 (digest, size). ``fetch`` reads one in ``blob.read`` chunks, checks its size and sha256
 against the reference, and decodes it; ``resolve`` turns a whole ``StateView`` into one
 with every value in place, so the engine never sees a reference.
@@ -50,11 +50,20 @@ def resolve(channel: Channel, view: StateView) -> StateView:
             outputs[node_id] = fetch(channel, ref)
         changes["outputs"], changes["output_refs"] = outputs, {}
     active = view.active
-    if active is not None and active.request is not None and active.request.answer_ref:
-        request = msgspec.structs.replace(
-            active.request, answer=fetch(channel, active.request.answer_ref), answer_ref=None
-        )
-        changes["active"] = msgspec.structs.replace(active, request=request)
+    request = None if active is None else active.request
+    if active is not None and request is not None:
+        if request.answer_ref is not None:
+            request = msgspec.structs.replace(
+                request, answer=fetch(channel, request.answer_ref), answer_ref=None
+            )
+        submission = request.submission
+        if submission is not None and submission.value_ref is not None:
+            submission = msgspec.structs.replace(
+                submission, value=fetch(channel, submission.value_ref), value_ref=None
+            )
+            request = msgspec.structs.replace(request, submission=submission)
+        if request is not active.request:
+            changes["active"] = msgspec.structs.replace(active, request=request)
     return msgspec.structs.replace(view, **changes) if changes else view
 
 

@@ -54,6 +54,14 @@ class ValueRef(_Wire, frozen=True, kw_only=True):
     bytes: int
 
 
+class SubmissionView(_Wire, frozen=True, kw_only=True):
+    """The submission a ``validating`` request asks this runner to validate."""
+
+    submission_id: str
+    value: Any = None
+    value_ref: ValueRef | None = None
+
+
 class RequestView(_Wire, frozen=True, kw_only=True):
     """The interactive request of a waiting attempt."""
 
@@ -62,6 +70,7 @@ class RequestView(_Wire, frozen=True, kw_only=True):
     status: str  # pending | validating | answered | timed_out | cancelled
     answer: Any = None
     answer_ref: ValueRef | None = None
+    submission: SubmissionView | None = None
 
 
 class ActiveAttempt(_Wire, frozen=True, kw_only=True):

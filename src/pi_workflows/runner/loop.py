@@ -47,7 +47,7 @@ from pi_workflows.runner.runtime import (
     node_context,
 )
 from pi_workflows.runner.values import bounded
-from pi_workflows.runner.waits import resumed_result
+from pi_workflows.runner.waits import resumed
 
 WIRE_OUTCOME: Final = {
     Outcome.OK: "completed",
@@ -145,15 +145,21 @@ class Loop:
         ctx = node_context(self.rt, self.state, attempt, CancellationSignal())
         self.rt.termination.watch(ctx.cancellation)
         try:
-            result = resumed_result(self.rt, active, ctx)
+            execution = resumed(self.rt, active, ctx)
         finally:
             self.rt.termination.watch(None)
-        return attempt, Finished(bounded(node_id, result))
+        if isinstance(execution, Finished):
+            execution = Finished(
+                bounded(node_id, execution.result), submission_id=execution.submission_id
+            )
+        return attempt, execution
 
     def run(self) -> None:
         """Execute until the run waits or finishes (or the child must exit)."""
         if self.view.active is not None:
             attempt, execution = self._resume(self.view.active)
+            if isinstance(execution, Waited):
+                return  # the submission was rejected: the run waits again
         else:
             current = self.view.current_node
             node_id = self._known(current, "state.get") if current else self.rt.workflow.start
@@ -194,6 +200,8 @@ class Loop:
             payload["output"] = result.output
             if execution.message is not None:
                 payload["message"] = execution.message
+            if execution.submission_id is not None:
+                payload["submissionId"] = execution.submission_id
         else:
             payload["error"] = result.error
         transition = step.transition

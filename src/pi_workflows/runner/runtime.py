@@ -55,10 +55,12 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Finished:
-    """The node produced a result; ``message`` is a notify node's ``{kind, body}``."""
+    """The node produced a result; ``message`` is a notify node's ``{kind, body}``;
+    ``submission_id`` the validated submission the result accepts (one commit)."""
 
     result: NodeResult
     message: JsonObject | None = None
+    submission_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,23 @@
-"""Interactive nodes: sending a durable request, and routing it once answered or timed out.
+"""Interactive nodes: sending a durable request, validating submissions, routing answers.
 
 Runs in the runner child; never opens the database. ``request_wait`` evaluates the node's
 request fields (checkpoint ``request``, decision ``title``/``details``, agent ``prompt``)
-within the node deadline and sends ``node.wait``; the child then exits. ``resumed_result``
-turns the ``active`` attempt a later runner reads from ``state.get`` into the node's result:
-a checkpoint or agent answer is the output (after the node's ``validate``: accepted -> ok,
-``Rejected`` -> failed with its message; the full validation bridge, where a rejection
-keeps the request open, is a later issue), a decision answer ``{"choice": id}`` is a
-``decision_result`` (by the person, or by timeout), and a plain timeout is ``timed_out``.
+within the node deadline and sends ``node.wait`` (kind ``agent``, ``assistant`` for an
+``assistant_message()`` step, ``checkpoint`` or ``decision``); the child then exits.
+``resumed`` turns the ``active`` attempt a later runner reads from ``state.get`` into what
+to do: a ``validating`` request's submission is checked with the node's ``validate`` (only
+ever here, in a supervised runner) and either accepted — the result carries the submission
+id and ``node.finish`` commits both — or rejected with ``interaction.reject`` and the exact
+message, after which the run waits again and the child exits; a decision answer
+``{"choice": id}`` is a ``decision_result`` (by the person, or by timeout), and a timeout
+is ``timed_out`` for the same attempt.
 
 The agent request's ``contract`` is rendered before the server assigns the request id, so
-it names the request as ``REQUEST_ID_PLACEHOLDER``; whoever presents it substitutes the id.
+it names the request as ``REQUEST_ID_PLACEHOLDER``; the server substitutes the id when it
+records the step's message.
 """
 
 from __future__ import annotations
-
-from typing import Any, Final
 
 from pi_workflows.authoring import (
     AgentNode,
@@ -40,9 +42,10 @@ from pi_workflows.engine import (
     step_contract,
     timeout_result,
 )
+from pi_workflows.protocol import REQUEST_ID_PLACEHOLDER
 from pi_workflows.runner.callbacks import Deadline, Raised, TimedOut, call, evaluate
-from pi_workflows.runner.envelope import ActiveAttempt
-from pi_workflows.runner.errors import ProtocolViolationError, one_line
+from pi_workflows.runner.envelope import ActiveAttempt, RequestView
+from pi_workflows.runner.errors import ProtocolViolationError, describe_exception, one_line
 from pi_workflows.runner.limits import millis
 from pi_workflows.runner.runtime import (
     Attempt,
@@ -50,13 +53,9 @@ from pi_workflows.runner.runtime import (
     Finished,
     Runtime,
     Waited,
-    failure,
     value_or_failure,
 )
 from pi_workflows.runner.values import bounded, size_problem
-
-REQUEST_ID_PLACEHOLDER: Final = "<requestId>"
-"""Stands for the request id in an agent request's ``contract`` text."""
 
 
 class _FieldFailedError(Exception):
@@ -143,7 +142,7 @@ def _agent(
         "allowedTools": list(node.allowed_tools) if node.allowed_tools is not None else None,
         "contract": contract,
     }
-    payload: JsonObject = {"kind": "agent", "request": request}
+    payload: JsonObject = {"kind": "assistant" if replies else "agent", "request": request}
     if node.timeout is not None:
         payload["timeoutMs"] = millis(node.timeout)
     return payload
@@ -176,63 +175,88 @@ def request_wait(
     return Waited(request_id)
 
 
-def _validated(
+def _reject(rt: Runtime, request_id: str, submission_id: str, error: str) -> Waited:
+    """Record the submission's rejection; the run waits again and this child exits."""
+    rt.channel.request("interaction.reject", {"submissionId": submission_id, "error": error})
+    return Waited(request_id)
+
+
+def _validate(
+    rt: Runtime,
     node_id: str,
     node: CheckpointNode | AgentNode,
-    answer: Any,
+    request: RequestView,
     ctx: NodeContext,
-) -> NodeResult:
+) -> Execution:
+    """Validate the submission of a ``validating`` request: accept it (the result carries the
+    submission id, committed with ``node.finish``) or reject it with the reason."""
+    submission = request.submission
+    if submission is None:
+        raise ProtocolViolationError("state.get", f"request {request.request_id} has no submission")
+    value = submission.value
+
+    def reject(error: str) -> Waited:
+        return _reject(rt, request.request_id, submission.submission_id, error)
+
+    replies = isinstance(node, AgentNode) and isinstance(node.expected_output, AssistantMessage)
+    if replies and (not isinstance(value, str) or not value.strip()):
+        return reject("an assistant-message step's output is the reply text; it was empty")
     validate = node.validate
     if validate is not None:
         label = f"node {node_id!r} validate"
         outcome = call(
             validate,
-            (answer, ctx),
+            (value, ctx),
             label=label,
             deadline=Deadline(node.timeout),
             cancellation=ctx.cancellation,
         )
         if isinstance(outcome, Raised) and isinstance(outcome.error, Rejected):
-            return NodeResult.failed(one_line(f"rejected: {outcome.error.message}"))
-        if isinstance(outcome, Raised | TimedOut):
-            return failure(outcome, node_id, node, label)
-    return bounded(node_id, result_from_output(node_id, answer))
+            return reject(one_line(outcome.error.message) or "rejected")
+        if isinstance(outcome, Raised):
+            return reject(one_line(f"validate raised {describe_exception(outcome.error)}"))
+        if isinstance(outcome, TimedOut):
+            return reject(f"validation did not finish: validate ran longer than {node.timeout} s")
+    result = bounded(node_id, result_from_output(node_id, value))
+    if result.error is not None:
+        return reject(result.error)
+    return Finished(result, submission_id=submission.submission_id)
 
 
-def _answered(node_id: str, node: Node, answer: Any, ctx: NodeContext) -> NodeResult:
-    if isinstance(node, HumanDecisionNode):
-        choice = answer.get("choice") if isinstance(answer, dict) else None
-        if not isinstance(choice, str):
-            return NodeResult.failed(f"the answer to decision {node_id!r} names no choice")
-        try:
-            return decision_result(node_id, node, choice, DECIDED_BY_PERSON)
-        except NodeValueError as exc:
-            return NodeResult.failed(str(exc))
-    if isinstance(node, CheckpointNode | AgentNode):
-        return _validated(node_id, node, answer, ctx)
-    raise ProtocolViolationError("state.get", f"node {node_id!r} ({node.kind.value}) cannot wait")
-
-
-def resumed_result(rt: Runtime, active: ActiveAttempt, ctx: NodeContext) -> NodeResult:
-    """The result of a ``timed_out`` or ``waiting`` active attempt, without running the node."""
+def resumed(rt: Runtime, active: ActiveAttempt, ctx: NodeContext) -> Execution:
+    """The execution of a ``timed_out`` or ``waiting`` active attempt, without running the
+    node: route its timeout or answer, or validate its submission."""
     node_id = active.node_id
     node = rt.workflow.node(node_id)
     if active.status == "timed_out":
-        return timeout_result(node_id, node)
+        return Finished(timeout_result(node_id, node))
     request = active.request
     if active.status != "waiting" or request is None:
         raise ProtocolViolationError(
             "state.get", f"active attempt {active.attempt_id} is {active.status} without a request"
         )
-    if request.status == "answered":
-        return _answered(node_id, node, request.answer, ctx)
+    if request.status == "validating":
+        if not isinstance(node, CheckpointNode | AgentNode):
+            raise ProtocolViolationError("state.get", f"node {node_id!r} takes no submissions")
+        return _validate(rt, node_id, node, request, ctx)
+    if request.status == "answered" and isinstance(node, HumanDecisionNode):
+        answer = request.answer
+        choice = answer.get("choice") if isinstance(answer, dict) else None
+        if not isinstance(choice, str):
+            return Finished(
+                NodeResult.failed(f"the answer to decision {node_id!r} names no choice")
+            )
+        try:
+            return Finished(decision_result(node_id, node, choice, DECIDED_BY_PERSON))
+        except NodeValueError as exc:
+            return Finished(NodeResult.failed(str(exc)))
     if request.status == "timed_out":
         answer = request.answer
         if isinstance(node, HumanDecisionNode) and isinstance(answer, dict):
             choice = answer.get("choice")
             if isinstance(choice, str) and choice in node.choice_ids:
-                return decision_result(node_id, node, choice, DECIDED_BY_TIMEOUT)
-        return timeout_result(node_id, node)
+                return Finished(decision_result(node_id, node, choice, DECIDED_BY_TIMEOUT))
+        return Finished(timeout_result(node_id, node))
     raise ProtocolViolationError(
         "state.get", f"request {request.request_id} is {request.status}; there is nothing to route"
     )

@@ -19,6 +19,7 @@ from pi_workflows.protocol import MAX_FRAME_BYTES
 from pi_workflows.server import recovery
 from pi_workflows.server.config import ServerConfig
 from pi_workflows.server.connections import serve_client
+from pi_workflows.server.session_views import SessionViews
 from pi_workflows.server.supervisor import Supervisor
 from pi_workflows.store import faults, interactions, receipts, runners
 from pi_workflows.store.database import Database
@@ -64,8 +65,10 @@ class Server:
         self.stopping = False
         self.slow_clients_dropped = 0
         self.supervisor: Supervisor
+        self.views = SessionViews(db)
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
+        self._changed = asyncio.Event()  # replaced (after being set) on every change
         self._clients: set[asyncio.StreamWriter] = set()
         self._no_clients = asyncio.Event()
         self._no_clients.set()
@@ -74,8 +77,17 @@ class Server:
     # --- signals from handlers and children ------------------------------------------------
 
     def wake(self) -> None:
-        """Ask the scheduler to look at the queue now."""
+        """Something committed: the scheduler looks at the queue now, held answers look at
+        their outcome, and watched session views are recomputed."""
         self._wake.set()
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+        self.views.mark_dirty()
+
+    async def changed(self, seconds: float) -> None:
+        """Wait until the next committed change (or ``seconds``)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), seconds)
 
     def request_stop(self) -> None:
         """Begin shutdown (from ``server.stop``, SIGTERM or SIGINT)."""
@@ -115,6 +127,7 @@ class Server:
         tasks = [
             asyncio.create_task(self._schedule(), name="scheduler"),
             asyncio.create_task(self._renew(), name="renewal"),
+            asyncio.create_task(self.views.run(), name="session views"),
         ]
         for task in tasks:
             task.add_done_callback(self._task_ended)
@@ -147,6 +160,7 @@ class Server:
         """1. new epoch before any work; 2. recovery; 3. a fresh socket path."""
         self.epoch = runners.bump_server_epoch(self.db, os.getpid())
         self.supervisor = Supervisor(self.db, self.config, self.epoch, self.wake)
+        self.views.begin_epoch(self.epoch)
         await recovery.recover(self.db, self.epoch, self.config.kill_grace_seconds)
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()  # we hold the lock: any socket file here is stale

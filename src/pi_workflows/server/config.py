@@ -37,6 +37,8 @@ class ServerConfig:
     node_grace_seconds: float = 10.0  # PI_WORKFLOWS_NODE_GRACE_SECONDS: after a node deadline
     resolve_seconds: float = 30.0  # PI_WORKFLOWS_RESOLVE_SECONDS: resolver child limit
     receipt_days: float = 30.0  # PI_WORKFLOWS_RECEIPT_DAYS: receipts of ended runs kept
+    submit_wait_seconds: float = 30.0  # PI_WORKFLOWS_SUBMIT_WAIT_SECONDS: reply held for
+    validate_seconds: float = 120.0  # PI_WORKFLOWS_VALIDATE_SECONDS: a validation runner's limit
     client_write_buffer_bytes: int = 4 * 1024 * 1024  # a slower reader is disconnected
     runner_output_tail_bytes: int = 64 * 1024  # kept of each runner's stdout and stderr
 
@@ -59,4 +61,6 @@ class ServerConfig:
             node_grace_seconds=_number(env, "PI_WORKFLOWS_NODE_GRACE_SECONDS", 10.0, 0.1),
             resolve_seconds=_number(env, "PI_WORKFLOWS_RESOLVE_SECONDS", 30.0, 1),
             receipt_days=_number(env, "PI_WORKFLOWS_RECEIPT_DAYS", 30.0, 0),
+            submit_wait_seconds=_number(env, "PI_WORKFLOWS_SUBMIT_WAIT_SECONDS", 30.0, 0),
+            validate_seconds=_number(env, "PI_WORKFLOWS_VALIDATE_SECONDS", 120.0, 1),
         )

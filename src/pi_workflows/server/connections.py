@@ -13,12 +13,14 @@ import logging
 import os
 import socket
 import struct
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pi_workflows.protocol import (
     CLIENT_SCHEMA,
     PROTOCOL_VERSION,
     ErrorInfo,
+    Event,
     Hello,
     Outcome,
     Response,
@@ -27,7 +29,7 @@ from pi_workflows.protocol import (
     read_frame,
 )
 from pi_workflows.protocol.errors import ProtocolError
-from pi_workflows.server.handlers import dispatch
+from pi_workflows.server.handlers import current_peer, dispatch
 
 if TYPE_CHECKING:
     from pi_workflows.server.app import Server
@@ -67,11 +69,54 @@ async def _send(server: Server, writer: asyncio.StreamWriter, message: object) -
     return True
 
 
+class ConnectionPeer:
+    """Server-pushed events of one connection: the newest unsent event per key, sent by one
+    task in between (and never instead of) responses, so a slow reader holds at most one
+    event per key, never a queue."""
+
+    def __init__(self, server: Server, writer: asyncio.StreamWriter) -> None:
+        self._server = server
+        self._writer = writer
+        self._slots: dict[str, Event] = {}
+        self._wakeup = asyncio.Event()
+        self._closers: list[Callable[[], None]] = []
+        self._task = asyncio.create_task(self._pump())
+
+    def push(self, key: str, event: Event) -> None:
+        """Queue ``event`` as the latest for ``key``; an older unsent one is replaced."""
+        self._slots[key] = event
+        self._wakeup.set()
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when the connection closes."""
+        self._closers.append(callback)
+
+    async def _pump(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while self._slots:
+                key = next(iter(self._slots))
+                event = self._slots.pop(key)
+                if not await _send(self._server, self._writer, event):
+                    self._writer.close()
+                    return
+
+    def close(self) -> None:
+        """The connection closed: stop sending and run the close callbacks."""
+        self._task.cancel()
+        for callback in self._closers:
+            with contextlib.suppress(Exception):
+                callback()
+
+
 async def serve_client(
     server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
     """Serve one connection until it closes, misbehaves, or the server stops."""
     server.connection_opened(writer)
+    peer = ConnectionPeer(server, writer)
+    current_peer.set(peer)
     try:
         if peer_uid(writer) != os.getuid():
             log.warning("refused a connection from another user")
@@ -107,6 +152,7 @@ async def serve_client(
     except (ConnectionError, asyncio.IncompleteReadError):
         return
     finally:
+        peer.close()
         writer.close()
         with contextlib.suppress(Exception):
             await writer.wait_closed()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 
 class ServerError(Exception):
@@ -22,11 +23,15 @@ class ServerAlreadyRunningError(ServerError):
 
 
 class RequestError(ServerError):
-    """A client request that cannot be served: carries the outcome and a stable code."""
+    """A client request that cannot be served: carries the outcome and a stable code, and
+    sometimes a receipt that says what happened instead (a rejected submission's id)."""
 
-    def __init__(self, outcome: str, code: str, message: str) -> None:
+    def __init__(
+        self, outcome: str, code: str, message: str, receipt: dict[str, Any] | None = None
+    ) -> None:
         self.outcome = outcome
         self.code = code
+        self.receipt = receipt
         super().__init__(message)
 
 

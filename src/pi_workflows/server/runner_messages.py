@@ -19,7 +19,14 @@ from pi_workflows.protocol import (
     RunnerReply,
     safe_message,
 )
-from pi_workflows.store import effects, lifecycle, messages, runners, values, views
+from pi_workflows.store import (
+    effects,
+    interaction_writes,
+    lifecycle,
+    runners,
+    values,
+    views,
+)
 from pi_workflows.store.claims import Claim
 from pi_workflows.store.database import Database
 from pi_workflows.store.effect_writes import reserve_effect, settle_effect
@@ -49,6 +56,7 @@ PROPOSALS = frozenset(
         "effect.settle",
         "process.register",
         "process.ended",
+        "interaction.reject",
     }
 )
 # A runner may park its run for these reasons only (the server decides every other park).
@@ -60,7 +68,7 @@ RUNNER_PARK_REASONS = frozenset(
     }
 )
 # After these commit, the runner has nothing left to do for this generation.
-FINAL_KINDS = frozenset({"node.wait", "run.park"})
+FINAL_KINDS = frozenset({"node.wait", "run.park", "interaction.reject"})
 
 
 class BadRunnerMessage(Exception):  # noqa: N818 - a refusal, answered as `rejected`
@@ -224,6 +232,13 @@ def _non_negative(payload: dict[str, Any], name: str) -> int:
     return value
 
 
+def _optional_text(payload: dict[str, Any], name: str) -> str | None:
+    value = payload.get(name)
+    if value is not None and not isinstance(value, str):
+        raise BadRunnerMessage(f"payload field {name!r} must be a string")
+    return value
+
+
 def _positive(payload: dict[str, Any], name: str) -> int:
     value = payload.get(name)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -267,6 +282,7 @@ def _apply(db: Database, claim: Claim, message: RunnerMessage, runner_epoch: int
                 start_next=bool(payload.get("startNext", False)),
                 next_timeout_ms=_optional_ms(payload, "timeoutMs"),
                 message=message_pair,
+                submission_id=_optional_text(payload, "submissionId"),
             )
             return (
                 {}
@@ -275,8 +291,10 @@ def _apply(db: Database, claim: Claim, message: RunnerMessage, runner_epoch: int
             )
         case "node.wait":
             kind = _field(payload, "kind", str)
-            if kind not in ("checkpoint", "decision", "agent"):
-                raise BadRunnerMessage("payload field 'kind' must be checkpoint|decision|agent")
+            if kind not in ("checkpoint", "decision", "agent", "assistant"):
+                raise BadRunnerMessage(
+                    "payload field 'kind' must be checkpoint|decision|agent|assistant"
+                )
             request = payload.get("request")
             draft = InteractionDraft(
                 kind=kind,
@@ -292,7 +310,7 @@ def _apply(db: Database, claim: Claim, message: RunnerMessage, runner_epoch: int
         case "node.update":
             attempt_id = _field(payload, "attemptId", str)
             body = payload.get("body")
-            _record_update(db, claim, attempt_id, body, message.message_id)
+            _record_update(db, claim, attempt_id, body)
             return {}
         case "run.park":
             reason = ParkReason(_field(payload, "reason", str))
@@ -338,6 +356,14 @@ def _apply(db: Database, claim: Claim, message: RunnerMessage, runner_epoch: int
                 expected_revision=expected,
             )
             return {}
+        case "interaction.reject":
+            interaction_writes.reject(
+                db,
+                claim,
+                _field(payload, "submissionId", str),
+                safe_message(str(_field(payload, "error", str))) or "rejected",
+            )
+            return {}
         case "process.register":
             runners.register_process(
                 db,
@@ -354,16 +380,15 @@ def _apply(db: Database, claim: Claim, message: RunnerMessage, runner_epoch: int
     raise BadRunnerMessage(f"unknown runner message kind {message.kind!r}")  # pragma: no cover
 
 
-def _record_update(db: Database, claim: Claim, attempt_id: str, body: Any, key: str) -> None:
-    def apply(tx: Any, run: Any) -> None:
-        messages.record(tx, run.run_id, f"{attempt_id}:update:{key}", "progress", body, run.origin)
-
+def _record_update(db: Database, claim: Claim, attempt_id: str, body: Any) -> None:
+    """A ``publish_update`` value: progress for viewers, kept as the event's data (it is
+    never a message for the session and never the node's output)."""
     write_run(
         db,
         claim.run_id,
         name="runner.node.update",
         event_type="node.update",
-        event_data={"attemptId": attempt_id},
+        event_data={"attemptId": attempt_id, "body": body},
         claim=claim,
-        apply=apply,
+        apply=lambda tx, run: None,
     )

@@ -35,7 +35,16 @@ from pi_workflows.server.children import Child
 from pi_workflows.server.config import ServerConfig
 from pi_workflows.server.processes import Identity
 from pi_workflows.server.runner_messages import RunnerIdentity, answer
-from pi_workflows.store import attempts, faults, jsoncol, lifecycle, runners, takeover
+from pi_workflows.store import (
+    attempts,
+    faults,
+    interaction_writes,
+    interactions,
+    jsoncol,
+    lifecycle,
+    runners,
+    takeover,
+)
 from pi_workflows.store.claims import renew
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import ClaimLostError, LeaseHeldError, StoreError
@@ -61,8 +70,11 @@ class RunnerHandle:
     child: Child | None = None
     ready: bool = False
     ready_revision: int | None = None
-    kill_reason: str | None = None  # cancelled | timedOut | nodeTimeout | stopping | claimLost
+    # cancelled | timedOut | nodeTimeout | stopping | claimLost | validationTimeout
+    kill_reason: str | None = None
     claim_lost: bool = False
+    # Set (store clock ms) for a runner launched to validate a submission: its time limit.
+    validating_until: int | None = None
     task: asyncio.Task[None] | None = None
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -147,6 +159,10 @@ class Supervisor:
             command=launch.command.value,
             envelope=launch.envelope,
         )
+        if interactions.validating_of(self.db.conn, run_id) is not None:
+            handle.validating_until = self.db.clock.now_ms() + int(
+                self.config.validate_seconds * 1000
+            )
         self.handles[run_id] = handle
         handle.task = asyncio.create_task(self._supervise(handle), name=f"runner-{run_id}")
         return handle
@@ -288,7 +304,7 @@ class Supervisor:
             return "claimLost"
         if handle.kill_reason in ("cancelled", "stopping"):
             return "cancelled"
-        if handle.kill_reason in ("timedOut", "nodeTimeout"):
+        if handle.kill_reason in ("timedOut", "nodeTimeout", "validationTimeout"):
             return "timedOut"
         if code == 0 and handle.kill_reason is None:
             return "exited"
@@ -313,6 +329,10 @@ class Supervisor:
             return  # somebody else owns it now
         if fence is not handle.identity.claim:
             log.warning("run %s: its runner's claim was gone; recovered by control", run.run_id)
+        if handle.kill_reason != "stopping" and interaction_writes.abandon(
+            self.db, fence, self._ended_how(handle, code)
+        ):
+            return  # only that submission is rejected; the request waits for a corrected one
         if handle.kill_reason == "nodeTimeout":
             active = attempts.unfinished(self.db.conn, handle.run_id)
             if active is not None:
@@ -341,6 +361,13 @@ class Supervisor:
             )
             return
         takeover.recover(self.db, handle.run_id, claim=fence)
+
+    def _ended_how(self, handle: RunnerHandle, code: int | None) -> str:
+        if handle.kill_reason == "validationTimeout":
+            return f"it ran longer than {self.config.validate_seconds:g} s or past the deadline"
+        if code is not None and code < 0:
+            return f"the runner was killed by signal {-code}"
+        return f"the runner exited with code {code}" if code is not None else "the runner ended"
 
     def terminate(self, handle: RunnerHandle, reason: str) -> None:
         """Stop a runner whose run has already been changed under its claim (or must be).
@@ -436,6 +463,20 @@ class Supervisor:
             if handle is not None and handle.kill_reason is None:
                 log.warning("run %s: node deadline passed, stopping its runner", run_id)
                 self.terminate(handle, "nodeTimeout")
+        for handle in list(self.handles.values()):
+            if handle.validating_until is None or handle.kill_reason is not None:
+                continue
+            request = interactions.open_request_of(self.db.conn, handle.run_id)
+            if request is None or request.status != "validating":
+                handle.validating_until = None  # settled: the runner continues the graph
+                continue
+            if now >= handle.validating_until or (
+                request.deadline_at is not None and now >= request.deadline_at
+            ):
+                log.warning(
+                    "run %s: validation ran out of time, stopping its runner", handle.run_id
+                )
+                self.terminate(handle, "validationTimeout")
 
     async def stop_all(self) -> None:
         """Shutdown: park every running run at its last boundary, then stop the runners."""

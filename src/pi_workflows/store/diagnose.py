@@ -220,6 +220,45 @@ def _check_interactions(conn: sqlite3.Connection, runs: dict[str, Any], add: Any
                     False,
                 )
             )
+    for run_id, request_id, request_status, validating, run_status in conn.execute(
+        "SELECT q.run_id, q.request_id, q.status, COUNT(s.submission_id), r.status"
+        " FROM interactive_requests q JOIN runs r USING (run_id) LEFT JOIN"
+        " interactive_submissions s ON s.request_id = q.request_id AND s.status = 'validating'"
+        " GROUP BY q.request_id"
+    ):
+        if (request_status == "validating") != (validating == 1):
+            add(
+                Problem(
+                    "submissionMismatch",
+                    run_id,
+                    f"request {request_id} is {request_status} with {validating} submission(s)"
+                    " being validated",
+                    False,
+                )
+            )
+        elif request_status == "validating" and run_status == "waiting":
+            add(
+                Problem(
+                    "validationStranded",
+                    run_id,
+                    f"request {request_id} waits for a validation no runner will do (the run"
+                    " waits); cancel or pause and resume the run",
+                    False,
+                )
+            )
+    for run_id, message_id, request_status in conn.execute(
+        "SELECT m.run_id, m.message_id, q.status FROM workflow_messages m"
+        " JOIN interactive_requests q USING (request_id) WHERE m.status = 'pending'"
+        " AND q.status NOT IN ('pending', 'validating')"
+    ):
+        add(
+            Problem(
+                "messageOfClosedRequest",
+                run_id,
+                f"message {message_id} would still present request that is {request_status}",
+                False,
+            )
+        )
     for decision_id, run_id, status, resolved in conn.execute(
         "SELECT d.decision_id, d.run_id, d.status, r.decision_id IS NOT NULL"
         " FROM human_decisions d LEFT JOIN human_decision_resolutions r USING (decision_id)"

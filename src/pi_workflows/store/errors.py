@@ -162,3 +162,65 @@ class EffectNotFoundError(StoreError):
         super().__init__(
             f"no effect with id {effect_id}; list them with 'pi-workflows effect list'"
         )
+
+
+class RequestClosedError(StoreError):
+    """Raised when a submission or answer addresses a request that is not open for it.
+
+    ``status`` is what the request is: ``answered``, ``timed_out``, ``cancelled``,
+    ``validating`` (another submission is being validated) or ``unknown``.
+    """
+
+    code = "requestClosed"
+
+    def __init__(self, request_id: str, status: str) -> None:
+        self.request_id = request_id
+        self.status = status
+        why = {
+            "validating": "another submission is being validated; wait for its outcome",
+            "unknown": "there is no such request; see 'pi-workflows interaction list'",
+        }.get(status, f"it is {status}")
+        super().__init__(f"request {request_id} cannot take this answer: {why}")
+
+
+class DecisionResolvedError(StoreError):
+    """Raised when a human decision is answered after its one resolution was written.
+
+    The first valid answer, the timeout default or a cancellation wins exactly once; this
+    names the winner so the loser can tell what happened.
+    """
+
+    code = "decisionResolved"
+
+    def __init__(
+        self, request_id: str, resolution: str, choice: str | None, resolved_by: str | None
+    ) -> None:
+        self.request_id = request_id
+        self.resolution = resolution
+        self.choice = choice
+        self.resolved_by = resolved_by
+        how = {
+            "answered": f"answered {choice!r}" + (f" by {resolved_by}" if resolved_by else ""),
+            "timedOut": f"timed out to its default {choice!r}" if choice else "timed out",
+            "cancelled": "cancelled with its run",
+        }.get(resolution, resolution)
+        super().__init__(f"decision {request_id} was already {how}")
+
+
+class CoordinatorFencedError(StoreError):
+    """Raised when a session report carries a coordinator epoch that is not the current one.
+
+    Another Pi process attached to the same session later; this one must stop presenting
+    and reporting (its view is stale). Nothing was changed.
+    """
+
+    code = "coordinatorFenced"
+
+    def __init__(self, session_id: str, epoch: int, current: int | None) -> None:
+        self.session_id = session_id
+        self.epoch = epoch
+        self.current = current
+        now = "never attached" if current is None else f"now at epoch {current}"
+        super().__init__(
+            f"session {session_id}: coordinator epoch {epoch} is fenced ({now}); attach again"
+        )

@@ -1,8 +1,12 @@
-"""Interactive requests, submissions and human decisions (one resolution each).
+"""Interactive requests, their submissions, and human decisions (one resolution each).
 
 Owns ``interactive_requests``, ``interactive_submissions``, ``human_decisions`` and
-``human_decision_resolutions``. Functions here run inside a run write's transaction and
-never bump revisions or append events themselves.
+``human_decision_resolutions``. A request is ``pending`` until a submission is recorded
+(``validating``: a runner checks it with the node's ``validate``); an accepted submission
+answers the request, a rejected one makes it ``pending`` again. Opening a request records
+the message that presents it, and closing one cancels that message if it was never sent.
+Functions here run inside a run write's transaction and never bump revisions or append
+events themselves.
 """
 
 from __future__ import annotations
@@ -11,8 +15,9 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_workflows.store import jsoncol, values
+from pi_workflows.store import jsoncol, messages, values
 from pi_workflows.store.database import Transaction
+from pi_workflows.store.errors import DecisionResolvedError, InvalidTransitionError
 from pi_workflows.store.ids import new_id
 
 
@@ -20,7 +25,7 @@ from pi_workflows.store.ids import new_id
 class InteractionDraft:
     """What a runner asks for when a node needs an answer from outside.
 
-    ``kind`` is ``checkpoint``, ``agent`` or ``decision``; a decision carries its
+    ``kind`` is ``checkpoint``, ``agent``, ``assistant`` or ``decision``; a decision carries its
     ``choices`` (ids) and optional ``timeout_choice``. ``timeout_ms`` is measured from the
     commit by the store clock and becomes the durable deadline.
     """
@@ -28,7 +33,6 @@ class InteractionDraft:
     kind: str
     request: dict[str, Any]
     timeout_ms: int | None = None
-    origin_session: str | None = None
     choices: list[str] = field(default_factory=list)
     timeout_choice: str | None = None
 
@@ -46,11 +50,24 @@ class Interaction:
     request: Any
     answer: Any
     deadline_at: int | None
+    origin_session: str | None = None
+    created_at: int = 0
+
+
+@dataclass(frozen=True)
+class Submission:
+    """An ``interactive_submissions`` row: one submitted answer and its validation."""
+
+    submission_id: str
+    request_id: str
+    status: str  # validating | accepted | rejected
+    value: Any
+    error: str | None
 
 
 _COLUMNS = (
     "request_id, run_id, attempt_id, node_id, kind, status, request_json, answer_json, deadline_at,"
-    " answer_ref"
+    " answer_ref, origin_session, created_at"
 )
 
 
@@ -65,6 +82,8 @@ def _interaction(conn: sqlite3.Connection, row: sqlite3.Row) -> Interaction:
         request=jsoncol.loads(row[6]),
         answer=values.load(conn, row[7], row[9]),
         deadline_at=row[8],
+        origin_session=row[10],
+        created_at=row[11],
     )
 
 
@@ -87,10 +106,19 @@ def open_request_of(conn: sqlite3.Connection, run_id: str) -> Interaction | None
 
 
 def open_request(
-    tx: Transaction, run_id: str, attempt_id: str, node_id: str, draft: InteractionDraft
+    tx: Transaction,
+    run_id: str,
+    attempt_id: str,
+    node_id: str,
+    draft: InteractionDraft,
+    *,
+    workflow: str,
+    origin_session: str | None,
 ) -> str:
-    """Record a pending request (and its decision row) and return the request id."""
+    """Record a pending request (its decision row, and the message that presents it to the
+    run's origin session) and return the request id."""
     request_id = new_id("req")
+    deadline_at = None if draft.timeout_ms is None else tx.now + draft.timeout_ms
     tx.conn.execute(
         "INSERT INTO interactive_requests (request_id, run_id, attempt_id, node_id, kind, status,"
         " request_json, deadline_at, origin_session, created_at)"
@@ -102,8 +130,8 @@ def open_request(
             node_id,
             draft.kind,
             jsoncol.dumps(draft.request),
-            None if draft.timeout_ms is None else tx.now + draft.timeout_ms,
-            draft.origin_session,
+            deadline_at,
+            origin_session,
             tx.now,
         ),
     )
@@ -113,20 +141,166 @@ def open_request(
             " status, created_at) VALUES (?, ?, ?, ?, 'pending', ?)",
             (request_id, run_id, jsoncol.dumps(draft.choices), draft.timeout_choice, tx.now),
         )
+    messages.record_request(
+        tx,
+        run_id=run_id,
+        workflow=workflow,
+        request_id=request_id,
+        node_id=node_id,
+        kind=draft.kind,
+        request=draft.request,
+        deadline_at=deadline_at,
+        origin_session=origin_session,
+    )
     return request_id
 
 
-def settle_request(tx: Transaction, request_id: str, status: str, answer: Any = None) -> bool:
+def present_again(tx: Transaction, request: Interaction, workflow: str) -> str:
+    """Record a ``resumed`` message presenting the open ``request`` once more."""
+    return messages.record_request(
+        tx,
+        run_id=request.run_id,
+        workflow=workflow,
+        request_id=request.request_id,
+        node_id=request.node_id,
+        kind=request.kind,
+        request=request.request,
+        deadline_at=request.deadline_at,
+        origin_session=request.origin_session,
+        resumed=True,
+    )
+
+
+def settle_request(
+    tx: Transaction,
+    request_id: str,
+    status: str,
+    answer: Any = None,
+    *,
+    submission_error: str = "the request was closed before the submission was validated",
+) -> bool:
     """Close an open request as ``answered``, ``timed_out`` or ``cancelled``.
 
-    Returns False when it was already closed (the first settlement wins).
+    A submission still validating is rejected with ``submission_error``, and the request's
+    unsent messages are cancelled. Returns False when it was already closed (the first
+    settlement wins).
     """
     cursor = tx.conn.execute(
         "UPDATE interactive_requests SET status = ?, answer_json = ?, answer_ref = ?,"
         " settled_at = ? WHERE request_id = ? AND status IN ('pending', 'validating')",
         (status, *values.store(tx, answer), tx.now, request_id),
     )
-    return cursor.rowcount == 1
+    if cursor.rowcount != 1:
+        return False
+    tx.conn.execute(
+        "UPDATE interactive_submissions SET status = 'rejected', error = ?, settled_at = ?"
+        " WHERE request_id = ? AND status = 'validating'",
+        (submission_error, tx.now, request_id),
+    )
+    messages.cancel_for_request(tx, request_id)
+    return True
+
+
+def submit(tx: Transaction, request_id: str, value: Any, submitted_by: str | None) -> str:
+    """Record a submission for validation; the pending request becomes ``validating``.
+
+    Raises ``InvalidTransitionError`` unless the request is pending (one submission is
+    validated at a time). Returns the submission id.
+    """
+    cursor = tx.conn.execute(
+        "UPDATE interactive_requests SET status = 'validating' WHERE request_id = ?"
+        " AND status = 'pending'",
+        (request_id,),
+    )
+    if cursor.rowcount != 1:
+        row = tx.conn.execute(
+            "SELECT run_id, status FROM interactive_requests WHERE request_id = ?", (request_id,)
+        ).fetchone()
+        raise InvalidTransitionError(
+            row[0] if row else request_id,
+            f"submit to request {request_id}",
+            "waiting",
+            f"the request is {row[1] if row else 'unknown'}",
+        )
+    submission_id = new_id("sub")
+    tx.conn.execute(
+        "INSERT INTO interactive_submissions (submission_id, request_id, status, value_json,"
+        " value_ref, submitted_by, submitted_at) VALUES (?, ?, 'validating', ?, ?, ?, ?)",
+        (submission_id, request_id, *values.store(tx, value), submitted_by, tx.now),
+    )
+    return submission_id
+
+
+def read_submission(conn: sqlite3.Connection, submission_id: str) -> Submission | None:
+    """One submission by id."""
+    row = conn.execute(
+        "SELECT submission_id, request_id, status, value_json, value_ref, error"
+        " FROM interactive_submissions WHERE submission_id = ?",
+        (submission_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    return Submission(row[0], row[1], row[2], values.load(conn, row[3], row[4]), row[5])
+
+
+def validating_of(conn: sqlite3.Connection, run_id: str) -> Submission | None:
+    """The submission of the run's open request that is being validated, if any."""
+    row = conn.execute(
+        "SELECT s.submission_id FROM interactive_submissions s JOIN interactive_requests r"
+        " USING (request_id) WHERE r.run_id = ? AND s.status = 'validating'",
+        (run_id,),
+    ).fetchone()
+    return None if row is None else read_submission(conn, row[0])
+
+
+def accept(tx: Transaction, submission_id: str, attempt_id: str) -> Submission:
+    """A runner's validation accepted the submission: it answers its request (whose
+    attempt must be ``attempt_id``)."""
+    submission = read_submission(tx.conn, submission_id)
+    request = None if submission is None else read_request(tx.conn, submission.request_id)
+    if (
+        submission is None
+        or submission.status != "validating"
+        or request is None
+        or request.attempt_id != attempt_id
+    ):
+        raise InvalidTransitionError(
+            request.run_id if request else submission_id,
+            f"accept submission {submission_id}",
+            submission.status if submission else "unknown",
+            "it is not the validating submission of this attempt",
+        )
+    tx.conn.execute(
+        "UPDATE interactive_submissions SET status = 'accepted', settled_at = ?"
+        " WHERE submission_id = ?",
+        (tx.now, submission_id),
+    )
+    settle_request(tx, submission.request_id, "answered", submission.value)
+    return submission
+
+
+def reject(tx: Transaction, submission_id: str, error: str) -> Submission:
+    """The submission failed validation (or validation did not finish): it is rejected with
+    ``error`` and its request is ``pending`` again, ready for a corrected submission."""
+    submission = read_submission(tx.conn, submission_id)
+    if submission is None or submission.status != "validating":
+        raise InvalidTransitionError(
+            submission_id,
+            f"reject submission {submission_id}",
+            submission.status if submission else "unknown",
+            "it is not being validated",
+        )
+    tx.conn.execute(
+        "UPDATE interactive_submissions SET status = 'rejected', error = ?, settled_at = ?"
+        " WHERE submission_id = ?",
+        (error, tx.now, submission_id),
+    )
+    tx.conn.execute(
+        "UPDATE interactive_requests SET status = 'pending' WHERE request_id = ?"
+        " AND status = 'validating'",
+        (submission.request_id,),
+    )
+    return submission
 
 
 def resolve_decision(
@@ -152,8 +326,32 @@ def resolve_decision(
     return True
 
 
+def latest_decision_of(conn: sqlite3.Connection, run_id: str) -> str | None:
+    """The run's open decision, else its most recent one (so a late answer learns the
+    winner), else None."""
+    row = conn.execute(
+        "SELECT request_id FROM interactive_requests WHERE run_id = ? AND kind = 'decision'"
+        " ORDER BY status IN ('pending', 'validating') DESC, created_at DESC, rowid DESC LIMIT 1",
+        (run_id,),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def raise_if_resolved(conn: sqlite3.Connection, decision_id: str) -> None:
+    """``DecisionResolvedError`` naming the winner if the decision already has its one
+    resolution."""
+    row = conn.execute(
+        "SELECT resolution, choice_id, resolved_by FROM human_decision_resolutions"
+        " WHERE decision_id = ?",
+        (decision_id,),
+    ).fetchone()
+    if row is not None:
+        raise DecisionResolvedError(decision_id, row[0], row[1], row[2])
+
+
 def cancel_open(tx: Transaction, run_id: str) -> list[str]:
-    """Cancel the run's open requests, rejected-pending submissions and pending decisions."""
+    """Cancel the run's open requests (rejecting a validating submission, cancelling unsent
+    messages) and resolve its pending decisions as cancelled."""
     rows = tx.conn.execute(
         "SELECT request_id, kind FROM interactive_requests WHERE run_id = ?"
         " AND status IN ('pending', 'validating')",
@@ -161,12 +359,7 @@ def cancel_open(tx: Transaction, run_id: str) -> list[str]:
     ).fetchall()
     cancelled: list[str] = []
     for request_id, kind in rows:
-        settle_request(tx, request_id, "cancelled")
-        tx.conn.execute(
-            "UPDATE interactive_submissions SET status = 'rejected', error = 'run cancelled',"
-            " settled_at = ? WHERE request_id = ? AND status = 'validating'",
-            (tx.now, request_id),
-        )
+        settle_request(tx, request_id, "cancelled", submission_error="the run was cancelled")
         if kind == "decision":
             resolve_decision(tx, request_id, "cancelled", None, None)
         cancelled.append(request_id)

@@ -55,6 +55,7 @@ class NewRun:
     input_hash: str
     source: SourceRecord
     origin: str | None = None
+    origin_session: str | None = None
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,17 @@ def apply_transition(
                 ParkReason.EFFECT_AMBIGUOUS,
                 detail,
             )
+    if target is RunStatus.PAUSED and park_reason is not ParkReason.SERVER_STOPPED:
+        # Nobody will validate a queued submission of a paused run: answer its submitter now
+        # (a clean server stop keeps it, and the next server validates it).
+        submission = interactions.validating_of(tx.conn, run.run_id)
+        if submission is not None:
+            interactions.reject(
+                tx,
+                submission.submission_id,
+                f"validation did not finish: the run was paused ({park_reason}); resume it and"
+                " submit again",
+            )
     if target in _ATTEMPT_STATUS_OF_TERMINAL:
         attempts.close_unfinished(tx, run.run_id, _ATTEMPT_STATUS_OF_TERMINAL[target])
     elif leaving and target in (RunStatus.PAUSED, RunStatus.QUEUED):
@@ -170,8 +182,14 @@ def apply_transition(
             run.run_id,
             f"terminal:{run.round}",
             "terminal",
-            {"status": target.value, "output": output, "error": error},
-            run.origin,
+            {
+                "runId": run.run_id,
+                "workflow": run.workflow_name,
+                "status": target.value,
+                "output": output if output is None or len(jsoncol.dumps(output)) <= 16384 else None,
+                "error": error,
+            },
+            run.origin_session,
         )
     tx.conn.execute(
         "UPDATE runs SET status = ?, park_reason = ?, park_detail = ?,"
@@ -232,8 +250,8 @@ def reserve(db: Database, new_run: NewRun, *, run_id: str | None = None) -> Writ
         _store_definition(tx, new_run)
         tx.conn.execute(
             "INSERT INTO runs (run_id, workflow_name, definition_digest, input_json, input_ref,"
-            " input_hash, status, revision, origin, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, 'queued', 1, ?, ?, ?)",
+            " input_hash, status, revision, origin, origin_session, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, 'queued', 1, ?, ?, ?, ?)",
             (
                 run_id,
                 new_run.workflow_name,
@@ -241,6 +259,7 @@ def reserve(db: Database, new_run: NewRun, *, run_id: str | None = None) -> Writ
                 *_input(tx, new_run.input),
                 new_run.input_hash,
                 new_run.origin,
+                new_run.origin_session,
                 tx.now,
                 tx.now,
             ),
@@ -411,13 +430,16 @@ def finish_node(
     start_next: bool = False,
     next_timeout_ms: int | None = None,
     message: tuple[str, Any] | None = None,
+    submission_id: str | None = None,
 ) -> NodeFinished:
     """Settle an attempt and apply the engine's decision, in one fenced write.
 
     ``GoTo`` makes the next node current (and, with ``start_next``, opens its attempt in
     the same write); ``Finish`` ends the run. ``step_count`` counts the settled attempt.
     An attempt the server already settled (``runs.unrouted_attempt``) is only routed.
-    ``message`` (kind, body) records a notify node's workflow message in the same write.
+    ``message`` (level, text) records a notify node's workflow message in the same write.
+    ``submission_id`` accepts the validated submission that answered the attempt's request
+    (the request is answered and its unsent step messages cancelled) in the same write.
     """
     if status not in (AttemptStatus.COMPLETED, AttemptStatus.FAILED, AttemptStatus.TIMED_OUT):
         raise ValueError(f"finish_node settles completed, failed or timed_out, not {status}")
@@ -427,6 +449,7 @@ def finish_node(
     def apply(tx: Transaction, run: RunRow) -> None:
         if run.status is not RunStatus.RUNNING:
             raise InvalidTransitionError(run_id, "finish a node of", run.status.value)
+        active_node = run.current_node
         if run.unrouted_attempt is not None:
             if run.unrouted_attempt != attempt_id:
                 raise InvalidTransitionError(
@@ -441,8 +464,25 @@ def finish_node(
                 )
             attempts.settle(tx, active, status, output=output, error=error)
         counted = 0 if run.unrouted_attempt is not None else 1  # the server counted it already
+        if submission_id is not None:
+            interactions.accept(tx, submission_id, attempt_id)
+        elif (request := interactions.open_request_of(tx.conn, run_id)) is not None:
+            raise InvalidTransitionError(
+                run_id,
+                f"finish attempt {attempt_id}",
+                run.status.value,
+                f"its request {request.request_id} is {request.status}; accept or reject the"
+                " submission",
+            )
         if message is not None:
-            messages.record(tx, run_id, attempt_id, message[0], message[1], run.origin)
+            body = {
+                "runId": run_id,
+                "workflow": run.workflow_name,
+                "nodeId": active_node or "",
+                "level": message[0],
+                "text": message[1],
+            }
+            messages.record(tx, run_id, attempt_id, "notification", body, run.origin_session)
         if isinstance(next_step, GoTo):
             tx.conn.execute(
                 "UPDATE runs SET current_node = ?, step_count = step_count + ? WHERE run_id = ?",
@@ -516,7 +556,17 @@ def wait(
                 run_id, Operation.WAIT.value, run.status.value, "an effect is still applying"
             )
         attempts.set_waiting(tx, active)
-        request_ids.append(interactions.open_request(tx, run_id, attempt_id, active.node_id, draft))
+        request_ids.append(
+            interactions.open_request(
+                tx,
+                run_id,
+                attempt_id,
+                active.node_id,
+                draft,
+                workflow=run.workflow_name,
+                origin_session=run.origin_session,
+            )
+        )
         apply_transition(tx, run, Operation.WAIT)
 
     result = write_run(
@@ -556,7 +606,11 @@ def park(
 
 
 def pause(db: Database, run_id: str, *, expected_revision: int | None = None) -> WriteResult:
-    """Pause a queued run (a running run is parked through its claim instead)."""
+    """Pause a queued or waiting run (a running run is parked through its claim instead).
+
+    A waiting run keeps its open request (and its deadline); the session stops presenting
+    it until the run is resumed.
+    """
     return write_run(
         db,
         run_id,
@@ -570,6 +624,19 @@ def pause(db: Database, run_id: str, *, expected_revision: int | None = None) ->
     )
 
 
+def pause_waiting(db: Database, run_id: str, reason: ParkReason) -> WriteResult:
+    """Pause a waiting run for ``reason`` (the session aborted the turn of its step)."""
+    return write_run(
+        db,
+        run_id,
+        name="lifecycle.pause",
+        event_type="run.paused",
+        event_data={"reason": reason.value},
+        claim=None,
+        apply=lambda tx, run: apply_transition(tx, run, Operation.PAUSE, park_reason=reason),
+    )
+
+
 def resume(
     db: Database,
     run_id: str,
@@ -577,9 +644,12 @@ def resume(
     expected_revision: int | None = None,
     command: NextCommand = NextCommand.RESUME,
 ) -> WriteResult:
-    """Make a paused run claimable again; clears its park reason.
+    """Continue a paused run; clears its park reason.
 
-    Refused while any of its effects is still ambiguous: an operator resolves those first.
+    A run paused while it waited on a request waits again (no runner is needed), and if the
+    step was already presented it is presented once more as a ``resumed`` step; any other
+    paused run is queued for a runner. Refused while any of its effects is still ambiguous:
+    an operator resolves those first.
     """
 
     def apply(tx: Transaction, run: RunRow) -> None:
@@ -593,6 +663,12 @@ def resume(
                     f"{pending} effect(s) are ambiguous; resolve them with "
                     "'pi-workflows effect resolve' first",
                 )
+            request = interactions.open_request_of(tx.conn, run_id)
+            if request is not None and request.status == "pending":
+                apply_transition(tx, run, Operation.REWAIT)
+                if messages.was_sent(tx.conn, request.request_id):
+                    interactions.present_again(tx, request, run.workflow_name)
+                return
         elif run.status is RunStatus.WAITING:
             raise InvalidTransitionError(
                 run_id, Operation.RESUME.value, run.status.value, "answer its request instead"
@@ -608,68 +684,6 @@ def resume(
         expected_revision=expected_revision,
         apply=apply,
     )
-
-
-def answer(
-    db: Database,
-    request_id: str,
-    value: Any,
-    *,
-    kinds: frozenset[str] = frozenset({"checkpoint"}),
-    answered_by: str | None = None,
-    expected_revision: int | None = None,
-) -> WriteResult:
-    """Settle an open request with ``value`` and queue its run to resume from that boundary.
-
-    ``kinds`` lists the request kinds the caller may answer (the model-facing path never
-    includes ``decision``). A decision's value is ``{"choice": ID}`` with a declared choice;
-    its one resolution row is written in the same transaction.
-    """
-    with db.read() as conn:
-        request = interactions.read_request(conn, request_id)
-    if request is None:
-        raise InvalidTransitionError(request_id, "answer request", "unknown")
-
-    def apply(tx: Transaction, run: RunRow) -> None:
-        current = interactions.read_request(tx.conn, request_id)
-        if current is None or current.kind not in kinds:
-            raise InvalidTransitionError(
-                run.run_id, f"answer request {request_id}", run.status.value, "wrong kind"
-            )
-        if current.kind == "decision":
-            _check_choice(tx, run.run_id, request_id, value)
-        if not interactions.settle_request(tx, request_id, "answered", value):
-            raise InvalidTransitionError(
-                run.run_id, f"answer request {request_id}", current.status, "already settled"
-            )
-        if current.kind == "decision":
-            interactions.resolve_decision(tx, request_id, "answered", value["choice"], answered_by)
-        apply_transition(tx, run, Operation.RESUME, next_command=NextCommand.RESUME)
-
-    return write_run(
-        db,
-        request.run_id,
-        name="lifecycle.answer",
-        event_type="interaction.answered",
-        event_data={"requestId": request_id},
-        claim=None,
-        expected_revision=expected_revision,
-        apply=apply,
-    )
-
-
-def _check_choice(tx: Transaction, run_id: str, request_id: str, value: Any) -> None:
-    row = tx.conn.execute(
-        "SELECT choices_json FROM human_decisions WHERE decision_id = ?", (request_id,)
-    ).fetchone()
-    choices = jsoncol.loads(row[0]) if row else []
-    if not isinstance(value, dict) or value.get("choice") not in choices:
-        raise InvalidTransitionError(
-            run_id,
-            f"answer decision {request_id}",
-            "waiting",
-            f'the answer must be {{"choice": ID}} with ID one of {", ".join(choices)}',
-        )
 
 
 def complete(db: Database, claim: Claim, output: Any) -> WriteResult:
@@ -826,7 +840,6 @@ __all__ = [
     "NodeFinished",
     "NodeStarted",
     "SourceRecord",
-    "answer",
     "cancel",
     "claim",
     "complete",
@@ -836,6 +849,7 @@ __all__ = [
     "live_or_control",
     "park",
     "pause",
+    "pause_waiting",
     "reserve",
     "restart",
     "resume",

@@ -1,17 +1,28 @@
-"""Workflow messages: content the origin session must add (notify nodes, terminal results).
+"""Workflow messages: what the origin session must add, and the text it presents.
 
-Owns ``workflow_messages``. A message is recorded in the same transaction as its source fact
-(the notify node's settled attempt, the run's terminal transition) and is unique per
-(run, source key), so a replayed write can never record it twice.
+Owns ``workflow_messages``. A message is recorded in the same transaction as its source
+fact (a request opening, a notify node's settled attempt, the run's terminal transition)
+and is unique per (run, source key), so a replayed write can never record it twice. Kinds:
+``step`` (an agent, assistant-message or checkpoint request, for the model), ``decision``
+(a human decision, for the person only), ``notification`` (a notify node) and ``terminal``
+(the run ended). A message is ``pending`` until the session reports the entry that holds
+it (``sent``); a step whose request settles first is ``cancelled``; one presented again
+supersedes the earlier one. Functions here run inside a run write's transaction.
 """
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from typing import Any
 
+from pi_workflows.protocol import REQUEST_ID_PLACEHOLDER
 from pi_workflows.store import jsoncol
 from pi_workflows.store.database import Transaction
 from pi_workflows.store.ids import new_id
+
+TOOL = "workflow"
+"""The model-facing tool of the Pi extension (``engine.contract.WORKFLOW_TOOL``)."""
 
 
 def record(
@@ -21,10 +32,144 @@ def record(
     kind: str,
     body: Any,
     origin_session: str | None,
-) -> None:
-    """Record one pending message for the run's origin session (idempotent per source)."""
-    tx.conn.execute(
-        "INSERT OR IGNORE INTO workflow_messages (message_id, run_id, source_key, kind, body_json,"
-        " origin_session, status, created_at) VALUES (?, ?, ?, ?, ?, ?, 'pending', ?)",
-        (new_id("msg"), run_id, source_key, kind, jsoncol.dumps(body), origin_session, tx.now),
+    *,
+    request_id: str | None = None,
+    resumed: bool = False,
+) -> str | None:
+    """Record one pending message (idempotent per source); its id, or None if it existed."""
+    message_id = new_id("msg")
+    cursor = tx.conn.execute(
+        "INSERT OR IGNORE INTO workflow_messages (message_id, run_id, source_key, kind,"
+        " request_id, body_json, origin_session, resumed, status, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
+        (
+            message_id,
+            run_id,
+            source_key,
+            kind,
+            request_id,
+            jsoncol.dumps(body),
+            origin_session,
+            int(resumed),
+            tx.now,
+        ),
     )
+    return message_id if cursor.rowcount == 1 else None
+
+
+def record_request(
+    tx: Transaction,
+    *,
+    run_id: str,
+    workflow: str,
+    request_id: str,
+    node_id: str,
+    kind: str,
+    request: dict[str, Any],
+    deadline_at: int | None,
+    origin_session: str | None,
+    resumed: bool = False,
+) -> str:
+    """Record the message that presents a request (``decision`` for a human decision,
+    ``step`` otherwise); a presentation again supersedes the request's earlier messages."""
+    if resumed:
+        tx.conn.execute(
+            "UPDATE workflow_messages SET status = 'superseded', settled_at = ?"
+            " WHERE request_id = ? AND status = 'pending'",
+            (tx.now, request_id),
+        )
+    count = tx.conn.execute(
+        "SELECT COUNT(*) FROM workflow_messages WHERE request_id = ?", (request_id,)
+    ).fetchone()[0]
+    body = {
+        "runId": run_id,
+        "workflow": workflow,
+        "requestId": request_id,
+        "nodeId": node_id,
+        "requestKind": kind,
+        "deadlineAt": deadline_at,
+        "resumed": resumed,
+        "text": step_text(workflow, run_id, node_id, request_id, kind, request, resumed),
+    }
+    if kind == "decision":
+        body["choices"] = request.get("choices", [])
+    message_kind = "decision" if kind == "decision" else "step"
+    message_id = record(
+        tx,
+        run_id,
+        f"request:{request_id}:{count}",
+        message_kind,
+        body,
+        origin_session,
+        request_id=request_id,
+        resumed=resumed,
+    )
+    assert message_id is not None  # the source key is new by construction
+    return message_id
+
+
+def was_sent(conn: sqlite3.Connection, request_id: str) -> bool:
+    """Whether the latest message presenting ``request_id`` reached its session."""
+    row = conn.execute(
+        "SELECT status FROM workflow_messages WHERE request_id = ?"
+        " ORDER BY created_at DESC, rowid DESC LIMIT 1",
+        (request_id,),
+    ).fetchone()
+    return row is not None and row[0] == "sent"
+
+
+def cancel_for_request(tx: Transaction, request_id: str) -> None:
+    """The request settled: its messages that were never sent are not presented any more."""
+    tx.conn.execute(
+        "UPDATE workflow_messages SET status = 'cancelled', settled_at = ?"
+        " WHERE request_id = ? AND status = 'pending'",
+        (tx.now, request_id),
+    )
+
+
+def step_text(
+    workflow: str,
+    run_id: str,
+    node_id: str,
+    request_id: str,
+    kind: str,
+    request: dict[str, Any],
+    resumed: bool = False,
+) -> str:
+    """The exact text a session presents for a request, with its request id filled in."""
+    again = " (presented again)" if resumed else ""
+    if kind in ("agent", "assistant"):
+        prompt = str(request.get("prompt", "")).rstrip()
+        contract = str(request.get("contract", "")).replace(REQUEST_ID_PLACEHOLDER, request_id)
+        return f"{prompt}\n\n{contract}" + (f"\n{again.strip()}" if resumed else "")
+    if kind == "decision":
+        lines = [f"--- Workflow decision{again} ---", f"Workflow: {workflow}", f"Run: {run_id}"]
+        lines.append(f"Decision: {request.get('title', '')}")
+        if request.get("details"):
+            lines.append(str(request["details"]))
+        for choice in request.get("choices", []):
+            label = choice.get("label") or choice.get("id")
+            note = f" - {choice['description']}" if choice.get("description") else ""
+            lines.append(f"  {choice.get('id')}: {label}{note}")
+        lines.append(
+            f"Only the person decides, with /workflow decide {run_id}; the {TOOL} tool cannot"
+            " answer it."
+        )
+        return "\n".join(lines)
+    extra = {k: v for k, v in request.items() if k != "question"}
+    lines = [
+        f"--- Workflow checkpoint{again} ---",
+        f"Workflow: {workflow}",
+        f"Step: {node_id}",
+        f"Run: {run_id}",
+        f"Request: {request_id}",
+        f"Question: {request.get('question', '')}",
+    ]
+    if extra:
+        lines.append(f"Details: {json.dumps(extra, ensure_ascii=False, sort_keys=True)}")
+    call = {"action": "answer", "runId": run_id, "requestId": request_id, "value": "<answer>"}
+    lines.append(
+        f"How to answer: call the `{TOOL}` tool once with {json.dumps(call)}, where value is a"
+        f" JSON value; or the person answers with /workflow answer {run_id} JSON."
+    )
+    return "\n".join(lines)

@@ -23,7 +23,7 @@ from pi_workflows.store.states import RunStatus
 RUN_COLUMNS = (
     "run_id, workflow_name, definition_digest, status, park_reason, park_detail, current_node,"
     " step_count, revision, output_json, error, created_at, updated_at, finished_at, round,"
-    " unrouted_attempt, origin"
+    " unrouted_attempt, origin, origin_session"
 )
 
 
@@ -48,6 +48,7 @@ class RunRow:
     round: int
     unrouted_attempt: str | None
     origin: str | None
+    origin_session: str | None  # the Pi session that presents its requests and messages
 
 
 def _row(row: sqlite3.Row) -> RunRow:
@@ -69,6 +70,7 @@ def _row(row: sqlite3.Row) -> RunRow:
         round=row[14],
         unrouted_attempt=row[15],
         origin=row[16],
+        origin_session=row[17],
     )
 
 

@@ -61,7 +61,10 @@ CREATE TABLE runs (
     output_json TEXT,
     output_ref TEXT REFERENCES blobs (digest),
     error TEXT,
+    -- Who started it ("client:<client id>"), for provenance.
     origin TEXT,
+    -- The Pi session that presents its requests and messages (NULL: none, see run show).
+    origin_session TEXT,
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL,
     finished_at INTEGER,
@@ -70,6 +73,7 @@ CREATE TABLE runs (
     CHECK (output_json IS NULL OR output_ref IS NULL)
 ) STRICT;
 CREATE INDEX runs_running ON runs (run_id) WHERE status = 'running';
+CREATE INDEX runs_by_session ON runs (origin_session, created_at) WHERE origin_session IS NOT NULL;
 
 -- What the run executes: the root source identity and every mounted source.
 CREATE TABLE run_sources (
@@ -226,13 +230,14 @@ CREATE TABLE runner_messages (
     PRIMARY KEY (runner_epoch, message_id)
 ) STRICT;
 
--- Interactive steps (checkpoints, agent steps, human decisions) waiting for an answer.
+-- Interactive steps (agent and assistant-message steps, checkpoints, human decisions)
+-- waiting for an answer. ``validating``: one submission is being checked by a runner.
 CREATE TABLE interactive_requests (
     request_id TEXT PRIMARY KEY,
     run_id TEXT NOT NULL REFERENCES runs (run_id),
     attempt_id TEXT NOT NULL REFERENCES node_attempts (attempt_id),
     node_id TEXT NOT NULL,
-    kind TEXT NOT NULL CHECK (kind IN ('checkpoint', 'agent', 'decision')),
+    kind TEXT NOT NULL CHECK (kind IN ('checkpoint', 'agent', 'assistant', 'decision')),
     status TEXT NOT NULL CHECK (
         status IN ('pending', 'validating', 'answered', 'timed_out', 'cancelled')
     ),
@@ -247,18 +252,28 @@ CREATE TABLE interactive_requests (
 ) STRICT;
 CREATE UNIQUE INDEX interactive_requests_one_open
     ON interactive_requests (run_id) WHERE status IN ('pending', 'validating');
+CREATE INDEX interactive_requests_open_by_session
+    ON interactive_requests (origin_session, created_at) WHERE status IN ('pending', 'validating');
 
+-- Submitted answers, each validated by a runner: at most one validating per request, at
+-- most one accepted (it settles the request).
 CREATE TABLE interactive_submissions (
     submission_id TEXT PRIMARY KEY,
     request_id TEXT NOT NULL REFERENCES interactive_requests (request_id),
     status TEXT NOT NULL CHECK (status IN ('validating', 'accepted', 'rejected')),
-    value_json TEXT NOT NULL,
+    value_json TEXT,
+    value_ref TEXT REFERENCES blobs (digest),
+    submitted_by TEXT,
     error TEXT,
     submitted_at INTEGER NOT NULL,
-    settled_at INTEGER
+    settled_at INTEGER,
+    CHECK ((status = 'validating') = (settled_at IS NULL)),
+    CHECK ((status = 'rejected') = (error IS NOT NULL))
 ) STRICT;
 CREATE UNIQUE INDEX interactive_submissions_one_accepted
     ON interactive_submissions (request_id) WHERE status = 'accepted';
+CREATE UNIQUE INDEX interactive_submissions_one_validating
+    ON interactive_submissions (request_id) WHERE status = 'validating';
 
 -- Protected checkpoints only a person answers; exactly one resolution each.
 CREATE TABLE human_decisions (
@@ -314,30 +329,56 @@ CREATE TABLE effect_attempts (
     PRIMARY KEY (effect_id, attempt_no)
 ) STRICT;
 
--- Content the origin Pi session must add (notify nodes, terminal results).
+-- Pi sessions that attached as the coordinator of their runs; a newer attach fences the
+-- older connection (its reports carry an older epoch).
+CREATE TABLE sessions (
+    session_id TEXT PRIMARY KEY,
+    coordinator_epoch INTEGER NOT NULL CHECK (coordinator_epoch >= 1),
+    attached_at INTEGER NOT NULL,
+    reported_at INTEGER
+) STRICT;
+
+-- Content the origin Pi session must add: the step of a request (``step``), a human
+-- decision's card (``decision``), notify nodes (``notification``) and terminal results
+-- (``terminal``), each recorded in the same transaction as its source fact and marked
+-- ``sent`` only on the session's evidence (the entry id that holds it).
 CREATE TABLE workflow_messages (
     message_id TEXT PRIMARY KEY,
     run_id TEXT NOT NULL REFERENCES runs (run_id),
     source_key TEXT NOT NULL,
-    kind TEXT NOT NULL CHECK (kind IN ('progress', 'final', 'terminal')),
+    kind TEXT NOT NULL CHECK (kind IN ('step', 'decision', 'notification', 'terminal')),
+    request_id TEXT REFERENCES interactive_requests (request_id),
     body_json TEXT NOT NULL,
     origin_session TEXT,
-    status TEXT NOT NULL CHECK (status IN ('pending', 'claimed', 'delivered')),
+    -- 1 for a step presented again (its first message vanished from the session, or the
+    -- run was resumed after its turn was aborted).
+    resumed INTEGER NOT NULL DEFAULT 0 CHECK (resumed IN (0, 1)),
+    status TEXT NOT NULL CHECK (status IN ('pending', 'sent', 'cancelled', 'superseded')),
+    entry_id TEXT,
     created_at INTEGER NOT NULL,
-    delivered_at INTEGER,
-    UNIQUE (run_id, source_key)
+    settled_at INTEGER,
+    UNIQUE (run_id, source_key),
+    CHECK ((status = 'pending') = (settled_at IS NULL)),
+    CHECK (status != 'sent' OR entry_id IS NOT NULL),
+    CHECK ((kind IN ('step', 'decision')) = (request_id IS NOT NULL))
 ) STRICT;
+CREATE INDEX workflow_messages_pending
+    ON workflow_messages (origin_session, created_at) WHERE status = 'pending';
+CREATE INDEX workflow_messages_by_run ON workflow_messages (run_id, created_at);
 
--- Model turns the origin session started for a workflow message.
+-- Model turns a session reported (started, then ended with a stop reason).
 CREATE TABLE workflow_turns (
     turn_id TEXT PRIMARY KEY,
-    message_id TEXT NOT NULL REFERENCES workflow_messages (message_id),
-    run_id TEXT NOT NULL REFERENCES runs (run_id),
-    session TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('started', 'finished', 'failed')),
-    created_at INTEGER NOT NULL,
-    finished_at INTEGER
+    session_id TEXT NOT NULL,
+    message_id TEXT REFERENCES workflow_messages (message_id),
+    run_id TEXT REFERENCES runs (run_id),
+    status TEXT NOT NULL CHECK (status IN ('started', 'ended')),
+    stop_reason TEXT CHECK (stop_reason IN ('completed', 'aborted', 'error', 'lost')),
+    started_at INTEGER NOT NULL,
+    ended_at INTEGER,
+    CHECK ((status = 'ended') = (ended_at IS NOT NULL))
 ) STRICT;
+CREATE INDEX workflow_turns_open ON workflow_turns (session_id) WHERE status = 'started';
 
 -- What renderers read: rebuilt from the canonical rows in every run transaction.
 CREATE TABLE viewer_runs (

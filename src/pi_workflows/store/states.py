@@ -59,6 +59,7 @@ class ParkReason(StrEnum):
     WORKFLOW_SOURCE_CHANGED = "workflowSourceChanged"
     EFFECT_AMBIGUOUS = "effectAmbiguous"
     WORKFLOW_LOAD_FAILED = "workflowLoadFailed"
+    TURN_ABORTED = "turnAborted"  # the person stopped the model turn of the run's step
 
 
 class NextCommand(StrEnum):
@@ -93,6 +94,8 @@ class Operation(StrEnum):
     PARK = "park"
     WAIT = "wait"
     RESUME = "resume"
+    REWAIT = "wait again"
+    RETURN = "return to waiting"
     RECOVER = "recover"
     COMPLETE = "complete"
     FAIL = "fail"
@@ -123,10 +126,15 @@ Q, R, W, P = RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.P
 TRANSITIONS: dict[Operation, Transition] = {
     Operation.RESERVE: _t(set(), Q, needs_claim=False),
     Operation.CLAIM: _t({Q}, R, needs_claim=False),
-    Operation.PAUSE: _t({Q}, P, needs_claim=False),
+    Operation.PAUSE: _t({Q, W}, P, needs_claim=False),
     Operation.PARK: _t({R}, P, needs_claim=True),
     Operation.WAIT: _t({R}, W, needs_claim=True),
     Operation.RESUME: _t({P, W}, Q, needs_claim=False),
+    # A paused run whose request is still open waits for it again (no runner needed).
+    Operation.REWAIT: _t({P}, W, needs_claim=False),
+    # A validation runner rejected (or could not finish) a submission: the request is open
+    # again and the run waits for a corrected one.
+    Operation.RETURN: _t({R}, W, needs_claim=True),
     Operation.RECOVER: _t({R}, Q, needs_claim=True),
     Operation.COMPLETE: _t({R}, RunStatus.COMPLETED, needs_claim=True),
     Operation.FAIL: _t({R}, RunStatus.FAILED, needs_claim=True),

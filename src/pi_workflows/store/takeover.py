@@ -94,11 +94,15 @@ def time_out_node(db: Database, claim: Claim, attempt_id: str, error: str) -> Wr
 
 
 def expire_request(db: Database, request_id: str) -> WriteResult:
-    """An open request's deadline passed while its run waited: close it and queue the run.
+    """An open request's deadline passed while no runner held its run: close it and queue
+    the run.
 
     A decision with a default choice resolves to it (``timedOut`` resolution, the choice in
-    the request's answer); any other request closes as ``timed_out``. The waiting attempt
-    stays open: the next runner routes it from the recorded request.
+    the request's answer); any other request closes as ``timed_out``, rejecting a submission
+    still waiting for validation. The waiting attempt stays open: the next runner records
+    that same attempt as timed out (or the decision's default) and routes it. A run that
+    was already queued for validation stays queued; one whose validation runner is live is
+    refused (the server stops that runner first, see ``interaction_writes.abandon``).
     """
     with db.read() as conn:
         request = interactions.read_request(conn, request_id)
@@ -115,12 +119,21 @@ def expire_request(db: Database, request_id: str) -> WriteResult:
             raise InvalidTransitionError(
                 run.run_id, f"expire request {request_id}", run.status.value, "not yet due"
             )
+        if run.status is RunStatus.RUNNING:
+            raise InvalidTransitionError(
+                run.run_id, f"expire request {request_id}", run.status.value,
+                "its validation runner is stopped first",
+            )  # fmt: skip
         default = interactions.timeout_choice(tx.conn, request_id)
         answer = {"choice": default} if current.kind == "decision" and default else None
-        interactions.settle_request(tx, request_id, "timed_out", answer)
+        interactions.settle_request(
+            tx, request_id, "timed_out", answer,
+            submission_error="the step's deadline passed before the submission was validated",
+        )  # fmt: skip
         if current.kind == "decision":
             interactions.resolve_decision(tx, request_id, "timedOut", default, None)
-        apply_transition(tx, run, Operation.RESUME, next_command=NextCommand.RESUME)
+        if run.status is not RunStatus.QUEUED:  # queued: a runner already comes to route it
+            apply_transition(tx, run, Operation.RESUME, next_command=NextCommand.RESUME)
 
     return write_run(
         db,

@@ -73,6 +73,49 @@ def list_runs(
     return [_summary(row) for row in rows]
 
 
+def list_session_runs(conn: sqlite3.Connection, session_id: str, limit: int = 20) -> list[Any]:
+    """Summaries of the session's runs: every unfinished one and the newest finished ones."""
+    rows = conn.execute(
+        f"SELECT {SUMMARY_COLUMNS} FROM viewer_runs WHERE run_id IN (SELECT run_id FROM runs"
+        " WHERE origin_session = ?) ORDER BY finished_at IS NOT NULL, created_at DESC LIMIT ?",
+        (session_id, limit),
+    ).fetchall()
+    return [_summary(row) for row in rows]
+
+
+def list_interactions(
+    conn: sqlite3.Connection, session_id: str | None = None, limit: int = 1000
+) -> list[dict[str, Any]]:
+    """Open requests (pending or validating), oldest first; of one session, or of all."""
+    sql = (
+        "SELECT q.request_id, q.run_id, r.workflow_name, q.node_id, q.kind, q.status,"
+        " q.request_json, q.deadline_at, q.origin_session, q.created_at, r.status"
+        " FROM interactive_requests q JOIN runs r USING (run_id)"
+        " WHERE q.status IN ('pending', 'validating')"
+    )
+    args: tuple[Any, ...] = (limit,)
+    if session_id is not None:
+        sql += " AND q.origin_session = ?"
+        args = (session_id, limit)
+    rows = conn.execute(f"{sql} ORDER BY q.created_at, q.rowid LIMIT ?", args).fetchall()
+    return [
+        {
+            "requestId": row[0],
+            "runId": row[1],
+            "workflow": row[2],
+            "nodeId": row[3],
+            "kind": row[4],
+            "status": row[5],
+            "request": jsoncol.loads(row[6]),
+            "deadlineAt": row[7],
+            "originSession": row[8],
+            "createdAt": row[9],
+            "runStatus": row[10],
+        }
+        for row in rows
+    ]
+
+
 def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
     """The full ``RunView`` of one run (``run show --json``)."""
     run = read_run(conn, run_id)
@@ -88,7 +131,8 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
     run_input, input_ref = _view_value(conn, value_row[0], value_row[1])
     run_output, output_ref = _view_value(conn, value_row[2], value_row[3])
     waiting = conn.execute(
-        "SELECT request_id, node_id, kind, request_json, deadline_at FROM interactive_requests"
+        "SELECT request_id, node_id, kind, request_json, deadline_at, status"
+        " FROM interactive_requests"
         " WHERE run_id = ? AND status IN ('pending', 'validating')",
         (run_id,),
     ).fetchone()
@@ -127,7 +171,10 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
             "kind": waiting[2],
             "request": jsoncol.loads(waiting[3]),
             "deadlineAt": waiting[4],
+            "status": waiting[5],
         },
+        "originSession": run.origin_session,
+        "messages": run_messages(conn, run_id),
         "input": run_input,
         "inputRef": input_ref,
         "output": run_output,
@@ -251,8 +298,53 @@ def _active(conn: sqlite3.Connection, attempt_id: str) -> dict[str, Any]:
             "answerRef": None
             if request[4] is None
             else values.reference(conn, request[4]).to_json(),
+            "submission": _validating(conn, request[0]) if request[2] == "validating" else None,
         },
     }
+
+
+def _validating(conn: sqlite3.Connection, request_id: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        "SELECT submission_id, value_json, value_ref FROM interactive_submissions"
+        " WHERE request_id = ? AND status = 'validating'",
+        (request_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    return {
+        "submissionId": row[0],
+        "value": jsoncol.loads(row[1]),
+        "valueRef": None if row[2] is None else values.reference(conn, row[2]).to_json(),
+    }
+
+
+def run_messages(conn: sqlite3.Connection, run_id: str, limit: int = 100) -> list[dict[str, Any]]:
+    """The run's newest workflow messages (oldest first), as ``run show`` lists them."""
+    rows = conn.execute(
+        "SELECT * FROM (SELECT message_id, kind, status, body_json, created_at, rowid AS r"
+        " FROM workflow_messages WHERE run_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?)"
+        " ORDER BY r",
+        (run_id, limit),
+    ).fetchall()
+    return [
+        {
+            "workflowMessageId": row[0],
+            "kind": row[1],
+            "status": row[2],
+            "text": _message_text(row[1], jsoncol.loads(row[3])),
+            "createdAt": row[4],
+        }
+        for row in rows
+    ]
+
+
+def _message_text(kind: str, body: Any) -> str:
+    if not isinstance(body, dict):
+        return str(body)
+    if kind == "terminal":
+        error = body.get("error")
+        return f"run {body.get('status')}" + (f": {error}" if error else "")
+    return str(body.get("text", ""))
 
 
 def status_counts(conn: sqlite3.Connection, now: int) -> dict[str, Any]:

@@ -43,6 +43,11 @@ def run() -> None:
     help="The run's input as JSON (or @FILE, or - for stdin). Default: {}.",
 )
 @project_option
+@click.option(
+    "--session",
+    "session_id",
+    help="The Pi session that presents the run's steps and messages (its origin).",
+)
 @click.option("--idempotency-key", help="Key that makes a repeated start return the same run.")
 @click.option("--wait", is_flag=True, help="Follow the run until it completes, fails or waits.")
 @click.option(
@@ -58,6 +63,7 @@ def start(
     workflow: str,
     input_value: Any,
     project: Path | None,
+    session_id: str | None,
     idempotency_key: str | None,
     wait: bool,
     timeout: float | None,
@@ -78,6 +84,7 @@ def start(
         {} if input_value is None else input_value,
         project_dir=default_project(project),
         idempotency_key=idempotency_key,
+        origin_session=session_id,
     )
     run_id = str(receipt["runId"])
     if not wait:

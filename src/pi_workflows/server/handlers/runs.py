@@ -1,0 +1,259 @@
+"""The server, workflow and run operations: status, stop, discovery, start, list, get, pause,
+resume, cancel, restart, and reading values sent by reference (``blob.read``).
+
+Runs in the server.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pi_workflows.protocol import Outcome, Request
+from pi_workflows.server import resolver
+from pi_workflows.server.errors import RequestError
+from pi_workflows.server.handlers.registry import (
+    bad,
+    limit_of,
+    operation,
+    receipted,
+    run_id_of,
+    stored_receipt,
+    text,
+)
+from pi_workflows.store import lifecycle, values, views
+from pi_workflows.store.lifecycle import NewRun, SourceRecord
+from pi_workflows.store.runs import read_run
+from pi_workflows.store.states import ParkReason, RunStatus
+
+if TYPE_CHECKING:
+    from pi_workflows.server.app import Server
+
+
+# --- server ------------------------------------------------------------------------------
+
+
+@operation("server.status")
+async def server_status(server: Server, request: Request) -> dict[str, Any]:
+    """Safe counters: no tokens, no payloads."""
+    with server.db.read() as conn:
+        counts = views.status_counts(conn, server.db.clock.now_ms())
+    return {
+        "pid": os.getpid(),
+        "epoch": server.epoch,
+        "version": server.version,
+        "socket": str(server.socket_path),
+        "stateDir": str(server.config.home),
+        "capacity": server.config.max_runners,
+        "connections": server.connection_count,
+        "slowClientsDropped": server.slow_clients_dropped,
+        "runners": [
+            {
+                "runId": handle.run_id,
+                "pid": handle.pid,
+                "status": "ready" if handle.ready else "starting",
+                "runnerEpoch": handle.identity.runner_epoch,
+            }
+            for handle in server.supervisor.handles.values()
+        ],
+        **counts,
+    }
+
+
+@operation("server.stop")
+async def server_stop(server: Server, request: Request) -> dict[str, Any]:
+    """Begin an orderly shutdown after this response is sent."""
+    server.request_stop()
+    return {"stopping": True}
+
+
+# --- workflows and runs ------------------------------------------------------------------
+
+
+def _project(payload: dict[str, Any]) -> str | None:
+    project = text(payload, "projectDir", required=False)
+    if project is not None and not Path(project).is_absolute():
+        raise bad("payload field 'projectDir' must be an absolute path")
+    return project
+
+
+@operation("workflows.list")
+async def workflows_list(server: Server, request: Request) -> dict[str, Any]:
+    """Discover workflows in a resolver child."""
+    reply = await resolver.call(
+        {"op": "list", "projectDir": _project(request.payload)},
+        limit_seconds=server.config.resolve_seconds,
+        tail_bytes=server.config.runner_output_tail_bytes,
+    )
+    return {"workflows": reply.get("workflows", [])}
+
+
+async def _describe(server: Server, spec: str, project: str | None, run_input: Any) -> NewRun:
+    reply = await resolver.call(
+        {"op": "describe", "workflow": spec, "projectDir": project, "input": run_input},
+        limit_seconds=server.config.resolve_seconds,
+        tail_bytes=server.config.runner_output_tail_bytes,
+    )
+    source = reply["source"]
+    return NewRun(
+        workflow_name=str(reply["workflow"]),
+        definition=reply["definition"],
+        definition_digest=str(reply["definitionDigest"]),
+        input=run_input,
+        input_hash=str(reply["inputHash"]),
+        source=SourceRecord(
+            kind=str(source["kind"]),
+            ref=str(source["ref"]),
+            revision=str(source["revision"]),
+            project_dir=source.get("projectDir", project),
+            mounted={str(k): str(v) for k, v in dict(source.get("mounted", {})).items()},
+        ),
+    )
+
+
+@operation("run.start", command=True)
+async def run_start(server: Server, request: Request) -> dict[str, Any]:
+    """Resolve the workflow in a child, then reserve the run with its receipt."""
+    stored = stored_receipt(server, request)
+    if stored is not None:
+        return stored
+    spec = text(request.payload, "workflow")
+    assert spec is not None
+    session = text(request.payload, "originSession", required=False)
+    if session is not None and (len(session) > 200 or not session.isprintable()):
+        raise bad("payload field 'originSession' must be a session id of at most 200 characters")
+    new_run = await _describe(server, spec, _project(request.payload), request.payload.get("input"))
+    new_run = dataclasses.replace(
+        new_run, origin=f"client:{request.client_id}", origin_session=session
+    )
+
+    def change() -> tuple[str | None, dict[str, Any]]:
+        result = lifecycle.reserve(server.db, new_run)
+        return result.run_id, {
+            "runId": result.run_id,
+            "workflow": new_run.workflow_name,
+            "originSession": session,
+            "revision": result.revision,
+        }
+
+    return receipted(server, request, change)
+
+
+@operation("run.list")
+async def run_list(server: Server, request: Request) -> dict[str, Any]:
+    """Run summaries, newest first."""
+    statuses = request.payload.get("status")
+    if statuses is not None and (
+        not isinstance(statuses, list) or not all(isinstance(s, str) for s in statuses)
+    ):
+        raise bad("payload field 'status' must be a list of statuses")
+    limit = limit_of(request.payload, default=100)
+    with server.db.read() as conn:
+        return {"runs": views.list_runs(conn, statuses, limit)}
+
+
+@operation("run.get")
+async def run_get(server: Server, request: Request) -> dict[str, Any]:
+    """The full run view."""
+    with server.db.read() as conn:
+        return {"run": views.run_view(conn, run_id_of(request))}
+
+
+def _status_receipt(server: Server, run_id: str) -> tuple[str | None, dict[str, Any]]:
+    run = read_run(server.db.conn, run_id)
+    return run_id, {"runId": run_id, "status": run.status.value, "revision": run.revision}
+
+
+@operation("run.pause", command=True)
+async def run_pause(server: Server, request: Request) -> dict[str, Any]:
+    """Pause a queued run, or park a running one and stop its runner."""
+    run_id = run_id_of(request)
+    handle = server.supervisor.handle_of(run_id)
+
+    def change() -> tuple[str | None, dict[str, Any]]:
+        run = read_run(server.db.conn, run_id)
+        if run.status is RunStatus.RUNNING:
+            claim = handle.identity.claim if handle is not None else None
+            lifecycle.park(
+                server.db, lifecycle.live_or_control(server.db, run_id, claim),
+                ParkReason.USER_PAUSED,
+            )  # fmt: skip
+        else:
+            lifecycle.pause(server.db, run_id)
+        return _status_receipt(server, run_id)
+
+    body = receipted(server, request, change)
+    if handle is not None and not body["_adopted"]:
+        server.supervisor.terminate(handle, "cancelled")
+    return body
+
+
+@operation("run.resume", command=True)
+async def run_resume(server: Server, request: Request) -> dict[str, Any]:
+    """Queue a paused run again from its last durable boundary."""
+    run_id = run_id_of(request)
+
+    def change() -> tuple[str | None, dict[str, Any]]:
+        lifecycle.resume(server.db, run_id)
+        return _status_receipt(server, run_id)
+
+    return receipted(server, request, change)
+
+
+@operation("run.cancel", command=True)
+async def run_cancel(server: Server, request: Request) -> dict[str, Any]:
+    """Commit the cancellation (with its receipt) first, then stop the runner."""
+    run_id = run_id_of(request)
+    reason = text(request.payload, "reason", required=False) or "cancelled by request"
+    handle = server.supervisor.handle_of(run_id)
+
+    def change() -> tuple[str | None, dict[str, Any]]:
+        claim = handle.identity.claim if handle is not None else None
+        lifecycle.cancel(server.db, run_id, claim=claim, reason=reason)
+        return _status_receipt(server, run_id)
+
+    body = receipted(server, request, change)
+    if handle is not None and not body["_adopted"]:
+        server.supervisor.terminate(handle, "cancelled")
+    return body
+
+
+@operation("run.restart", command=True)
+async def run_restart(server: Server, request: Request) -> dict[str, Any]:
+    """Re-resolve the run's workflow as it is now and queue the run from its start."""
+    run_id = run_id_of(request)
+    stored = stored_receipt(server, request)
+    if stored is not None:
+        return stored
+    with server.db.read() as conn:
+        read_run(conn, run_id)
+        row = conn.execute(
+            "SELECT s.source_ref, s.project_dir, r.input_json, r.input_ref FROM run_sources s"
+            " JOIN runs r USING (run_id) WHERE run_id = ?",
+            (run_id,),
+        ).fetchone()
+        run_input = values.load(conn, row[2], row[3])
+    fresh = await _describe(server, row[0], row[1], run_input)
+
+    def change() -> tuple[str | None, dict[str, Any]]:
+        lifecycle.restart(server.db, run_id, new_source=(fresh, fresh.definition_digest))
+        return _status_receipt(server, run_id)
+
+    return receipted(server, request, change)
+
+
+@operation("blob.read")
+async def blob_read(server: Server, request: Request) -> dict[str, Any]:
+    """``{digest, offset?, length?}``: a base64 slice of a stored value (a ``*Ref``)."""
+    digest = text(request.payload, "digest")
+    offset = request.payload.get("offset", 0)
+    length = request.payload.get("length", values.CHUNK_BYTES)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (offset, length)):
+        raise bad("payload fields 'offset' and 'length' must be non-negative integers")
+    with server.db.read() as conn:
+        try:
+            return values.read_chunk(conn, str(digest), offset, length)
+        except LookupError as exc:
+            raise RequestError(Outcome.NOT_FOUND.value, "notFound", str(exc)) from None

@@ -1,0 +1,125 @@
+"""Origin-session operations for the Pi extension (and ``pi-workflows session show``).
+
+Runs in the server. ``session.attach`` makes a connection the session's coordinator (a new
+epoch fences the previous one); ``session.watch`` pushes the session's view to that
+connection as ``session.view`` events; ``workflowMessage.report`` and
+``workflowTurn.report`` record what the session proved it shows and the model turns it
+ran. Reports are idempotent facts, committed before the answer, and need no idempotency
+key; a report with a fenced epoch is refused (``coordinatorFenced``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pi_workflows.protocol import Outcome, Request
+from pi_workflows.server.errors import RequestError
+from pi_workflows.server.handlers.registry import bad, current_peer, operation, receipted, text
+from pi_workflows.store import sessions
+
+if TYPE_CHECKING:
+    from pi_workflows.server.app import Server
+
+MAX_SESSION_ID_CHARS = 200
+MAX_PRESENT = 20_000
+
+
+def _session(payload: dict[str, Any]) -> str:
+    session_id = text(payload, "sessionId")
+    assert session_id is not None
+    if len(session_id) > MAX_SESSION_ID_CHARS or not session_id.isprintable():
+        raise bad(f"payload field 'sessionId' must be at most {MAX_SESSION_ID_CHARS} characters")
+    return session_id
+
+
+def _epoch(payload: dict[str, Any]) -> int:
+    epoch = payload.get("coordinatorEpoch")
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 1:
+        raise bad("payload field 'coordinatorEpoch' must be the epoch session.attach returned")
+    return epoch
+
+
+@operation("session.attach", command=True)
+async def session_attach(server: Server, request: Request) -> dict[str, Any]:
+    """``{sessionId}``: become the session's coordinator; returns ``coordinatorEpoch``."""
+    session_id = _session(request.payload)
+
+    def change() -> tuple[str | None, dict[str, Any]]:
+        attached = sessions.attach(server.db, session_id)
+        return None, {"sessionId": session_id, "coordinatorEpoch": attached.coordinator_epoch}
+
+    body = receipted(server, request, change)
+    server.views.mark_dirty()  # earlier watchers of the session learn they are fenced
+    return body
+
+
+@operation("session.get")
+async def session_get(server: Server, request: Request) -> dict[str, Any]:
+    """``{sessionId}``: the session's view (what ``session.watch`` pushes)."""
+    session_id = _session(request.payload)
+    with server.db.read() as conn:
+        return {"session": sessions.view(conn, session_id)}
+
+
+@operation("session.watch")
+async def session_watch(server: Server, request: Request) -> dict[str, Any]:
+    """``{sessionId, coordinatorEpoch}``: push ``session.view`` events on this connection
+    whenever the view changes (the current one first)."""
+    session_id = _session(request.payload)
+    epoch = _epoch(request.payload)
+    with server.db.read() as conn:
+        sessions.check_epoch(conn, session_id, epoch)
+    peer = current_peer.get()
+    if peer is None:  # pragma: no cover - every connection sets its peer
+        raise RequestError(Outcome.REJECTED.value, "badRequest", "this connection cannot watch")
+    watcher = server.views.watch(session_id, epoch, peer)
+    peer.on_close(lambda: server.views.unwatch(watcher))
+    return {"sessionId": session_id, "coordinatorEpoch": epoch, "watching": True}
+
+
+@operation("workflowMessage.report")
+async def message_report(server: Server, request: Request) -> dict[str, Any]:
+    """``{sessionId, coordinatorEpoch, present: [{workflowMessageId, entryId}], idle}``."""
+    session_id = _session(request.payload)
+    epoch = _epoch(request.payload)
+    present = request.payload.get("present", [])
+    if not isinstance(present, list) or len(present) > MAX_PRESENT:
+        raise bad(f"payload field 'present' must be a list of at most {MAX_PRESENT} entries")
+    pairs: list[tuple[str, str]] = []
+    for item in present:
+        if not isinstance(item, dict):
+            raise bad("each 'present' entry must be {workflowMessageId, entryId}")
+        message_id, entry_id = item.get("workflowMessageId"), item.get("entryId")
+        if not isinstance(message_id, str) or not isinstance(entry_id, str) or not entry_id:
+            raise bad("each 'present' entry must be {workflowMessageId, entryId}")
+        pairs.append((message_id, entry_id))
+    idle = request.payload.get("idle", False)
+    if not isinstance(idle, bool):
+        raise bad("payload field 'idle' must be true or false")
+    result = sessions.report_messages(server.db, session_id, epoch, pairs, idle=idle)
+    server.wake()
+    return result
+
+
+@operation("workflowTurn.report")
+async def turn_report(server: Server, request: Request) -> dict[str, Any]:
+    """``{sessionId, coordinatorEpoch, event: started|ended, stopReason?, workflowMessageId?}``."""
+    session_id = _session(request.payload)
+    epoch = _epoch(request.payload)
+    event = request.payload.get("event")
+    if event not in ("started", "ended"):
+        raise bad("payload field 'event' must be started or ended")
+    stop_reason = request.payload.get("stopReason")
+    if event == "ended" and stop_reason not in sessions.STOP_REASONS:
+        raise bad("payload field 'stopReason' must be completed, aborted, error or lost")
+    message_id = text(request.payload, "workflowMessageId", required=False)
+    result = sessions.report_turn(
+        server.db,
+        session_id,
+        epoch,
+        event=str(event),
+        stop_reason=stop_reason if event == "ended" else None,
+        workflow_message_id=message_id,
+    )
+    server.wake()
+    return result

@@ -1,0 +1,282 @@
+"""Origin sessions: the coordinator claim of a Pi session, its view, and its reports.
+
+Owns ``sessions`` and ``workflow_turns``, and the reported half of ``workflow_messages``
+(``sent`` only on a session's evidence). A session ``attach`` gets a coordinator epoch; a
+later attach fences the earlier one, whose reports are then refused
+(``CoordinatorFencedError``). The view is what the session must show now: its one active
+request (the oldest open request of its waiting or working runs; others wait in order),
+the messages to add (pending notifications and terminal results, and the active request's
+step while unsent), and its runs. Reports change message and run rows, so each is a run
+write (revision and event) on every run it touches.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from pi_workflows.store import interactions, jsoncol, lifecycle
+from pi_workflows.store.database import Database, Transaction
+from pi_workflows.store.errors import CoordinatorFencedError
+from pi_workflows.store.ids import new_id
+from pi_workflows.store.runs import RunRow, write_run
+from pi_workflows.store.states import ParkReason, RunStatus
+from pi_workflows.store.views import list_session_runs
+
+MAX_VIEW_MESSAGES = 50
+"""Most messages one view lists (oldest first); the rest follow once these are sent."""
+
+STOP_REASONS = frozenset({"completed", "aborted", "error", "lost"})
+
+
+@dataclass(frozen=True)
+class Attached:
+    """A session's coordinator claim."""
+
+    session_id: str
+    coordinator_epoch: int
+
+
+def attach(db: Database, session_id: str) -> Attached:
+    """Become the session's coordinator: a new epoch fences every earlier attach."""
+    with db.atomic("sessions.attach") as tx:
+        row = tx.conn.execute(
+            "SELECT coordinator_epoch FROM sessions WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        epoch = (row[0] if row else 0) + 1
+        tx.conn.execute(
+            "INSERT INTO sessions (session_id, coordinator_epoch, attached_at) VALUES (?, ?, ?)"
+            " ON CONFLICT (session_id) DO UPDATE SET"
+            " coordinator_epoch = excluded.coordinator_epoch, attached_at = excluded.attached_at",
+            (session_id, epoch, tx.now),
+        )
+        return Attached(session_id, epoch)
+
+
+def check_epoch(conn: sqlite3.Connection, session_id: str, epoch: int) -> None:
+    """``CoordinatorFencedError`` unless ``epoch`` is the session's current coordinator."""
+    row = conn.execute(
+        "SELECT coordinator_epoch FROM sessions WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    current = None if row is None else int(row[0])
+    if current != epoch:
+        raise CoordinatorFencedError(session_id, epoch, current)
+
+
+def active_request(conn: sqlite3.Connection, session_id: str) -> interactions.Interaction | None:
+    """The session's one active request: the oldest open request of its runs that wait or
+    work on it (a paused run's request waits until the run is resumed)."""
+    row = conn.execute(
+        "SELECT q.request_id FROM interactive_requests q JOIN runs r USING (run_id)"
+        " WHERE q.origin_session = ? AND q.status IN ('pending', 'validating')"
+        " AND r.status IN ('waiting', 'queued', 'running') ORDER BY q.created_at, q.rowid LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    return None if row is None else interactions.read_request(conn, row[0])
+
+
+def _message(row: sqlite3.Row) -> dict[str, Any]:
+    body = jsoncol.loads(row[3])
+    return {
+        "workflowMessageId": row[0],
+        "runId": row[1],
+        "kind": row[2],
+        "body": body,
+        "text": str(body.get("text", "")) if isinstance(body, dict) else "",
+        "status": row[4],
+        "resumed": bool(row[5]),
+        "createdAt": row[6],
+    }
+
+
+_MESSAGE_COLUMNS = "message_id, run_id, kind, body_json, status, resumed, created_at"
+
+
+def view(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
+    """What the session must present now (see the module docstring)."""
+    epoch_row = conn.execute(
+        "SELECT coordinator_epoch FROM sessions WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    active = active_request(conn, session_id)
+    active_view: dict[str, Any] | None = None
+    pending: list[dict[str, Any]] = []
+    if active is not None:
+        row = conn.execute(
+            f"SELECT {_MESSAGE_COLUMNS} FROM workflow_messages WHERE request_id = ?"
+            " AND status IN ('pending', 'sent') ORDER BY created_at DESC, rowid DESC LIMIT 1",
+            (active.request_id,),
+        ).fetchone()
+        message = None if row is None else _message(row)
+        rejection = conn.execute(
+            "SELECT error FROM interactive_submissions WHERE request_id = ?"
+            " AND status = 'rejected' ORDER BY submitted_at DESC, rowid DESC LIMIT 1",
+            (active.request_id,),
+        ).fetchone()
+        active_view = {
+            "requestId": active.request_id,
+            "runId": active.run_id,
+            "nodeId": active.node_id,
+            "kind": active.kind,
+            "status": active.status,
+            "request": active.request,
+            "deadlineAt": active.deadline_at,
+            "workflowMessageId": None if message is None else message["workflowMessageId"],
+            "messageStatus": None if message is None else message["status"],
+            "text": None if message is None else message["text"],
+            "lastRejection": None if rejection is None else rejection[0],
+        }
+        if message is not None and message["status"] == "pending":
+            pending.append(message)
+    rows = conn.execute(
+        f"SELECT {_MESSAGE_COLUMNS} FROM workflow_messages WHERE origin_session = ?"
+        " AND status = 'pending' AND kind IN ('notification', 'terminal')"
+        " ORDER BY created_at, rowid LIMIT ?",
+        (session_id, MAX_VIEW_MESSAGES),
+    ).fetchall()
+    pending.extend(_message(row) for row in rows)
+    pending.sort(key=lambda m: (m["createdAt"], m["workflowMessageId"]))
+    return {
+        "sessionId": session_id,
+        "coordinatorEpoch": None if epoch_row is None else epoch_row[0],
+        "activeRequest": active_view,
+        "messages": pending,
+        "runs": list_session_runs(conn, session_id),
+    }
+
+
+def _run_write(db: Database, run_id: str, event: str, data: dict[str, Any], apply: Any) -> None:
+    write_run(db, run_id, name=f"sessions.{event}", event_type=event, event_data=data,
+              claim=None, apply=apply)  # fmt: skip
+
+
+def report_messages(
+    db: Database,
+    session_id: str,
+    epoch: int,
+    present: list[tuple[str, str]],
+    *,
+    idle: bool,
+) -> dict[str, Any]:
+    """The session says which workflow messages are in its branch (message id, entry id).
+
+    Pending messages of this session found there become ``sent`` with their entry id. With
+    ``idle`` (the session is idle and this is its whole branch), a step of the active request
+    that was sent but is no longer there is presented once more as a ``resumed`` step.
+    Returns ``{sent: [...ids], resumed: [...new ids]}``.
+    """
+    sent: list[str] = []
+    resumed: list[str] = []
+    with db.atomic("sessions.report_messages") as tx:
+        check_epoch(tx.conn, session_id, epoch)
+        tx.conn.execute(
+            "UPDATE sessions SET reported_at = ? WHERE session_id = ?", (tx.now, session_id)
+        )
+        entries = dict(present)
+        by_run: dict[str, list[str]] = {}
+        if entries:
+            marks = ", ".join("?" for _ in entries)
+            for message_id, run_id in tx.conn.execute(
+                f"SELECT message_id, run_id FROM workflow_messages WHERE message_id IN ({marks})"
+                " AND origin_session = ? AND status = 'pending'",
+                (*entries, session_id),
+            ).fetchall():
+                by_run.setdefault(run_id, []).append(message_id)
+        for run_id, ids in by_run.items():
+
+            def mark(tx: Transaction, run: RunRow, ids: list[str] = ids) -> None:
+                for message_id in ids:
+                    tx.conn.execute(
+                        "UPDATE workflow_messages SET status = 'sent', entry_id = ?,"
+                        " settled_at = ? WHERE message_id = ? AND status = 'pending'",
+                        (entries[message_id][:200], tx.now, message_id),
+                    )
+
+            _run_write(db, run_id, "message.sent", {"messages": ids}, mark)
+            sent.extend(ids)
+        if idle:
+            resumed.extend(_present_missing_step(db, tx, session_id, set(entries)))
+    return {"sent": sent, "resumed": resumed}
+
+
+def _present_missing_step(
+    db: Database, tx: Transaction, session_id: str, present: set[str]
+) -> list[str]:
+    active = active_request(tx.conn, session_id)
+    if active is None or active.status != "pending":
+        return []
+    row = tx.conn.execute(
+        "SELECT message_id, status FROM workflow_messages WHERE request_id = ?"
+        " AND status IN ('pending', 'sent') ORDER BY created_at DESC, rowid DESC LIMIT 1",
+        (active.request_id,),
+    ).fetchone()
+    if row is None or row[1] != "sent" or row[0] in present:
+        return []
+    created: list[str] = []
+
+    def again(tx: Transaction, run: RunRow) -> None:
+        tx.conn.execute(
+            "UPDATE workflow_messages SET status = 'superseded' WHERE message_id = ?", (row[0],)
+        )
+        created.append(interactions.present_again(tx, active, run.workflow_name))
+
+    _run_write(db, active.run_id, "message.resumed", {"replaces": row[0]}, again)
+    return created
+
+
+def report_turn(
+    db: Database,
+    session_id: str,
+    epoch: int,
+    *,
+    event: str,
+    stop_reason: str | None,
+    workflow_message_id: str | None,
+) -> dict[str, Any]:
+    """A model turn of the session started or ended (``completed``, ``aborted``, ``error``,
+    ``lost``). A turn started for a step that ends ``aborted`` pauses that step's run with
+    ``turnAborted`` (its request stays open; ``run resume`` presents it again)."""
+    with db.atomic("sessions.report_turn") as tx:
+        check_epoch(tx.conn, session_id, epoch)
+        run_id = None
+        if workflow_message_id is not None:
+            row = tx.conn.execute(
+                "SELECT run_id FROM workflow_messages WHERE message_id = ? AND origin_session = ?",
+                (workflow_message_id, session_id),
+            ).fetchone()
+            run_id = None if row is None else row[0]
+        if event == "started":
+            turn_id = new_id("turn")
+            tx.conn.execute(
+                "UPDATE workflow_turns SET status = 'ended', stop_reason = 'lost', ended_at = ?"
+                " WHERE session_id = ? AND status = 'started'",
+                (tx.now, session_id),
+            )
+            tx.conn.execute(
+                "INSERT INTO workflow_turns (turn_id, session_id, message_id, run_id, status,"
+                " started_at) VALUES (?, ?, ?, ?, 'started', ?)",
+                (turn_id, session_id, workflow_message_id if run_id else None, run_id, tx.now),
+            )
+            return {"turnId": turn_id, "paused": None}
+        open_turn = tx.conn.execute(
+            "SELECT turn_id, run_id FROM workflow_turns WHERE session_id = ? AND status = 'started'"
+            " ORDER BY started_at DESC LIMIT 1",
+            (session_id,),
+        ).fetchone()
+        if open_turn is None:
+            return {"turnId": None, "paused": None}
+        tx.conn.execute(
+            "UPDATE workflow_turns SET status = 'ended', stop_reason = ?, ended_at = ?"
+            " WHERE turn_id = ?",
+            (stop_reason, tx.now, open_turn[0]),
+        )
+        paused = None
+        turn_run = open_turn[1]
+        if stop_reason == "aborted" and turn_run is not None:
+            status = tx.conn.execute(
+                "SELECT status FROM runs WHERE run_id = ?", (turn_run,)
+            ).fetchone()[0]
+            if status == RunStatus.WAITING:
+                lifecycle.pause_waiting(db, turn_run, ParkReason.TURN_ABORTED)
+                paused = turn_run
+        return {"turnId": open_turn[0], "paused": paused}

@@ -277,17 +277,21 @@ class Client(InteractionMethods):
         idempotency_key: str | None = None,
         *,
         origin_session: str | None = None,
+        detached: bool = False,
     ) -> Receipt:
         """`run.start`: start `workflow` (a name, `builtin:NAME` or a file path) with `input`.
 
         `input` defaults to `{}`; `origin_session` names the Pi session that presents the
-        run's requests and messages. The receipt holds `runId`, `workflow` and `revision`.
+        run's requests and messages; `detached` runs them in a headless Pi the server runs.
+        The receipt holds `runId`, `workflow`, `originSession` and `revision`.
         """
         payload: JsonObject = {"workflow": workflow, "input": {} if input is None else input}
         if project_dir is not None:
             payload["projectDir"] = _absolute(project_dir)
         if origin_session is not None:
             payload["originSession"] = origin_session
+        if detached:
+            payload["detached"] = True
         return self.call("run.start", payload, idempotency_key=idempotency_key)
 
     def list_runs(

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pi_workflows.protocol import MAX_FRAME_BYTES
 from pi_workflows.server import recovery
+from pi_workflows.server.agents import HeadlessAgents
 from pi_workflows.server.config import ServerConfig
 from pi_workflows.server.connections import serve_client
 from pi_workflows.server.session_views import SessionViews
@@ -65,6 +66,7 @@ class Server:
         self.stopping = False
         self.slow_clients_dropped = 0
         self.supervisor: Supervisor
+        self.agents: HeadlessAgents
         self.views = SessionViews(db)
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
@@ -160,6 +162,7 @@ class Server:
         """1. new epoch before any work; 2. recovery; 3. a fresh socket path."""
         self.epoch = runners.bump_server_epoch(self.db, os.getpid())
         self.supervisor = Supervisor(self.db, self.config, self.epoch, self.wake)
+        self.agents = HeadlessAgents(self.db, self.config, self.epoch)
         self.views.begin_epoch(self.epoch)
         await recovery.recover(self.db, self.epoch, self.config.kill_grace_seconds)
         with contextlib.suppress(FileNotFoundError):
@@ -175,8 +178,10 @@ class Server:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        # 3. Park running work at its last durable boundary and stop every runner.
+        # 3. Park running work at its last durable boundary and stop every runner, then
+        #    every headless agent of detached runs.
         await self.supervisor.stop_all()
+        await self.agents.stop_all()
         # 4. Close client connections (their last responses were already written).
         for writer in list(self._clients):
             writer.close()
@@ -220,6 +225,7 @@ class Server:
         recovery.expire_due_requests(self.db)
         self.supervisor.enforce_deadlines(now)
         self.supervisor.sweep_expired()
+        self.agents.reconcile()
         free = self.config.max_runners - self.supervisor.count
         if free <= 0:
             return
@@ -247,7 +253,12 @@ class Server:
         self._next_prune_ms = now + (0 if pruned == RECEIPT_PRUNE_BATCH else RECEIPT_PRUNE_EVERY_MS)
 
     def _idle_too_long(self) -> bool:
-        if self.config.idle_exit_seconds <= 0 or self._clients or self.supervisor.count:
+        if (
+            self.config.idle_exit_seconds <= 0
+            or self._clients
+            or self.supervisor.count
+            or self.agents.count
+        ):
             self._idle_since = asyncio.get_running_loop().time()
             return False
         busy = self.db.conn.execute(

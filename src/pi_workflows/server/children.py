@@ -29,12 +29,10 @@ _POLL_SECONDS = 0.05  # only where the platform has no pidfd to wait on
 
 
 @dataclass
-class Child:
-    """A spawned child with its private channel and bounded output tails."""
+class Process:
+    """A spawned child process in its own session, with bounded output tails."""
 
     process: subprocess.Popen[bytes]
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
     tail_bytes: int
     exited: asyncio.Event = field(default_factory=asyncio.Event)
     stdout_tail: deque[bytes] = field(default_factory=deque)
@@ -51,6 +49,14 @@ class Child:
         out = b"".join(self.stdout_tail).decode(errors="replace")
         err = b"".join(self.stderr_tail).decode(errors="replace")
         return (f"[stdout]\n{out}\n" if out else "") + (f"[stderr]\n{err}" if err else "")
+
+
+@dataclass
+class Child(Process):
+    """A spawned ``python -m`` child with its private channel (resolver, runner)."""
+
+    reader: asyncio.StreamReader = field(kw_only=True)
+    writer: asyncio.StreamWriter = field(kw_only=True)
 
 
 async def _drain(stream: asyncio.StreamReader, tail: deque[bytes], limit: int) -> None:
@@ -79,7 +85,7 @@ def _has_exited(pid: int) -> bool:
     return status is not None
 
 
-async def _watch_exit(child: Child) -> None:
+async def _watch_exit(child: Process) -> None:
     """Set ``child.exited`` once the process has exited (it stays unreaped)."""
     loop = asyncio.get_running_loop()
     pidfd: int | None = None
@@ -129,16 +135,40 @@ async def spawn(module: str, *, tail_bytes: int, env: dict[str, str] | None = No
     finally:
         child_sock.close()
     reader, writer = await asyncio.open_unix_connection(sock=parent_sock, limit=MAX_FRAME_BYTES)
+    child = Child(process, tail_bytes, reader=reader, writer=writer)
+    await _supervise_output(child)
+    return child
+
+
+async def _supervise_output(child: Process) -> None:
+    process = child.process
     assert process.stdout is not None
     assert process.stderr is not None
-    child = Child(process, reader, writer, tail_bytes)
     stdout = await _pipe_reader(process.stdout)
     stderr = await _pipe_reader(process.stderr)
     child.tasks = [
         asyncio.create_task(_watch_exit(child)),
-        asyncio.create_task(_drain(stdout, child.stdout_tail, tail_bytes)),
-        asyncio.create_task(_drain(stderr, child.stderr_tail, tail_bytes)),
+        asyncio.create_task(_drain(stdout, child.stdout_tail, child.tail_bytes)),
+        asyncio.create_task(_drain(stderr, child.stderr_tail, child.tail_bytes)),
     ]
+
+
+async def spawn_command(
+    argv: list[str], *, cwd: str | None, env: dict[str, str], tail_bytes: int
+) -> Process:
+    """Start ``argv`` in a new session with stdin on a pipe the server holds open (closing
+    it asks the program to end) and stdout/stderr drained into bounded tails."""
+    process = subprocess.Popen(  # noqa: ASYNC220 - see ``spawn``
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+    )
+    child = Process(process, tail_bytes)
+    await _supervise_output(child)
     return child
 
 
@@ -154,14 +184,14 @@ def signal_group(pid: int, sig: signal.Signals) -> bool:
     return True
 
 
-async def wait_exited(child: Child, seconds: float | None) -> bool:
+async def wait_exited(child: Process, seconds: float | None) -> bool:
     """Wait up to ``seconds`` for the child to exit (it stays unreaped); True if it did."""
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(child.exited.wait(), seconds)
     return child.exited.is_set()
 
 
-async def stop(child: Child, grace_seconds: float) -> int:
+async def stop(child: Process, grace_seconds: float) -> int:
     """SIGTERM the child's group, SIGKILL it after ``grace_seconds``, reap; return the code.
 
     The code is the exit status, or minus the signal number that ended the child.
@@ -179,11 +209,15 @@ async def stop(child: Child, grace_seconds: float) -> int:
     return code
 
 
-async def close(child: Child) -> None:
-    """Close the channel and finish draining output (after the process has exited)."""
-    child.writer.close()
-    with contextlib.suppress(Exception):
-        await child.writer.wait_closed()
+async def close(child: Process) -> None:
+    """Close the channel (if any) and finish draining output (after the process exited)."""
+    if isinstance(child, Child):
+        child.writer.close()
+        with contextlib.suppress(Exception):
+            await child.writer.wait_closed()
+    if child.process.stdin is not None:
+        with contextlib.suppress(OSError):
+            child.process.stdin.close()
     for task in child.tasks:
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
             await asyncio.wait_for(task, 2.0)

@@ -15,7 +15,7 @@ import logging
 
 from pi_workflows.server import processes
 from pi_workflows.server.processes import Identity
-from pi_workflows.store import interactions, lifecycle, runners, takeover
+from pi_workflows.store import agents, interactions, lifecycle, runners, takeover
 from pi_workflows.store.database import Database
 from pi_workflows.store.errors import StoreError
 from pi_workflows.store.states import ParkReason
@@ -24,10 +24,12 @@ log = logging.getLogger(__name__)
 
 
 async def stop_orphans(db: Database, server_epoch: int, grace_seconds: float) -> int:
-    """Stop what runners of earlier servers left running; return how many groups it stopped.
+    """Stop what runners and headless agents of earlier servers left running; return how
+    many groups it stopped.
 
-    Each runner's own group and every group it recorded (shell commands in their own
-    sessions) get SIGTERM, a grace period, then SIGKILL, all together, and only while their
+    Each runner's own group, every group it recorded (shell commands in their own sessions)
+    and every headless Pi of a detached run get SIGTERM, a grace period, then SIGKILL, all
+    together, and only while their
     leader still has the recorded pid and start time: a reused pid is never signalled, and
     a group whose leader is gone is left alone (nothing proves its members are ours).
     """
@@ -42,9 +44,13 @@ async def stop_orphans(db: Database, server_epoch: int, grace_seconds: float) ->
             Identity(p.pid, p.process_start)
             for p in runners.live_processes(db.conn, record.runner_epoch)
         )
+    orphaned_agents = [a for a in agents.live(db.conn) if a.server_epoch < server_epoch]
+    identities.extend(Identity(a.pid, a.process_start) for a in orphaned_agents)
     stopped = await processes.stop_groups(identities, grace_seconds) if identities else []
     for record in records:
         runners.mark_exited(db, record.runner_epoch, "orphaned")
+    for agent in orphaned_agents:
+        agents.record_ended(db, agent.agent_id, None, "orphaned: stopped at server start")
     return len(stopped)
 
 

@@ -56,6 +56,7 @@ class NewRun:
     source: SourceRecord
     origin: str | None = None
     origin_session: str | None = None
+    detached: bool = False  # its session is a headless Pi the server runs (see agents)
 
 
 @dataclass(frozen=True)
@@ -250,8 +251,8 @@ def reserve(db: Database, new_run: NewRun, *, run_id: str | None = None) -> Writ
         _store_definition(tx, new_run)
         tx.conn.execute(
             "INSERT INTO runs (run_id, workflow_name, definition_digest, input_json, input_ref,"
-            " input_hash, status, revision, origin, origin_session, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, 'queued', 1, ?, ?, ?, ?)",
+            " input_hash, status, revision, origin, origin_session, execution_mode, created_at,"
+            " updated_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', 1, ?, ?, ?, ?, ?)",
             (
                 run_id,
                 new_run.workflow_name,
@@ -259,7 +260,8 @@ def reserve(db: Database, new_run: NewRun, *, run_id: str | None = None) -> Writ
                 *_input(tx, new_run.input),
                 new_run.input_hash,
                 new_run.origin,
-                new_run.origin_session,
+                f"detached-{run_id}" if new_run.detached else new_run.origin_session,
+                "detached" if new_run.detached else "attached",
                 tx.now,
                 tx.now,
             ),
@@ -624,8 +626,11 @@ def pause(db: Database, run_id: str, *, expected_revision: int | None = None) ->
     )
 
 
-def pause_waiting(db: Database, run_id: str, reason: ParkReason) -> WriteResult:
-    """Pause a waiting run for ``reason`` (the session aborted the turn of its step)."""
+def pause_waiting(
+    db: Database, run_id: str, reason: ParkReason, detail: str | None = None
+) -> WriteResult:
+    """Pause a waiting (or queued) run for ``reason``: the session aborted the turn of its
+    step, or a detached run's headless agent cannot work."""
     return write_run(
         db,
         run_id,
@@ -633,7 +638,9 @@ def pause_waiting(db: Database, run_id: str, reason: ParkReason) -> WriteResult:
         event_type="run.paused",
         event_data={"reason": reason.value},
         claim=None,
-        apply=lambda tx, run: apply_transition(tx, run, Operation.PAUSE, park_reason=reason),
+        apply=lambda tx, run: apply_transition(
+            tx, run, Operation.PAUSE, park_reason=reason, park_detail=detail
+        ),
     )
 
 

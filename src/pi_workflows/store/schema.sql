@@ -65,6 +65,9 @@ CREATE TABLE runs (
     origin TEXT,
     -- The Pi session that presents its requests and messages (NULL: none, see run show).
     origin_session TEXT,
+    -- 'detached': the server runs a headless Pi for its session (origin_session set).
+    execution_mode TEXT NOT NULL DEFAULT 'attached'
+        CHECK (execution_mode IN ('attached', 'detached')),
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL,
     finished_at INTEGER,
@@ -219,6 +222,24 @@ CREATE TABLE runner_processes (
     CHECK ((status = 'ended') = (ended_at IS NOT NULL))
 ) STRICT;
 CREATE INDEX runner_processes_live ON runner_processes (runner_epoch) WHERE status = 'live';
+
+-- Headless Pi agents the server runs for detached runs (``pi --mode rpc`` on the run's
+-- session), recorded before they act so a new server can stop them by identity.
+CREATE TABLE agent_processes (
+    agent_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    session_id TEXT NOT NULL,
+    server_epoch INTEGER NOT NULL,
+    pid INTEGER NOT NULL CHECK (pid >= 1),
+    process_start REAL NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('live', 'ended')),
+    exit_code INTEGER,
+    output_tail TEXT,
+    started_at INTEGER NOT NULL,
+    ended_at INTEGER,
+    CHECK ((status = 'ended') = (ended_at IS NOT NULL))
+) STRICT;
+CREATE UNIQUE INDEX agent_processes_one_live ON agent_processes (run_id) WHERE status = 'live';
 
 -- Child messages already answered, so a repeated message id replays its reply.
 CREATE TABLE runner_messages (

@@ -235,7 +235,8 @@ def report_turn(
 ) -> dict[str, Any]:
     """A model turn of the session started or ended (``completed``, ``aborted``, ``error``,
     ``lost``). A turn started for a step that ends ``aborted`` pauses that step's run with
-    ``turnAborted`` (its request stays open; ``run resume`` presents it again)."""
+    ``turnAborted`` (its request stays open; ``run resume`` presents it again); one of a
+    detached run's headless agent that ends with ``error`` pauses it ``agentUnavailable``."""
     with db.atomic("sessions.report_turn") as tx:
         check_epoch(tx.conn, session_id, epoch)
         run_id = None
@@ -272,11 +273,20 @@ def report_turn(
         )
         paused = None
         turn_run = open_turn[1]
-        if stop_reason == "aborted" and turn_run is not None:
-            status = tx.conn.execute(
-                "SELECT status FROM runs WHERE run_id = ?", (turn_run,)
-            ).fetchone()[0]
-            if status == RunStatus.WAITING:
+        if turn_run is not None and stop_reason in ("aborted", "error"):
+            status, mode = tx.conn.execute(
+                "SELECT status, execution_mode FROM runs WHERE run_id = ?", (turn_run,)
+            ).fetchone()
+            if status == RunStatus.WAITING and stop_reason == "aborted":
                 lifecycle.pause_waiting(db, turn_run, ParkReason.TURN_ABORTED)
+                paused = turn_run
+            elif status == RunStatus.WAITING and mode == "detached":
+                lifecycle.pause_waiting(
+                    db,
+                    turn_run,
+                    ParkReason.AGENT_UNAVAILABLE,
+                    "the headless Pi's model turn ended with an error (check its provider"
+                    " configuration); run resume tries again",
+                )
                 paused = turn_run
         return {"turnId": open_turn[0], "paused": paused}

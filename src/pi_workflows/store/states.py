@@ -60,6 +60,7 @@ class ParkReason(StrEnum):
     EFFECT_AMBIGUOUS = "effectAmbiguous"
     WORKFLOW_LOAD_FAILED = "workflowLoadFailed"
     TURN_ABORTED = "turnAborted"  # the person stopped the model turn of the run's step
+    AGENT_UNAVAILABLE = "agentUnavailable"  # a detached run's headless Pi cannot work
 
 
 class NextCommand(StrEnum):

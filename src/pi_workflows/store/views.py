@@ -174,6 +174,10 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
             "status": waiting[5],
         },
         "originSession": run.origin_session,
+        "executionMode": conn.execute(
+            "SELECT execution_mode FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()[0],
+        "origin": run.origin,
         "messages": run_messages(conn, run_id),
         "input": run_input,
         "inputRef": input_ref,

@@ -48,6 +48,11 @@ def run() -> None:
     "session_id",
     help="The Pi session that presents the run's steps and messages (its origin).",
 )
+@click.option(
+    "--detached",
+    is_flag=True,
+    help="Run its agent steps in a headless Pi the server starts (no session needed).",
+)
 @click.option("--idempotency-key", help="Key that makes a repeated start return the same run.")
 @click.option("--wait", is_flag=True, help="Follow the run until it completes, fails or waits.")
 @click.option(
@@ -64,6 +69,7 @@ def start(
     input_value: Any,
     project: Path | None,
     session_id: str | None,
+    detached: bool,
     idempotency_key: str | None,
     wait: bool,
     timeout: float | None,
@@ -85,6 +91,7 @@ def start(
         project_dir=default_project(project),
         idempotency_key=idempotency_key,
         origin_session=session_id,
+        detached=detached,
     )
     run_id = str(receipt["runId"])
     if not wait:

@@ -125,8 +125,13 @@ async def run_start(server: Server, request: Request) -> dict[str, Any]:
     if session is not None and (len(session) > 200 or not session.isprintable()):
         raise bad("payload field 'originSession' must be a session id of at most 200 characters")
     new_run = await _describe(server, spec, _project(request.payload), request.payload.get("input"))
+    detached = request.payload.get("detached", False)
+    if not isinstance(detached, bool):
+        raise bad("payload field 'detached' must be true or false")
+    if detached and session is not None:
+        raise bad("a run is either detached or presented in an origin session, not both")
     new_run = dataclasses.replace(
-        new_run, origin=f"client:{request.client_id}", origin_session=session
+        new_run, origin=f"client:{request.client_id}", origin_session=session, detached=detached
     )
 
     def change() -> tuple[str | None, dict[str, Any]]:
@@ -134,7 +139,8 @@ async def run_start(server: Server, request: Request) -> dict[str, Any]:
         return result.run_id, {
             "runId": result.run_id,
             "workflow": new_run.workflow_name,
-            "originSession": session,
+            "originSession": f"detached-{result.run_id}" if detached else session,
+            "detached": detached,
             "revision": result.revision,
         }
 

@@ -1,0 +1,191 @@
+"""Headless Pi agents for detached runs: spawn, supervise and stop ``pi --mode rpc``.
+
+Runs in the server. A detached run (``run start --detached``) has no person's Pi session:
+its session is a headless Pi the server runs in the run's project directory, with the
+pi-workflows extension loaded and the user's own Pi model configuration, on the session id
+``detached-<run id>``. The extension in it attaches to that session like any origin
+session and presents and submits the run's steps. The agent is a supervised process like a
+runner: its own process group, pid and start time recorded before it can act, bounded
+output, and stopped (SIGTERM, grace, SIGKILL, then reaped) when its run finishes, is
+cancelled or paused, or no longer needs it. A missing ``pi`` or an agent that dies while
+its run waits parks the run ``agentUnavailable`` with the reason; ``run resume`` retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from pi_workflows.server import children
+from pi_workflows.server.children import Process
+from pi_workflows.server.config import ServerConfig
+from pi_workflows.store import agents, interactions, lifecycle
+from pi_workflows.store.database import Database
+from pi_workflows.store.errors import StoreError
+from pi_workflows.store.states import ParkReason
+
+log = logging.getLogger(__name__)
+
+EXTENSION_IN_CHECKOUT = Path(__file__).resolve().parents[3] / "integrations/pi/extension/index.ts"
+
+
+@dataclass
+class Agent:
+    """One live headless Pi."""
+
+    agent_id: str
+    run_id: str
+    process: Process
+    stopping: bool = False
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+def pi_command(config: ServerConfig) -> list[str]:
+    """The ``pi`` to run: ``PI_WORKFLOWS_PI`` (a path or a name on PATH), else ``pi``."""
+    return [config.pi_command]
+
+
+def extension_path(config: ServerConfig) -> str | None:
+    """The extension to load: ``PI_WORKFLOWS_PI_EXTENSION``, else the checkout's."""
+    if config.pi_extension:
+        return config.pi_extension
+    return str(EXTENSION_IN_CHECKOUT) if EXTENSION_IN_CHECKOUT.exists() else None
+
+
+def _cli_path() -> str | None:
+    beside = Path(sys.executable).parent / "pi-workflows"
+    return str(beside) if beside.exists() else shutil.which("pi-workflows")
+
+
+class HeadlessAgents:
+    """Every headless agent of this server."""
+
+    def __init__(self, db: Database, config: ServerConfig, server_epoch: int) -> None:
+        self.db = db
+        self.config = config
+        self.server_epoch = server_epoch
+        self.agents: dict[str, Agent] = {}
+        self._starting: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def _spawn_task(self, coroutine: Any, name: str) -> None:
+        task = asyncio.create_task(coroutine, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @property
+    def count(self) -> int:
+        """Live and starting agents."""
+        return len(self.agents) + len(self._starting)
+
+    def reconcile(self) -> None:
+        """Start the agents detached runs need now, stop the ones no run needs (a tick)."""
+        wanted = {w.run_id: w for w in agents.wanted(self.db.conn)}
+        for run_id, want in wanted.items():
+            if run_id not in self.agents and run_id not in self._starting:
+                self._starting.add(run_id)
+                self._spawn_task(self._start(want), f"agent-{run_id}")
+        for run_id, agent in list(self.agents.items()):
+            if run_id not in wanted and not agent.stopping:
+                agent.stopping = True
+                self._spawn_task(self._stop(agent), f"agent-stop-{run_id}")
+
+    async def _start(self, want: agents.Wanted) -> None:
+        try:
+            await self._spawn(want)
+        except Exception as exc:  # a missing pi, a bad directory, a broken install
+            log.warning("cannot start the headless Pi of run %s: %s", want.run_id, exc)
+            self._park(want.run_id, f"cannot start the headless Pi ({exc}); {self._advice()}")
+        finally:
+            self._starting.discard(want.run_id)
+
+    def _advice(self) -> str:
+        return (
+            "install Pi or set PI_WORKFLOWS_PI to its path (and PI_WORKFLOWS_PI_EXTENSION to"
+            " the pi-workflows extension), then 'pi-workflows run resume'"
+        )
+
+    def _command(self, want: agents.Wanted) -> tuple[list[str], dict[str, str], str | None]:
+        """The agent's argument list, environment and working directory."""
+        extension = extension_path(self.config)
+        if extension is None:
+            raise FileNotFoundError("the pi-workflows Pi extension is not installed")
+        session_dir = self.config.home / "agents" / want.run_id
+        session_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        argv = [
+            *pi_command(self.config),
+            "--mode",
+            "rpc",
+            "--session-id",
+            want.session_id,
+            "--session-dir",
+            str(session_dir),
+            "--no-extensions",
+            "-e",
+            extension,
+        ]
+        env = dict(os.environ)
+        env["PI_WORKFLOWS_HOME"] = str(self.config.home)
+        cli = _cli_path()
+        if cli is not None:
+            env["PI_WORKFLOWS_CLI"] = cli
+        cwd = want.project_dir if want.project_dir and os.path.isdir(want.project_dir) else None
+        return argv, env, cwd
+
+    async def _spawn(self, want: agents.Wanted) -> None:
+        argv, env, cwd = self._command(want)
+        process = await children.spawn_command(
+            argv, cwd=cwd, env=env, tail_bytes=self.config.runner_output_tail_bytes
+        )
+        start = psutil.Process(process.process.pid).create_time()
+        agent_id = agents.record_started(
+            self.db, want.run_id, want.session_id, self.server_epoch, process.process.pid, start
+        )
+        agent = Agent(agent_id, want.run_id, process)
+        self.agents[want.run_id] = agent
+        agent.task = asyncio.create_task(self._watch(agent), name=f"agent-watch-{want.run_id}")
+        log.info("started the headless Pi of run %s (pid %d)", want.run_id, process.process.pid)
+
+    async def _watch(self, agent: Agent) -> None:
+        await agent.process.exited.wait()
+        if agent.stopping:
+            return  # ``_stop`` reaps it
+        code = await children.stop(agent.process, 0.1)
+        tail = agent.process.output_tail()[-4000:]
+        self.agents.pop(agent.run_id, None)
+        with contextlib.suppress(StoreError):
+            agents.record_ended(self.db, agent.agent_id, code, tail)
+        last = (tail.strip().splitlines() or ["no output"])[-1]
+        log.warning("the headless Pi of run %s exited with %s: %s", agent.run_id, code, last)
+        self._park(agent.run_id, f"the headless Pi exited with code {code}: {last[:200]}")
+
+    def _park(self, run_id: str, detail: str) -> None:
+        with self.db.read() as conn:
+            row = conn.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            request = interactions.open_request_of(conn, run_id)
+        if row is None or row[0] != "waiting" or request is None:
+            return  # between steps: the next wait starts a new agent
+        with contextlib.suppress(StoreError):
+            lifecycle.pause_waiting(self.db, run_id, ParkReason.AGENT_UNAVAILABLE, detail)
+
+    async def _stop(self, agent: Agent) -> None:
+        code = await children.stop(agent.process, self.config.kill_grace_seconds)
+        self.agents.pop(agent.run_id, None)
+        with contextlib.suppress(StoreError):
+            agents.record_ended(self.db, agent.agent_id, code, agent.process.output_tail()[-4000:])
+        log.info("stopped the headless Pi of run %s", agent.run_id)
+
+    async def stop_all(self) -> None:
+        """Shutdown: stop every agent."""
+        for agent in list(self.agents.values()):
+            agent.stopping = True
+        await asyncio.gather(*(self._stop(a) for a in list(self.agents.values())))

@@ -1,0 +1,86 @@
+"""Headless Pi agents of detached runs: which runs want one, and the process records.
+
+Owns ``agent_processes``. A detached run's session is a headless ``pi --mode rpc`` the
+server runs; it is recorded (pid and process start time) right after it is spawned and
+before it can act, so a later server can stop it by identity, and marked ended when the
+server has stopped and reaped it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from pi_workflows.store.database import Database
+from pi_workflows.store.ids import new_id
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """A detached run that needs its headless agent now."""
+
+    run_id: str
+    session_id: str
+    project_dir: str | None
+
+
+@dataclass(frozen=True)
+class AgentRecord:
+    """A recorded agent process that has not been marked ended."""
+
+    agent_id: str
+    run_id: str
+    server_epoch: int
+    pid: int
+    process_start: float
+
+
+def wanted(conn: sqlite3.Connection) -> list[Wanted]:
+    """Detached runs that wait on a request the model answers (an agent, assistant-message
+    or checkpoint step; a human decision waits for a person), or that still work between
+    such steps while their agent lives."""
+    rows = conn.execute(
+        "SELECT r.run_id, r.origin_session, s.project_dir FROM runs r JOIN run_sources s"
+        " USING (run_id) WHERE r.execution_mode = 'detached'"
+        " AND (EXISTS (SELECT 1 FROM interactive_requests q WHERE q.run_id = r.run_id"
+        " AND q.status IN ('pending', 'validating') AND q.kind != 'decision'"
+        " AND r.status IN ('waiting', 'queued', 'running'))"
+        " OR (r.status IN ('queued', 'running', 'waiting') AND EXISTS (SELECT 1 FROM"
+        " agent_processes a WHERE a.run_id = r.run_id AND a.status = 'live')))",
+    ).fetchall()
+    return [Wanted(row[0], row[1], row[2]) for row in rows]
+
+
+def live(conn: sqlite3.Connection) -> list[AgentRecord]:
+    """Every agent process not yet marked ended."""
+    rows = conn.execute(
+        "SELECT agent_id, run_id, server_epoch, pid, process_start FROM agent_processes"
+        " WHERE status = 'live'"
+    ).fetchall()
+    return [AgentRecord(row[0], row[1], row[2], row[3], row[4]) for row in rows]
+
+
+def record_started(
+    db: Database, run_id: str, session_id: str, server_epoch: int, pid: int, start: float
+) -> str:
+    """Record a spawned agent; returns its id."""
+    agent_id = new_id("agt")
+    with db.atomic("agents.started") as tx:
+        tx.conn.execute(
+            "INSERT INTO agent_processes (agent_id, run_id, session_id, server_epoch, pid,"
+            " process_start, status, started_at) VALUES (?, ?, ?, ?, ?, ?, 'live', ?)",
+            (agent_id, run_id, session_id, server_epoch, pid, start, tx.now),
+        )
+    return agent_id
+
+
+def record_ended(
+    db: Database, agent_id: str, exit_code: int | None = None, output_tail: str | None = None
+) -> None:
+    """The agent was stopped (or ended) and reaped."""
+    with db.atomic("agents.ended") as tx:
+        tx.conn.execute(
+            "UPDATE agent_processes SET status = 'ended', exit_code = ?, output_tail = ?,"
+            " ended_at = ? WHERE agent_id = ? AND status = 'live'",
+            (exit_code, output_tail, tx.now, agent_id),
+        )

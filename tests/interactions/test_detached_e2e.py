@@ -1,0 +1,138 @@
+"""Detached runs: the server's headless agent is supervised like a runner.
+
+These tests put a stand-in program where ``pi`` would be (``PI_WORKFLOWS_PI``), so they
+check the server's side — spawn with the run's session id, record the process identity,
+stop it with its run, stop an orphan at start-up, park the run when the agent cannot work
+— without a model. tests/pi/test_detached.py runs the real Pi.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import sys
+from pathlib import Path
+
+import psutil
+
+from support.server import ServerProcess, wait_for
+
+STEP = """
+from pi_workflows import Workflow, agent
+
+workflow = Workflow("step", start="a",
+                    nodes={"a": agent(prompt="Do it", expected_output="{}")}, edges=[])
+"""
+
+STAND_IN = """#!{python}
+import json, os, sys, time
+with open({record!r}, "a") as out:
+    out.write(json.dumps({{"pid": os.getpid(), "argv": sys.argv[1:], "cwd": os.getcwd(),
+                          "home": os.environ.get("PI_WORKFLOWS_HOME")}}) + "\\n")
+if {exit_code!r} is not None:
+    sys.exit({exit_code!r})
+while True:
+    time.sleep(0.05)
+"""
+
+
+def _stand_in(tmp_path: Path, exit_code: int | None = None) -> tuple[Path, Path]:
+    record = tmp_path / "agent-starts.jsonl"
+    program = tmp_path / "fake-pi"
+    program.write_text(
+        STAND_IN.format(python=sys.executable, record=str(record), exit_code=exit_code)
+    )
+    program.chmod(program.stat().st_mode | stat.S_IXUSR)
+    return program, record
+
+
+def _starts(record: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_a_detached_run_gets_a_supervised_agent_that_goes_with_its_run(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    """The agent starts on ``detached-<run>`` in the project directory, is recorded, and is
+    stopped when the run is cancelled."""
+    program, record = _stand_in(tmp_path)
+    server_process.write_workflow("step", STEP)
+    server_process.start(PI_WORKFLOWS_PI=str(program))
+    run_id = server_process.start_run("step", detached=True)
+    view = server_process.wait_status(run_id, "waiting")
+    assert (view["executionMode"], view["originSession"]) == ("detached", f"detached-{run_id}")
+    wait_for(lambda: _starts(record), 30, "the agent to start")
+    [start] = _starts(record)
+    argv = start["argv"]
+    assert isinstance(argv, list)
+    assert argv[argv.index("--session-id") + 1] == f"detached-{run_id}"
+    assert argv[:2] == ["--mode", "rpc"]
+    assert start["cwd"] == str(server_process.project)
+    assert start["home"] == str(server_process.home)
+    pid = int(str(start["pid"]))
+    assert server_process.query("SELECT pid, status FROM agent_processes") == [(pid, "live")]
+    with server_process.client() as client:
+        client.cancel(run_id)
+    wait_for(lambda: not _alive(pid), 30, "the agent to be stopped")
+    wait_for(
+        lambda: server_process.query("SELECT status FROM agent_processes") == [("ended",)],
+        30,
+        "the agent's record to end",
+    )
+    assert server_process.diagnose() == []
+
+
+def test_a_missing_pi_parks_the_run_with_the_reason(server_process: ServerProcess) -> None:
+    """No ``pi`` where the server looks: the run parks ``agentUnavailable``, saying what to do."""
+    server_process.write_workflow("step", STEP)
+    server_process.start(PI_WORKFLOWS_PI="/nonexistent/pi")
+    run_id = server_process.start_run("step", detached=True)
+    view = server_process.wait_status(run_id, {"paused", "completed", "failed"}, 60)
+    assert (view["status"], view["parkReason"]) == ("paused", "agentUnavailable")
+    assert "cannot start the headless Pi" in view["parkDetail"]
+    assert "PI_WORKFLOWS_PI" in view["parkDetail"]
+
+
+def test_an_agent_that_dies_while_its_run_waits_parks_the_run(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    """The agent exits by itself: the run parks with its exit code instead of waiting on."""
+    program, _ = _stand_in(tmp_path, exit_code=3)
+    server_process.write_workflow("step", STEP)
+    server_process.start(PI_WORKFLOWS_PI=str(program))
+    run_id = server_process.start_run("step", detached=True)
+    view = server_process.wait_status(run_id, {"paused", "completed", "failed"}, 60)
+    assert (view["status"], view["parkReason"]) == ("paused", "agentUnavailable")
+    assert "exited with code 3" in view["parkDetail"]
+    assert server_process.query("SELECT status, exit_code FROM agent_processes") == [("ended", 3)]
+
+
+def test_an_orphaned_agent_is_stopped_by_the_next_server(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    """Window: the server is SIGKILLed while an agent works; the next server stops that agent
+    (its identity still matches) and starts a new one for the still-waiting run."""
+    program, record = _stand_in(tmp_path)
+    server_process.write_workflow("step", STEP)
+    server_process.start(PI_WORKFLOWS_PI=str(program))
+    run_id = server_process.start_run("step", detached=True)
+    wait_for(lambda: _starts(record), 30, "the agent to start")
+    first = int(str(_starts(record)[0]["pid"]))
+    server_process.kill()
+    assert _alive(first), "the orphan must still run when the new server starts"
+    server_process.start(PI_WORKFLOWS_PI=str(program))
+    wait_for(lambda: not _alive(first), 30, "the orphaned agent to be stopped")
+    wait_for(lambda: len(_starts(record)) == 2, 30, "a new agent")
+    second = int(str(_starts(record)[1]["pid"]))
+    assert _alive(second)
+    assert server_process.run(run_id)["status"] == "waiting"
+    os.kill(second, signal.SIGKILL)  # the test's cleanup does not know this pid

@@ -157,6 +157,14 @@ def _start(section: dict[str, Any]) -> list[str]:
         ["pi-workflows: `run.start` acknowledged (durable receipt)", fmt(ours["ackMs"])],
         ["pi-workflows: start to first node started (cold runner)", fmt(ours["firstNodeMs"])],
         ["pi-workflows: receipt to first node started", fmt(ours["ackToFirstNodeMs"])],
+        [
+            "pi-workflows: validated answer acknowledged (held for the validation runner)",
+            fmt(ours["submitAckMs"]),
+        ],
+        [
+            "pi-workflows: answer submitted to the next node started",
+            fmt(ours["submitToNextNodeMs"]),
+        ],
         ["floor: spawn `python -c pass`", fmt(floor["spawnPassMs"])],
         ["floor: spawn with the runner's imports", fmt(floor["spawnRunnerImportsMs"])],
         ["floor: spawn with the resolver's imports", fmt(floor["spawnResolverImportsMs"])],

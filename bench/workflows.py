@@ -97,6 +97,34 @@ workflow = Workflow(
 '''
 
 
+_SUBMIT = '''"""Bench: a checkpoint whose answer a runner validates, then a stamped node."""
+
+import time
+
+from pi_workflows import Workflow, checkpoint, compute, edge
+
+
+def check(answer, ctx):
+    return None  # accepts: the cost measured is the validation runner, not this body
+
+
+workflow = Workflow(
+    "{name}",
+    start="ask",
+    nodes={{
+        "ask": checkpoint({{"question": "go on?"}}, validate=check),
+        "next": compute(lambda ctx: {{"t": time.monotonic_ns()}}),
+    }},
+    edges=[edge("ask", "next")],
+)
+'''
+
+
+def write_submit(project: Path) -> Path:
+    """``submit.workflow.py``: a validated checkpoint, then a node that stamps its start."""
+    return _write(project, "submit", _SUBMIT.format(name="submit"))
+
+
 def write_chain(project: Path, n: int) -> Path:
     """``chainN.workflow.py``: ``n`` no-op compute nodes; returns its path."""
     name = f"chain{n}"

@@ -10,6 +10,10 @@ workflow on a warm server and records:
   new ``python -m pi_workflows.runner`` process every run: there is no pool).
 - ``ackToFirstNodeMs``: the part after the receipt (scheduler, runner spawn, handshake,
   ``state.get``, ``node.start``).
+- ``submitAckMs``: a validated checkpoint answer sent to its answer back, which the server
+  holds until the validation runner (a cold runner spawn, ``validate``, the accepting
+  commit) is done; ``submitToNextNodeMs``: the same answer sent to the next node's stamp
+  (that runner continues the graph).
 
 Floors, each a fresh interpreter spawned and reaped: ``python -c pass``, and with the
 imports of the two children a start spawns (``pi_workflows.runner.main`` and
@@ -20,6 +24,7 @@ no isolation) is measured beside it when DBOS is available.
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 from bench.context import Context
@@ -27,7 +32,7 @@ from bench.floors import spawn_ms
 from bench.ourserver import OurServer
 from bench.peers import PeerWorker
 from bench.stats import figure, ratios
-from bench.workflows import write_chain
+from bench.workflows import write_chain, write_submit
 
 FLOORS = {
     "spawnPassMs": "pass",
@@ -41,6 +46,7 @@ def run(ctx: Context) -> dict[str, Any]:
     directory = ctx.section_dir("start")
     server = OurServer(ctx.procs, directory / "ours").start()
     workflow = write_chain(server.project, 1)
+    submit_workflow = write_submit(server.project)
     dbos: PeerWorker | None = None
     if ctx.peer("dbos") and ctx.peers.python is not None:
         try:
@@ -57,6 +63,8 @@ def run(ctx: Context) -> dict[str, Any]:
         "ackMs": [],
         "firstNodeMs": [],
         "ackToFirstNodeMs": [],
+        "submitAckMs": [],
+        "submitToNextNodeMs": [],
         **{key: [] for key in FLOORS},
     }
     peer: dict[str, list[float]] = {"ackMs": [], "firstNodeMs": []}
@@ -76,6 +84,7 @@ def run(ctx: Context) -> dict[str, Any]:
                 "ackToFirstNodeMs": (first - marks["ackNs"]) / 1e6,
                 **floor_values,
             }
+            values.update(_submit(server, submit_workflow))
             if dbos is not None:
                 answer = dbos.call("start")
                 if measured:
@@ -100,7 +109,16 @@ def run(ctx: Context) -> dict[str, Any]:
             "spawned and reaped in the same repetition"
         ),
         "reps": ctx.sizes.start_reps,
-        "ours": {key: figure(series[key]) for key in ("ackMs", "firstNodeMs", "ackToFirstNodeMs")},
+        "ours": {
+            key: figure(series[key])
+            for key in (
+                "ackMs",
+                "firstNodeMs",
+                "ackToFirstNodeMs",
+                "submitAckMs",
+                "submitToNextNodeMs",
+            )
+        },
         "floor": {key: figure(series[key]) for key in FLOORS},
         "dbos": {key: figure(values) for key, values in peer.items()}
         if dbos is not None
@@ -115,5 +133,22 @@ def run(ctx: Context) -> dict[str, Any]:
             "ack-to-first-node / runner-import spawn": ratios(
                 series["ackToFirstNodeMs"], series["spawnRunnerImportsMs"]
             ),
+            "submit-to-next-node / runner-import spawn": ratios(
+                series["submitToNextNodeMs"], series["spawnRunnerImportsMs"]
+            ),
         },
+    }
+
+
+def _submit(server: OurServer, workflow: Any) -> dict[str, float]:
+    """Answer a waiting validated checkpoint; time the held answer and the next node."""
+    run_id = str(server.client.start_run(str(workflow), {})["runId"])
+    server.wait_run(run_id, frozenset({"waiting"}))
+    t0 = time.monotonic_ns()
+    server.client.answer_checkpoint(run_id, {"go": True})
+    ack = time.monotonic_ns()
+    view = server.wait_run(run_id)
+    return {
+        "submitAckMs": (ack - t0) / 1e6,
+        "submitToNextNodeMs": (int(view["output"]["t"]) - t0) / 1e6,
     }

@@ -113,12 +113,17 @@ class OurServer:
             self._client = None
 
     def descendants(self) -> list[psutil.Process]:
-        """Every live process below the server (runners and resolvers)."""
+        """Every live process below the server that works for a run (runners, resolvers,
+        shell commands, agents): not the runner template, which holds no run."""
         if self.process is None or self.process.poll() is not None:
             return []
+        found: list[psutil.Process] = []
         with contextlib.suppress(psutil.Error):
-            return psutil.Process(self.process.pid).children(recursive=True)
-        return []
+            for child in psutil.Process(self.process.pid).children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    if "pi_workflows.runner.template" not in child.cmdline():
+                        found.append(child)
+        return found
 
     def rss_bytes(self) -> int:
         """The server process's resident set size."""

@@ -8,6 +8,8 @@ interpreter that inherits the path is left alone.
   ``server-<pid>.prof`` on SIGUSR2, so only the measured runs are in it.
 - Runner: profiling covers the whole process (imports included) and is written to
   ``runner-<pid>.prof`` just before ``os._exit`` (the runner exits that way), or at exit.
+  A runner forked from the runner template (``-m pi_workflows.runner.template``) is
+  profiled from its fork on.
 """
 
 from __future__ import annotations
@@ -32,7 +34,16 @@ def _module() -> str | None:
 
 def _install() -> None:
     module = _module()
-    if not _DIRECTORY or module not in ("pi_workflows.server", "pi_workflows.runner"):
+    if not _DIRECTORY:
+        return
+    if module == "pi_workflows.runner.template":
+        # Runners are forked from the template: profile each child from its fork (the
+        # template's imports are not the runner's cost any more). Resolver children are
+        # profiled too; they exit before the runs' runners, and the section counts runners
+        # of the measured runs only (files newer than its start, one per run).
+        os.register_at_fork(after_in_child=lambda: _profile_child("runner"))
+        return
+    if module not in ("pi_workflows.server", "pi_workflows.runner"):
         return
     profiler = cProfile.Profile()
     pid = os.getpid()
@@ -50,7 +61,14 @@ def _install() -> None:
         signal.signal(signal.SIGUSR1, begin)
         signal.signal(signal.SIGUSR2, dump)
         return
-    path = os.path.join(_DIRECTORY, f"runner-{pid}.prof")
+    _profile_child("runner", profiler)
+
+
+def _profile_child(kind: str, profiler: cProfile.Profile | None = None) -> None:
+    """Profile this process from now until it exits through ``os._exit`` (or at exit)."""
+    assert _DIRECTORY is not None
+    profiler = profiler or cProfile.Profile()
+    pid = os.getpid()
     real_exit = os._exit
     done = []
 
@@ -58,7 +76,9 @@ def _install() -> None:
         if not done:
             done.append(True)
             profiler.disable()
-            profiler.dump_stats(path)
+            # A forked child says what it became in sys.argv (the template sets it).
+            name = "resolver" if sys.argv and sys.argv[0].endswith("resolve.py") else kind
+            profiler.dump_stats(os.path.join(_DIRECTORY, f"{name}-{pid}.prof"))
 
     def exit_after_writing(code: int) -> None:
         write()

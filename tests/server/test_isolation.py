@@ -253,3 +253,46 @@ def test_diagnose_and_backup_of_a_large_state_never_starve_claim_renewal(
     assert "run.controlClaimed" not in events
     assert "run.recovered" not in events
     assert backups >= 1
+
+
+FDS = """
+import os
+from pi_workflows import Workflow, compute
+
+def open_files(ctx):
+    targets = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass
+    return {"targets": targets, "ppid": os.getppid()}
+
+workflow = Workflow("fds", start="a", nodes={"a": compute(open_files)}, edges=[])
+"""
+
+
+@pytest.mark.parametrize("template", ["1", "0"])
+def test_a_runner_holds_no_descriptor_of_the_database_socket_or_lock(
+    server_process: ServerProcess, template: str
+) -> None:
+    """Forked from the runner template or spawned, a runner has no open descriptor on the
+    state database (or its -wal/-shm), the server's socket or the lock file."""
+    server_process.write_workflow("fds", FDS)
+    server_process.start(PI_WORKFLOWS_RUNNER_TEMPLATE=template)
+    run_id = server_process.start_run("fds")
+    view = server_process.wait_status(run_id, {"completed", "failed"})
+    assert view["status"] == "completed", view
+    home = str(server_process.home)
+    leaks = [t for t in view["output"]["targets"] if t.startswith(home)]
+    assert leaks == []
+    listening = {
+        f"socket:[{line.split()[6]}]"
+        for line in Path("/proc/net/unix").read_text().splitlines()[1:]
+        if line.split()[-1] == str(server_process.home / "server.sock")
+    }
+    assert listening, "the server's listening socket is in /proc/net/unix"
+    assert not listening & set(view["output"]["targets"])
+    assert server_process.process is not None
+    forked = view["output"]["ppid"] != server_process.process.pid
+    assert forked == (template == "1")

@@ -146,14 +146,14 @@ class HeadlessAgents:
         process = await children.spawn_command(
             argv, cwd=cwd, env=env, tail_bytes=self.config.runner_output_tail_bytes
         )
-        start = psutil.Process(process.process.pid).create_time()
+        start = psutil.Process(process.pid).create_time()
         agent_id = agents.record_started(
-            self.db, want.run_id, want.session_id, self.server_epoch, process.process.pid, start
+            self.db, want.run_id, want.session_id, self.server_epoch, process.pid, start
         )
         agent = Agent(agent_id, want.run_id, process)
         self.agents[want.run_id] = agent
         agent.task = asyncio.create_task(self._watch(agent), name=f"agent-watch-{want.run_id}")
-        log.info("started the headless Pi of run %s (pid %d)", want.run_id, process.process.pid)
+        log.info("started the headless Pi of run %s (pid %d)", want.run_id, process.pid)
 
     async def _watch(self, agent: Agent) -> None:
         await agent.process.exited.wait()

@@ -22,6 +22,7 @@ from pi_workflows.server.config import ServerConfig
 from pi_workflows.server.connections import serve_client
 from pi_workflows.server.session_views import SessionViews
 from pi_workflows.server.supervisor import Supervisor
+from pi_workflows.server.template import RunnerTemplate
 from pi_workflows.store import faults, interactions, receipts, runners
 from pi_workflows.store.database import Database
 from pi_workflows.store.errors import StoreError
@@ -66,6 +67,7 @@ class Server:
         self.stopping = False
         self.slow_clients_dropped = 0
         self.supervisor: Supervisor
+        self.template: RunnerTemplate | None = None
         self.agents: HeadlessAgents
         self.views = SessionViews(db)
         self._stop = asyncio.Event()
@@ -161,10 +163,17 @@ class Server:
     async def _startup(self) -> None:
         """1. new epoch before any work; 2. recovery; 3. a fresh socket path."""
         self.epoch = runners.bump_server_epoch(self.db, os.getpid())
-        self.supervisor = Supervisor(self.db, self.config, self.epoch, self.wake)
+        self.template = RunnerTemplate() if self.config.runner_template else None
+        if self.template is not None:
+            self.template.start()  # imports while recovery runs; the first fork finds it warm
+        self.supervisor = Supervisor(
+            self.db, self.config, self.epoch, self.wake, template=self.template
+        )
         self.agents = HeadlessAgents(self.db, self.config, self.epoch)
         self.views.begin_epoch(self.epoch)
         await recovery.recover(self.db, self.epoch, self.config.kill_grace_seconds)
+        if self.template is not None:
+            await self.template.wait_ready()  # so the first resumed node forks warm
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()  # we hold the lock: any socket file here is stale
         self.wake()  # recovered work starts at the scheduler's first pass, not a tick later
@@ -182,6 +191,8 @@ class Server:
         #    every headless agent of detached runs.
         await self.supervisor.stop_all()
         await self.agents.stop_all()
+        if self.template is not None:
+            self.template.close()
         # 4. Close client connections (their last responses were already written).
         for writer in list(self._clients):
             writer.close()

@@ -1,19 +1,23 @@
-"""Spawning and stopping child processes: own session, inherited channel, polite kill.
+"""Starting and stopping child processes: own session, private channel, polite kill.
 
-Runs in the server. Every child (resolver or runner) starts in a new session, so it leads
-its own process group and everything it spawns in that group can be signalled with it.
-Stopping is always SIGTERM to the group, a bounded grace, SIGKILL, then reaping.
+Runs in the server. Every child (resolver, runner, headless agent) starts in a new session,
+so it leads its own process group and everything it spawns in that group can be signalled
+with it. Stopping is always SIGTERM to the group, a bounded grace, SIGKILL, then reaping.
 
-The server notices a child's exit without reaping it (a pidfd, or ``waitid(WNOWAIT)`` where
-there is none) and reaps it only after a last SIGKILL to its group: while the exited leader
-is an unreaped zombie its pid, and so its group id, cannot be reused, so that SIGKILL can
-only reach stragglers of our own child, never an unrelated process that got the pid later.
+A resolver or runner is forked from the runner template when there is one (see
+``template.py``; no interpreter start, no imports), else spawned as ``python -m MODULE``.
+Either way the server notices the exit without reaping (a pidfd; for its own children
+``waitid(WNOWAIT)`` where there is no pidfd) and reaps only after a last SIGKILL to the
+group: while the exited leader is an unreaped zombie (held by the server or by the
+template) its pid, and so its group id, cannot be reused, so that SIGKILL can only reach
+stragglers of our own child, never an unrelated process that got the pid later.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -21,28 +25,43 @@ import subprocess
 import sys
 from collections import deque
 from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING
+
+import psutil
 
 from pi_workflows.protocol import MAX_FRAME_BYTES
 
+if TYPE_CHECKING:
+    from pi_workflows.server.template import RunnerTemplate
+
+log = logging.getLogger(__name__)
+
 CHANNEL_ENV = "PI_WORKFLOWS_RUNNER_FD"
 _POLL_SECONDS = 0.05  # only where the platform has no pidfd to wait on
+_TEMPLATE_MODULES = {"pi_workflows.runner": "runner", "pi_workflows.runner.resolve": "resolve"}
 
 
 @dataclass
 class Process:
-    """A spawned child process in its own session, with bounded output tails."""
+    """A started child process in its own session, with bounded output tails.
 
-    process: subprocess.Popen[bytes]
+    Exactly one of ``popen`` (the server's own child) and ``template`` (forked by the
+    runner template, which reaps it) is set.
+    """
+
+    pid: int
     tail_bytes: int
+    popen: subprocess.Popen[bytes] | None = None
+    template: RunnerTemplate | None = None
     exited: asyncio.Event = field(default_factory=asyncio.Event)
     stdout_tail: deque[bytes] = field(default_factory=deque)
     stderr_tail: deque[bytes] = field(default_factory=deque)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     @property
-    def pid(self) -> int:
-        """The child's pid, which is also its process group id."""
-        return self.process.pid
+    def stdin(self) -> IO[bytes] | None:
+        """The pipe to the child's stdin, when the server holds one."""
+        return None if self.popen is None else self.popen.stdin
 
     def output_tail(self) -> str:
         """The last bytes of stdout and stderr, for diagnostics."""
@@ -50,10 +69,17 @@ class Process:
         err = b"".join(self.stderr_tail).decode(errors="replace")
         return (f"[stdout]\n{out}\n" if out else "") + (f"[stderr]\n{err}" if err else "")
 
+    async def reap(self) -> int | None:
+        """Reap the exited child; its exit code (minus the signal number), if known."""
+        if self.popen is not None:
+            return self.popen.wait()
+        assert self.template is not None
+        return await self.template.reap(self.pid)
+
 
 @dataclass
 class Child(Process):
-    """A spawned ``python -m`` child with its private channel (resolver, runner)."""
+    """A resolver or runner with its private channel."""
 
     reader: asyncio.StreamReader = field(kw_only=True)
     writer: asyncio.StreamWriter = field(kw_only=True)
@@ -76,10 +102,15 @@ async def _pipe_reader(pipe: object) -> asyncio.StreamReader:
     return reader
 
 
-def _has_exited(pid: int) -> bool:
-    """Whether ``pid`` (our child) has exited, without reaping it."""
+def _has_exited(child: Process) -> bool:
+    """Whether the child has exited, without reaping it."""
+    if child.popen is None:
+        try:
+            return bool(psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE)
+        except psutil.Error:
+            return True
     try:
-        status = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        status = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     except ChildProcessError:
         return True
     return status is not None
@@ -98,13 +129,11 @@ async def _watch_exit(child: Process) -> None:
             readable = asyncio.Event()
             loop.add_reader(pidfd, readable.set)
             try:
-                while not _has_exited(child.pid):
-                    await readable.wait()
-                    readable.clear()
+                await readable.wait()  # a pidfd is readable once its process has exited
             finally:
                 loop.remove_reader(pidfd)
         else:
-            while not _has_exited(child.pid):  # noqa: ASYNC110 - no pidfd: nothing to await
+            while not _has_exited(child):  # noqa: ASYNC110 - no pidfd: nothing to await
                 await asyncio.sleep(_POLL_SECONDS)
     finally:
         if pidfd is not None:
@@ -112,44 +141,89 @@ async def _watch_exit(child: Process) -> None:
         child.exited.set()
 
 
-async def spawn(module: str, *, tail_bytes: int, env: dict[str, str] | None = None) -> Child:
-    """Start ``python -m MODULE`` in a new session with a socketpair channel."""
+async def spawn(
+    module: str,
+    *,
+    tail_bytes: int,
+    env: dict[str, str] | None = None,
+    template: RunnerTemplate | None = None,
+) -> Child:
+    """Start a resolver or runner child with a socketpair channel: forked from ``template``
+    when one is given and answers (``env`` is then the template's), else spawned."""
     parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    child_env = dict(os.environ if env is None else env)
-    child_env[CHANNEL_ENV] = str(child_sock.fileno())
     try:
-        # Not asyncio's subprocess: its child watcher reaps at once, and we must reap only
-        # after the last kill of the group (see the module docstring). fork+exec is short.
-        process = subprocess.Popen(  # noqa: ASYNC220
-            [sys.executable, "-m", module],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=(child_sock.fileno(),),
-            env=child_env,
-            start_new_session=True,
-        )
+        if template is not None and module in _TEMPLATE_MODULES and env is None:
+            forked = await _fork(template, _TEMPLATE_MODULES[module], child_sock, tail_bytes)
+            if forked is not None:
+                pid, stdout, stderr = forked
+                reader, writer = await _open(parent_sock)
+                child = Child(pid, tail_bytes, template=template, reader=reader, writer=writer)
+                await _supervise_output(child, stdout, stderr)
+                return child
+        popen = _popen(module, child_sock, env)
     except BaseException:
         parent_sock.close()
         raise
     finally:
         child_sock.close()
-    reader, writer = await asyncio.open_unix_connection(sock=parent_sock, limit=MAX_FRAME_BYTES)
-    child = Child(process, tail_bytes, reader=reader, writer=writer)
-    await _supervise_output(child)
+    reader, writer = await _open(parent_sock)
+    child = Child(popen.pid, tail_bytes, popen=popen, reader=reader, writer=writer)
+    assert popen.stdout is not None
+    assert popen.stderr is not None
+    await _supervise_output(child, popen.stdout, popen.stderr)
     return child
 
 
-async def _supervise_output(child: Process) -> None:
-    process = child.process
-    assert process.stdout is not None
-    assert process.stderr is not None
-    stdout = await _pipe_reader(process.stdout)
-    stderr = await _pipe_reader(process.stderr)
+async def _open(sock: socket.socket) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_unix_connection(sock=sock, limit=MAX_FRAME_BYTES)
+
+
+def _popen(
+    module: str, child_sock: socket.socket, env: dict[str, str] | None
+) -> subprocess.Popen[bytes]:
+    child_env = dict(os.environ if env is None else env)
+    child_env[CHANNEL_ENV] = str(child_sock.fileno())
+    # Not asyncio's subprocess: its child watcher reaps at once, and we must reap only after
+    # the last kill of the group (see the module docstring). fork+exec is short.
+    return subprocess.Popen(
+        [sys.executable, "-m", module],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        pass_fds=(child_sock.fileno(),),
+        env=child_env,
+        start_new_session=True,
+    )
+
+
+async def _fork(
+    template: RunnerTemplate, kind: str, child_sock: socket.socket, tail_bytes: int
+) -> tuple[int, IO[bytes], IO[bytes]] | None:
+    """Fork ``kind`` from the template; None (spawn instead) if the template fails."""
+    from pi_workflows.server.template import TemplateError  # noqa: PLC0415 - cycle
+
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    try:
+        pid = await template.fork(kind, child_sock.fileno(), out_write, err_write)
+    except TemplateError as exc:
+        log.warning("spawning the %s directly: %s", kind, exc)
+        for fd in (out_read, err_read):
+            os.close(fd)
+        return None
+    finally:
+        os.close(out_write)
+        os.close(err_write)
+    return pid, os.fdopen(out_read, "rb", buffering=0), os.fdopen(err_read, "rb", buffering=0)
+
+
+async def _supervise_output(child: Process, stdout: IO[bytes], stderr: IO[bytes]) -> None:
+    out = await _pipe_reader(stdout)
+    err = await _pipe_reader(stderr)
     child.tasks = [
         asyncio.create_task(_watch_exit(child)),
-        asyncio.create_task(_drain(stdout, child.stdout_tail, child.tail_bytes)),
-        asyncio.create_task(_drain(stderr, child.stderr_tail, child.tail_bytes)),
+        asyncio.create_task(_drain(out, child.stdout_tail, child.tail_bytes)),
+        asyncio.create_task(_drain(err, child.stderr_tail, child.tail_bytes)),
     ]
 
 
@@ -158,7 +232,7 @@ async def spawn_command(
 ) -> Process:
     """Start ``argv`` in a new session with stdin on a pipe the server holds open (closing
     it asks the program to end) and stdout/stderr drained into bounded tails."""
-    process = subprocess.Popen(  # noqa: ASYNC220 - see ``spawn``
+    popen = subprocess.Popen(  # noqa: ASYNC220 - see ``spawn``
         argv,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -167,8 +241,10 @@ async def spawn_command(
         env=env,
         start_new_session=True,
     )
-    child = Process(process, tail_bytes)
-    await _supervise_output(child)
+    child = Process(popen.pid, tail_bytes, popen=popen)
+    assert popen.stdout is not None
+    assert popen.stderr is not None
+    await _supervise_output(child, popen.stdout, popen.stderr)
     return child
 
 
@@ -191,10 +267,11 @@ async def wait_exited(child: Process, seconds: float | None) -> bool:
     return child.exited.is_set()
 
 
-async def stop(child: Process, grace_seconds: float) -> int:
+async def stop(child: Process, grace_seconds: float) -> int | None:
     """SIGTERM the child's group, SIGKILL it after ``grace_seconds``, reap; return the code.
 
-    The code is the exit status, or minus the signal number that ended the child.
+    The code is the exit status, or minus the signal number that ended the child (None when
+    the template that forked it is gone).
     """
     if not child.exited.is_set():
         signal_group(child.pid, signal.SIGTERM)
@@ -204,7 +281,7 @@ async def stop(child: Process, grace_seconds: float) -> int:
             await child.exited.wait()
     # The leader is an unreaped zombie: its group id is still ours, stragglers go now.
     signal_group(child.pid, signal.SIGKILL)
-    code = child.process.wait()
+    code = await child.reap()
     await close(child)
     return code
 
@@ -215,9 +292,9 @@ async def close(child: Process) -> None:
         child.writer.close()
         with contextlib.suppress(Exception):
             await child.writer.wait_closed()
-    if child.process.stdin is not None:
+    if child.stdin is not None:
         with contextlib.suppress(OSError):
-            child.process.stdin.close()
+            child.stdin.close()
     for task in child.tasks:
         with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
             await asyncio.wait_for(task, 2.0)

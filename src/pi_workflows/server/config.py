@@ -39,6 +39,7 @@ class ServerConfig:
     receipt_days: float = 30.0  # PI_WORKFLOWS_RECEIPT_DAYS: receipts of ended runs kept
     submit_wait_seconds: float = 30.0  # PI_WORKFLOWS_SUBMIT_WAIT_SECONDS: reply held for
     validate_seconds: float = 120.0  # PI_WORKFLOWS_VALIDATE_SECONDS: a validation runner's limit
+    runner_template: bool = True  # PI_WORKFLOWS_RUNNER_TEMPLATE=0: spawn every child instead
     pi_command: str = "pi"  # PI_WORKFLOWS_PI: the pi of detached runs' headless agents
     pi_extension: str | None = None  # PI_WORKFLOWS_PI_EXTENSION: the extension it loads
     client_write_buffer_bytes: int = 4 * 1024 * 1024  # a slower reader is disconnected
@@ -65,6 +66,8 @@ class ServerConfig:
             receipt_days=_number(env, "PI_WORKFLOWS_RECEIPT_DAYS", 30.0, 0),
             submit_wait_seconds=_number(env, "PI_WORKFLOWS_SUBMIT_WAIT_SECONDS", 30.0, 0),
             validate_seconds=_number(env, "PI_WORKFLOWS_VALIDATE_SECONDS", 120.0, 1),
+            runner_template=env.get("PI_WORKFLOWS_RUNNER_TEMPLATE", "1")
+            not in ("0", "false", "no"),
             pi_command=env.get("PI_WORKFLOWS_PI") or "pi",
             pi_extension=env.get("PI_WORKFLOWS_PI_EXTENSION") or None,
         )

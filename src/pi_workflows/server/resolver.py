@@ -1,6 +1,7 @@
 """The resolver child: the server's only way to learn about a workflow without importing it.
 
-Runs in the server. Each call spawns ``python -m pi_workflows.runner.resolve``, sends one
+Runs in the server. Each call forks a resolver from the runner template (or spawns
+``python -m pi_workflows.runner.resolve``), sends one
 request frame on the private channel, reads one reply frame, and makes sure the child and
 its group are gone. The server never loads workflow code itself.
 """
@@ -15,17 +16,24 @@ from pi_workflows.protocol import encode_frame, read_frame
 from pi_workflows.protocol.errors import ProtocolError
 from pi_workflows.server import children
 from pi_workflows.server.errors import ResolveError
+from pi_workflows.server.template import RunnerTemplate
 
 RESOLVER_MODULE = "pi_workflows.runner.resolve"
 
 
-async def call(request: dict[str, Any], *, limit_seconds: float, tail_bytes: int) -> dict[str, Any]:
+async def call(
+    request: dict[str, Any],
+    *,
+    limit_seconds: float,
+    tail_bytes: int,
+    template: RunnerTemplate | None = None,
+) -> dict[str, Any]:
     """Send ``request`` to a fresh resolver child and return its successful reply.
 
     Raises ``ResolveError`` with the child's code and one-line message on failure, or with
     ``workflowLoadFailed`` when the child dies, times out or answers garbage.
     """
-    child = await children.spawn(RESOLVER_MODULE, tail_bytes=tail_bytes)
+    child = await children.spawn(RESOLVER_MODULE, tail_bytes=tail_bytes, template=template)
     try:
         child.writer.write(encode_frame(request))
         await child.writer.drain()

@@ -35,6 +35,7 @@ from pi_workflows.server.children import Child
 from pi_workflows.server.config import ServerConfig
 from pi_workflows.server.processes import Identity
 from pi_workflows.server.runner_messages import RunnerIdentity, answer
+from pi_workflows.server.template import RunnerTemplate
 from pi_workflows.store import (
     attempts,
     faults,
@@ -131,11 +132,13 @@ class Supervisor:
         config: ServerConfig,
         server_epoch: int,
         on_change: Callable[[], None],
+        template: RunnerTemplate | None = None,
     ) -> None:
         self.db = db
         self.config = config
         self.server_epoch = server_epoch
         self.on_change = on_change
+        self.template: RunnerTemplate | None = template
         self.handles: dict[str, RunnerHandle] = {}
         self._escalations: set[asyncio.Task[None]] = set()
         self._recovering: set[str] = set()
@@ -177,7 +180,9 @@ class Supervisor:
             await self._finish(handle)
 
     async def _converse(self, handle: RunnerHandle) -> None:
-        child = await children.spawn(RUNNER_MODULE, tail_bytes=self.config.runner_output_tail_bytes)
+        child = await children.spawn(
+            RUNNER_MODULE, tail_bytes=self.config.runner_output_tail_bytes, template=self.template
+        )
         handle.child = child
         with contextlib.suppress(psutil.Error):
             started = psutil.Process(child.pid).create_time()

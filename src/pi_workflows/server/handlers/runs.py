@@ -86,6 +86,7 @@ async def workflows_list(server: Server, request: Request) -> dict[str, Any]:
         {"op": "list", "projectDir": _project(request.payload)},
         limit_seconds=server.config.resolve_seconds,
         tail_bytes=server.config.runner_output_tail_bytes,
+        template=server.template,
     )
     return {"workflows": reply.get("workflows", [])}
 
@@ -95,6 +96,7 @@ async def _describe(server: Server, spec: str, project: str | None, run_input: A
         {"op": "describe", "workflow": spec, "projectDir": project, "input": run_input},
         limit_seconds=server.config.resolve_seconds,
         tail_bytes=server.config.runner_output_tail_bytes,
+        template=server.template,
     )
     source = reply["source"]
     return NewRun(

@@ -25,7 +25,7 @@ from bench.context import FULL, QUICK, Context, Sizes
 from bench.machine import facts
 from bench.peers import PEER_VENV, REQUIREMENTS, PeerEnv, ensure_peer_env
 from bench.processes import Processes, install_signal_handlers
-from bench.sections import nodes, parked, profile, recovery, start
+from bench.sections import nodes, parked, pi, profile, recovery, start
 
 SCHEMA = "pi-workflows.bench.v1"
 SECTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
@@ -33,6 +33,7 @@ SECTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "start": start.run,
     "recovery": recovery.run,
     "parked": parked.run,
+    "pi": pi.run,
     "profile": profile.run,
 }
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"

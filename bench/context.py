@@ -38,6 +38,8 @@ class Sizes:
     parked_answer_seconds: float = 150.0
     parked_clients: int = 4
     profile_runs: int = 3
+    pi_reps: int = 3
+    """Repetitions of the Pi bridge section (each a new Pi process, two runs)."""
 
 
 FULL = Sizes()
@@ -52,6 +54,7 @@ QUICK = Sizes(
     parked_fill_seconds=40.0,
     parked_answer_seconds=40.0,
     profile_runs=1,
+    pi_reps=1,
 )
 
 

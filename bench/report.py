@@ -287,6 +287,28 @@ def _parked(section: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _pi(section: dict[str, Any]) -> list[str]:
+    lines = ["## The Pi bridge (real `pi`, scripted model)", ""]
+    if "error" in section:
+        return [*lines, f"FAILED: {section['error']}", ""]
+    if "skipped" in section:
+        return [*lines, f"Skipped: {section['skipped']}.", ""]
+    ours = section["ours"]
+    rows = [
+        [
+            "Pi started on a waiting run's session to the step at the model",
+            fmt(ours["piStartToStepMs"]),
+        ],
+        ["`run.start` (Pi warm and idle) to the step at the model", fmt(ours["runStartToStepMs"])],
+        [
+            "the model's submitting tool call to the next node started",
+            fmt(ours["submitToNextNodeMs"]),
+        ],
+    ]
+    lines += [f"ms, median [min-max] over {section['reps']} repetitions ({section['method']}).", ""]
+    return lines + _table(["measure", "ms"], rows)
+
+
 def _profile(section: dict[str, Any]) -> list[str]:
     lines = ["## Profile: where one node's time goes", ""]
     if "error" in section:
@@ -331,6 +353,7 @@ def markdown(results: dict[str, Any]) -> str:
         ("start", _start),
         ("recovery", _recovery),
         ("parked", _parked),
+        ("pi", _pi),
         ("profile", _profile),
     ):
         if name in results:
@@ -384,6 +407,14 @@ def summary(results: dict[str, Any]) -> str:
             f"  parked {parked['parked']} runs: {parked['processesHeld']} processes held, RSS "
             f"{parked['serverRssMiB']} MiB; completion {parked['completionPerSecond']} runs/s"
         )
+    bridge = results.get("pi", {})
+    if "ours" in bridge:
+        lines.append(
+            f"  Pi: start to step {fmt(bridge['ours']['piStartToStepMs'])} ms; submit to next "
+            f"node {fmt(bridge['ours']['submitToNextNodeMs'])} ms"
+        )
+    elif "skipped" in bridge:
+        lines.append(f"  Pi: skipped ({bridge['skipped']})")
     if results.get("errors"):
         lines.append(f"  ERRORS: {len(results['errors'])} (see latest.md)")
     return "\n".join(lines)

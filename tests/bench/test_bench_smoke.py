@@ -49,7 +49,7 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
     assert results["schema"] == "pi-workflows.bench.v1"
     assert results["quick"] is True
     assert results["errors"] == []
-    assert results["sections"] == ["nodes", "start", "recovery", "parked", "profile"]
+    assert results["sections"] == ["nodes", "start", "recovery", "parked", "pi", "profile"]
     assert _positive(results["machine"]["cores"])
     assert results["machine"]["sqlite"]
     ours = results["systems"]["ours"]
@@ -88,6 +88,11 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
     assert _positive(parked["completionPerSecond"])
     for key in ("runListDefaultMs", "runListAllMs", "runGetMs", "cliRunListMs"):
         assert _positive_figure(parked["latency"][key]), key
+
+    bridge = results["pi"]  # `make test` installs the Pi packages first, so it is never skipped
+    assert "skipped" not in bridge, bridge
+    for key in ("piStartToStepMs", "runStartToStepMs", "submitToNextNodeMs"):
+        assert _positive_figure(bridge["ours"][key]), key
 
     profile = results["profile"]
     assert _positive(profile["server"]["perNodeMs"]["commit"])

@@ -24,6 +24,7 @@ from pi.support.mock_provider import (
     user_text_matches,
 )
 from pi.support.pi_rpc import MakePi, PiProcess, Record
+from pi.support.records import result_text, tool_results
 from pi_workflows.client import Client, NotFoundError, ServerUnavailableError
 from pi_workflows.protocol import Request
 
@@ -98,21 +99,6 @@ workflow = Workflow("gated", start="work", nodes={"work": compute(work)}, edges=
 
 RUN_ID = re.compile(r"run_[0-9a-z]+")
 PROTECTED = "Protected human decisions cannot be answered by the workflow tool"
-
-
-def tool_results(records: list[Record]) -> list[Record]:
-    """The `tool_execution_end` records of the `workflow` tool."""
-    return [
-        r
-        for r in records
-        if r.get("type") == "tool_execution_end" and r.get("toolName") == "workflow"
-    ]
-
-
-def result_text(record: Record) -> str:
-    """The text the model sees for one tool result."""
-    content = record["result"]["content"]
-    return "".join(part.get("text", "") for part in content if part.get("type") == "text")
 
 
 def run_id_in_user_text(request: ChatRequest) -> str:

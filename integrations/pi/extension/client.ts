@@ -30,7 +30,10 @@ import {
 	type ResponseFrame,
 } from "./connection.ts";
 
-/** Reads: they carry no idempotency key and store nothing on the server. */
+/**
+ * Operations without an idempotency key: reads, which store nothing, and the session
+ * coordinator's watch and reports, which are idempotent facts and store no receipt.
+ */
 export const READ_OPERATIONS: ReadonlySet<string> = new Set([
 	"server.status",
 	"workflows.list",
@@ -38,6 +41,11 @@ export const READ_OPERATIONS: ReadonlySet<string> = new Set([
 	"run.get",
 	"effect.list",
 	"state.diagnose",
+	"interaction.list",
+	"session.get",
+	"session.watch",
+	"workflowMessage.report",
+	"workflowTurn.report",
 ]);
 
 /** Retries of one logical command after its connection was lost (so at most 4 sends). */
@@ -61,6 +69,8 @@ export interface CommandSpec {
 	runId?: string;
 	/** Required for state-changing operations; keep it for every retry of the same command. */
 	idempotencyKey?: string;
+	/** Start a server when nobody listens (default: the client's `autostart`). */
+	autostart?: boolean;
 }
 
 export interface ClientOptions {
@@ -88,6 +98,13 @@ export class WorkflowClient {
 	readonly clientId: string;
 	/** Called (guarded) for every event the server pushes on the current connection. */
 	onEvent: ((event: EventFrame) => void) | undefined;
+	/** Called (guarded) when a connection has received the server's hello. */
+	onConnect: (() => void) | undefined;
+	/**
+	 * Called (guarded) when a connection that had received its hello ends while the client is
+	 * open: what the server knew about that connection (a session watch) is gone.
+	 */
+	onDisconnect: ((reason: Error) => void) | undefined;
 
 	private readonly options: Required<Omit<ClientOptions, "clientId">>;
 	private connection: Connection | undefined;
@@ -155,7 +172,8 @@ export class WorkflowClient {
 				response = await this.current().exchange(request, this.options.requestTimeoutMs);
 			} catch (error) {
 				if (this.closed) throw new ClientClosedError();
-				if (error instanceof ServerNotRunningError && this.options.autostart && !startedServer) {
+				const autostart = spec.autostart ?? this.options.autostart;
+				if (error instanceof ServerNotRunningError && autostart && !startedServer) {
 					startedServer = true;
 					await this.startServer();
 					lost = error;
@@ -201,10 +219,20 @@ export class WorkflowClient {
 			const handler = this.onEvent;
 			if (handler && !this.closed) handler(event);
 		};
-		connection.onClose = () => {
+		connection.onClose = (reason) => {
 			if (this.connection === connection) this.connection = undefined;
+			if (connection.serverHello === undefined || this.closed) return;
+			const handler = this.onDisconnect;
+			if (handler) guarded(() => handler(reason));
 		};
 		this.connection = connection.closed ? undefined : connection;
+		connection.ready.then(
+			() => {
+				const handler = this.onConnect;
+				if (handler && !this.closed) guarded(handler);
+			},
+			() => undefined,
+		);
 		return connection;
 	}
 
@@ -228,6 +256,15 @@ export class WorkflowClient {
 			}, ms);
 			this.sleeps.set(timer, resolve);
 		});
+	}
+}
+
+/** Run a callback so that nothing it throws reaches the socket or timer that called it. */
+function guarded(body: () => void): void {
+	try {
+		body();
+	} catch {
+		// The callback's failure is its own; the connection goes on.
 	}
 }
 

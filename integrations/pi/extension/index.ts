@@ -11,17 +11,22 @@
  * - `autostart.ts`: starting a server with `pi-workflows server start`.
  * - `operations.ts`: the protocol operations the command and tool use, and their shapes.
  * - `session.ts`: what exists between `session_start` and `session_shutdown`.
+ * - `coordinator.ts`: the session coordinator: presents workflow messages, reports the branch
+ *   and model turns; `presentation.ts`: our entries, their text, the widget and status line.
  * - `command.ts`, `tool.ts`: `/workflow` and `workflow`; `format.ts`: their text.
+ * - `renderers.ts`: how the TUI draws our entries.
  * - `errors.ts`: the extension's errors, each one line.
  *
  * Pi loads this file with jiti (no build step). The factory only registers the command, the
- * tool and two handlers; the socket opens at `session_start` and closes at `session_shutdown`.
- * The extension never opens the state database and never runs workflow code.
+ * tool, the renderers and event handlers; sockets open at `session_start` and close at
+ * `session_shutdown`. The extension never opens the state database and never runs workflow
+ * code.
  */
 
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 
 import { registerWorkflowCommand } from "./command.ts";
+import { registerRenderers } from "./renderers.ts";
 import { type ExtensionOptions, SessionSlot } from "./session.ts";
 import { registerWorkflowTool } from "./tool.ts";
 
@@ -33,15 +38,29 @@ export type { ExtensionOptions } from "./session.ts";
  */
 export function createWorkflowExtension(options: ExtensionOptions = {}): (pi: ExtensionAPI) => void {
 	return (pi: ExtensionAPI) => {
-		const slot = new SessionSlot(options);
+		const slot = new SessionSlot(pi, options);
 		pi.on("session_start", (_event, ctx) => {
-			slot.start(ctx.sessionManager.getSessionId());
+			slot.start(ctx);
 		});
 		pi.on("session_shutdown", () => {
 			slot.stop();
 		});
+		pi.on("session_tree", (_event, ctx) => slot.coordinator(ctx)?.onTree());
+		pi.on("before_agent_start", (event, ctx) => {
+			slot.coordinator(ctx)?.onBeforeAgentStart(event);
+		});
+		pi.on("message_start", (_event, ctx) => slot.coordinator(ctx)?.onProgress());
+		pi.on("message_end", (_event, ctx) => {
+			slot.coordinator(ctx)?.onProgress();
+		});
+		pi.on("turn_end", (_event, ctx) => {
+			slot.coordinator(ctx)?.onProgress();
+		});
+		pi.on("agent_end", (event, ctx) => slot.coordinator(ctx)?.onAgentEnd(event));
+		pi.on("agent_settled", (event, ctx) => slot.coordinator(ctx)?.onAgentSettled(event));
 		registerWorkflowCommand(pi, slot);
 		registerWorkflowTool(pi, slot);
+		registerRenderers(pi);
 	};
 }
 

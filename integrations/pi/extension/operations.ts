@@ -9,6 +9,7 @@
 
 import type { Receipt, WorkflowClient } from "./client.ts";
 import type { JsonObject, JsonValue } from "./connection.ts";
+import { WorkflowError } from "./errors.ts";
 
 /** One workflow a run can start (`workflows.list`). */
 export interface WorkflowInfo {
@@ -72,6 +73,67 @@ export interface StartSpec {
 /** The waiting request kind only a person may answer (the tool refuses it). */
 export const DECISION_KIND = "decision";
 
+/** How long a submission may stay `validating` before the caller is told so. */
+export const SUBMIT_WAIT_MS = 120_000;
+
+/** The pause between asking again for a submission that is still validating. */
+const SUBMIT_POLL_MS = 200;
+
+/** One of the session's runs, as the session view lists it. */
+export interface SessionRun {
+	runId: string;
+	workflow: string;
+	status: string;
+	parkReason?: string | null;
+	currentNode?: string | null;
+}
+
+/** The session's one active request, as the session view shows it. */
+export interface ActiveRequest {
+	requestId: string;
+	runId: string;
+	nodeId: string;
+	kind: string;
+	status: string;
+	request: JsonValue;
+	deadlineAt: number | null;
+	workflowMessageId: string | null;
+	messageStatus: string | null;
+	text: string | null;
+	lastRejection: string | null;
+}
+
+/** One workflow message the session must add (`step`, `decision`, `notification`, `terminal`). */
+export interface WorkflowMessage {
+	workflowMessageId: string;
+	runId: string;
+	kind: string;
+	body: JsonObject;
+	text: string;
+	status: string;
+	resumed: boolean;
+	createdAt: number;
+}
+
+/** What the server pushes to the session's coordinator (`session.view`). */
+export interface SessionView {
+	sessionId: string;
+	coordinatorEpoch: number | null;
+	revision: number;
+	activeRequest: ActiveRequest | null;
+	messages: WorkflowMessage[];
+	runs: SessionRun[];
+}
+
+/** One workflow message found in the session's branch, with the entry that holds it. */
+export interface PresentMessage {
+	workflowMessageId: string;
+	entryId: string;
+}
+
+/** How a model turn ended, for `workflowTurn.report`. */
+export type StopReason = "completed" | "aborted" | "error" | "lost";
+
 export class WorkflowOperations {
 	private readonly client: WorkflowClient;
 
@@ -131,14 +193,30 @@ export class WorkflowOperations {
 		return this.client.call({ operation: "decision.answer", runId, payload, idempotencyKey });
 	}
 
-	/** `interaction.submit`: the output of an agent step, for the request `requestId`. */
-	submit(requestId: string, output: JsonValue, runId: string | undefined, idempotencyKey: string): Promise<Receipt> {
-		return this.client.call({
-			operation: "interaction.submit",
-			payload: { requestId, output },
-			...(runId ? { runId } : {}),
-			idempotencyKey,
-		});
+	/**
+	 * `interaction.submit`: the output of a step, for the request `requestId`. Resolves once
+	 * the submission is accepted, or after `waitMs` still validating (the receipt says
+	 * `status: "validating"`); rejects with the server's refusal, e.g. `validationRejected`
+	 * with the exact validation message. Every ask uses the same key and payload.
+	 */
+	async submit(
+		requestId: string,
+		output: JsonValue,
+		runId: string | undefined,
+		idempotencyKey: string,
+		waitMs: number = SUBMIT_WAIT_MS,
+	): Promise<Receipt> {
+		const until = Date.now() + waitMs;
+		for (;;) {
+			const receipt = await this.client.call({
+				operation: "interaction.submit",
+				payload: { requestId, output },
+				...(runId ? { runId } : {}),
+				idempotencyKey,
+			});
+			if (receipt.body.status !== "validating" || Date.now() >= until || this.client.isClosed) return receipt;
+			await delay(SUBMIT_POLL_MS);
+		}
 	}
 
 	/** `interaction.update`: a progress update for the agent step `requestId`. */
@@ -150,6 +228,66 @@ export class WorkflowOperations {
 			idempotencyKey,
 		});
 	}
+}
+
+/** `session.attach`: become the session's coordinator; resolves with the coordinator epoch. */
+export async function attachSession(client: WorkflowClient, sessionId: string, autostart: boolean): Promise<number> {
+	const receipt = await client.call({ operation: "session.attach", payload: { sessionId }, autostart });
+	const epoch = receipt.body.coordinatorEpoch;
+	if (typeof epoch !== "number") throw new WorkflowError("session.attach answered without a coordinator epoch");
+	return epoch;
+}
+
+/** `session.watch`: the server pushes `session.view` events on this client's connection. */
+export async function watchSession(client: WorkflowClient, sessionId: string, epoch: number): Promise<void> {
+	await client.call({
+		operation: "session.watch",
+		payload: { sessionId, coordinatorEpoch: epoch },
+		autostart: false,
+	});
+}
+
+/** `workflowMessage.report`: the workflow messages in the session's branch; `{sent, resumed}`. */
+export async function reportMessages(
+	client: WorkflowClient,
+	sessionId: string,
+	epoch: number,
+	present: PresentMessage[],
+	idle: boolean,
+): Promise<JsonObject> {
+	const receipt = await client.call({
+		operation: "workflowMessage.report",
+		payload: {
+			sessionId,
+			coordinatorEpoch: epoch,
+			present: present.map((item) => ({ workflowMessageId: item.workflowMessageId, entryId: item.entryId })),
+			idle,
+		},
+		autostart: false,
+	});
+	return receipt.body;
+}
+
+/** `workflowTurn.report`: a model turn started (for `workflowMessageId`) or ended (with `stopReason`). */
+export async function reportTurn(
+	client: WorkflowClient,
+	sessionId: string,
+	epoch: number,
+	event: "started" | "ended",
+	detail: { stopReason?: StopReason; workflowMessageId?: string },
+): Promise<JsonObject> {
+	const payload: JsonObject = { sessionId, coordinatorEpoch: epoch, event };
+	if (detail.stopReason) payload.stopReason = detail.stopReason;
+	if (detail.workflowMessageId) payload.workflowMessageId = detail.workflowMessageId;
+	const receipt = await client.call({ operation: "workflowTurn.report", payload, autostart: false });
+	return receipt.body;
+}
+
+/** A pause that ends after `ms`; its timer callback cannot throw. */
+function delay(ms: number): Promise<void> {
+	return new Promise<void>((resolve) => {
+		setTimeout(resolve, ms);
+	});
 }
 
 /** The choices of a decision request, or [] when the request has none. */

@@ -26,10 +26,16 @@ __all__ = [
     "Reply",
     "Rule",
     "last_is_tool_result",
+    "last_tool_result_contains",
+    "request_id_in",
     "text",
     "tool_call",
+    "user_text_contains",
     "user_text_matches",
 ]
+
+REQUEST_ID = re.compile(r"\breq_[0-9A-Za-z]+")
+"""A workflow request id, as step texts show it."""
 
 MODEL_ID = "mock-model"
 PROVIDER = "mock"
@@ -138,6 +144,31 @@ def user_text_matches(pattern: str) -> Callable[[ChatRequest], bool]:
         )
 
     return check
+
+
+def user_text_contains(fragment: str) -> Callable[[ChatRequest], bool]:
+    """True when the last message is the user's (or a custom message) and contains `fragment`."""
+
+    def check(request: ChatRequest) -> bool:
+        return request.last.get("role") == "user" and fragment in request.last_user_text()
+
+    return check
+
+
+def last_tool_result_contains(fragment: str) -> Callable[[ChatRequest], bool]:
+    """True when the model answers a tool result whose text contains `fragment`."""
+
+    def check(request: ChatRequest) -> bool:
+        return last_is_tool_result(request) and fragment in message_text(request.last)
+
+    return check
+
+
+def request_id_in(value: str) -> str:
+    """The first workflow request id in `value` (the step text names it); fails if none."""
+    match = REQUEST_ID.search(value)
+    assert match, f"no request id in {value!r}"
+    return match.group(0)
 
 
 @dataclass
@@ -253,16 +284,19 @@ class MockProvider:
                 if not stream:
                     self._send_json(200, provider._whole(reply))
                     return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                for chunk in chunks:
-                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
                 self.close_connection = True
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Cache-Control", "no-cache")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    for chunk in chunks:
+                        self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # Pi aborted the request (Escape) while the reply was held
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

@@ -131,6 +131,22 @@ class PiProcess:
 
     def start(self) -> PiProcess:
         """Write the agent configuration and start Pi (it is ready once records flow)."""
+        env = self.prepare()
+        with open(self.stderr_path, "ab") as stderr:
+            self.process = subprocess.Popen(
+                self.argv(),
+                cwd=self.cwd,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+            )
+        self._reader = threading.Thread(target=self._read, name="pi-rpc-reader", daemon=True)
+        self._reader.start()
+        return self
+
+    def prepare(self) -> dict[str, str]:
+        """Write the private agent directory's models and settings; return Pi's environment."""
         self.agent_dir.mkdir(parents=True, exist_ok=True)
         self.session_dir.mkdir(parents=True, exist_ok=True)
         (self.agent_dir / "models.json").write_text(json.dumps(self.provider.models_json()))
@@ -156,7 +172,13 @@ class PiProcess:
             }
         )
         env.update(self.extra_env)
-        argv = [str(pi_binary()), "--mode", "rpc"]
+        return env
+
+    def argv(self, mode: str | None = "rpc") -> list[str]:
+        """Pi's command line: `--mode MODE` (none for the TUI), our extension, no extras."""
+        argv = [str(pi_binary())]
+        if mode is not None:
+            argv += ["--mode", mode]
         if not self.discover_extensions:
             argv.append("--no-extensions")
         for extension in self.extensions:
@@ -172,19 +194,7 @@ class PiProcess:
         ]
         if self.session_id is not None:
             argv += ["--session-id", self.session_id]
-        argv += self.extra_args
-        with open(self.stderr_path, "ab") as stderr:
-            self.process = subprocess.Popen(
-                argv,
-                cwd=self.cwd,
-                env=env,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-            )
-        self._reader = threading.Thread(target=self._read, name="pi-rpc-reader", daemon=True)
-        self._reader.start()
-        return self
+        return argv + self.extra_args
 
     def __enter__(self) -> PiProcess:
         return self.start()
@@ -314,6 +324,28 @@ class PiProcess:
                         f"{[_short(r) for r in self.records[-8:]]}\nstderr: {self.stderr()[-2000:]}"
                     )
                 self._cond.wait(remaining)
+
+    def settled(self, since: int, timeout: float = WAIT_SECONDS) -> Record:
+        """The first `agent_settled` after `since` (Pi is idle and will not go on by itself)."""
+        return self.wait_for(
+            lambda r: r.get("type") == "agent_settled", timeout, "agent_settled", since=since
+        )
+
+    def entries(self) -> list[Record]:
+        """Every entry of the current session, in append order (`get_entries`)."""
+        return list(self.command({"type": "get_entries"})["data"]["entries"])
+
+    def custom_entries(self, custom_type: str) -> list[Record]:
+        """The session's custom messages and custom entries of `custom_type`."""
+        return [e for e in self.entries() if e.get("customType") == custom_type]
+
+    def ui_requests(self, method: str, since: int = 0) -> list[Record]:
+        """The `extension_ui_request` records of `method` after `since`."""
+        return [
+            r
+            for r in self.since(since)
+            if r.get("type") == "extension_ui_request" and r.get("method") == method
+        ]
 
     def notifications(self, since: int = 0) -> list[Record]:
         """The `notify` UI requests received after `since`."""

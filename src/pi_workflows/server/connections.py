@@ -1,8 +1,13 @@
 """Client connections: peer check, hello, bounded frames, ordered replies, backpressure.
 
-Runs in the server. Each connection is one task; anything wrong with it (another uid, a
-malformed or oversized frame, an unknown envelope field, a reader too slow to keep up)
-closes that connection only.
+Runs in the server. Each connection is one task that answers requests in order, fed by a
+reader task that reads and decodes frames ahead of it. Anything wrong with a connection
+(another uid, a malformed or oversized frame, an unknown envelope field, more than
+`MAX_OUTSTANDING` unanswered requests, a reader too slow to keep up) closes that connection
+only. Per connection the server holds at most `MAX_OUTSTANDING` decoded requests and about
+`QUEUED_BYTES` of their frames, plus one frame being read and a bounded write buffer. The
+number of connections is capped below the file-descriptor limit (`connection_limit`), so a
+client that opens connections until descriptors run out cannot starve runners and SQLite.
 """
 
 from __future__ import annotations
@@ -11,18 +16,23 @@ import asyncio
 import contextlib
 import logging
 import os
+import resource
 import socket
 import struct
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
 
 from pi_workflows.protocol import (
     CLIENT_SCHEMA,
+    MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
     ErrorInfo,
     Event,
     Hello,
     Outcome,
+    Request,
     Response,
     decode_request,
     encode_frame,
@@ -39,6 +49,31 @@ log = logging.getLogger(__name__)
 WRITE_HIGH_WATER = 256 * 1024
 # A client whose unread responses stay above the high-water mark this long is cut off.
 DRAIN_SECONDS = 10.0
+
+MAX_OUTSTANDING: Final = 64
+"""Requests read from one connection and not yet answered; one more closes it."""
+QUEUED_BYTES: Final = 2 * MAX_FRAME_BYTES
+"""Frames read ahead and not yet dispatched, per connection; beyond it the reader waits."""
+MAX_CONNECTIONS: Final = 1024
+"""Open client connections at most, whatever the descriptor limit."""
+RESERVED_FDS: Final = 64
+"""Descriptors kept for the database, the log, the listener and the event loop."""
+FDS_PER_RUNNER: Final = 8
+"""Descriptors kept per runner slot (its socketpair, output pipes, process handles)."""
+REFUSAL_LOG_SECONDS: Final = 10.0
+_last_refusal_log = 0.0
+
+
+def connection_limit(max_runners: int) -> int:
+    """How many client connections may be open at once, from ``RLIMIT_NOFILE`` now.
+
+    Read at every connection, so a limit lowered while the server runs takes effect.
+    """
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = MAX_CONNECTIONS + RESERVED_FDS
+    spare = soft - RESERVED_FDS - FDS_PER_RUNNER * max_runners
+    return max(4, min(MAX_CONNECTIONS, spare))
 
 
 def peer_uid(writer: asyncio.StreamWriter) -> int | None:
@@ -110,6 +145,89 @@ class ConnectionPeer:
                 callback()
 
 
+@dataclass(frozen=True)
+class _Closing:
+    """The reader stopped: why, and whether a best-effort rejection goes out first."""
+
+    reason: str
+    reply: bool = False
+    level: int = logging.INFO
+
+
+class _Inbox:
+    """Requests of one connection that were read and not yet answered (bounded)."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[tuple[Request, int] | _Closing | None] = asyncio.Queue()
+        self.outstanding = 0  # read, not yet answered; at most MAX_OUTSTANDING
+        self.queued_bytes = 0  # frame bytes read, not yet dispatched
+        self._room = asyncio.Event()
+        self._room.set()
+
+    async def wait_for_room(self) -> None:
+        """Wait until the frames read ahead fit under ``QUEUED_BYTES`` again."""
+        while self.queued_bytes >= QUEUED_BYTES:
+            self._room.clear()
+            await self._room.wait()
+
+    def dispatched(self, size: int) -> None:
+        """A request left the queue for its handler."""
+        self.queued_bytes -= size
+        if self.queued_bytes < QUEUED_BYTES:
+            self._room.set()
+
+
+async def _read_requests(reader: asyncio.StreamReader, inbox: _Inbox) -> None:
+    """Read and decode frames into ``inbox`` until the end of the stream or a bad frame.
+
+    Runs as a task beside the connection's serving loop; it ends by queueing ``None`` (a
+    clean end) or a ``_Closing``.
+    """
+    try:
+        while True:
+            await inbox.wait_for_room()
+            frame = await read_frame(reader)
+            if frame is None:
+                inbox.queue.put_nowait(None)
+                return
+            try:
+                request = decode_request(frame)
+            except ProtocolError as exc:
+                inbox.queue.put_nowait(_Closing(str(exc), reply=True))
+                return
+            if inbox.outstanding >= MAX_OUTSTANDING:
+                inbox.queue.put_nowait(
+                    _Closing(
+                        f"more than {MAX_OUTSTANDING} requests outstanding", level=logging.WARNING
+                    )
+                )
+                return
+            inbox.outstanding += 1
+            inbox.queued_bytes += len(frame)
+            inbox.queue.put_nowait((request, len(frame)))
+    except ProtocolError as exc:  # an oversized or truncated frame: nothing to answer
+        inbox.queue.put_nowait(_Closing(str(exc)))
+    except (ConnectionError, asyncio.IncompleteReadError):
+        inbox.queue.put_nowait(None)
+
+
+def _over_capacity(server: Server) -> bool:
+    """Refuse a connection beyond the cap (its descriptor is closed at once)."""
+    global _last_refusal_log  # noqa: PLW0603 - one rate limit for the whole process
+    limit = connection_limit(server.config.max_runners)
+    if server.connection_count <= limit:
+        return False
+    now = time.monotonic()
+    if now - _last_refusal_log > REFUSAL_LOG_SECONDS:
+        _last_refusal_log = now
+        log.warning(
+            "refusing client connections: %d are open (limit %d, from the descriptor limit)",
+            server.connection_count - 1,
+            limit,
+        )
+    return True
+
+
 async def serve_client(
     server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
@@ -117,9 +235,12 @@ async def serve_client(
     server.connection_opened(writer)
     peer = ConnectionPeer(server, writer)
     current_peer.set(peer)
+    reading: asyncio.Task[None] | None = None
     try:
         if peer_uid(writer) != os.getuid():
             log.warning("refused a connection from another user")
+            return
+        if _over_capacity(server):
             return
         writer.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         hello = Hello(
@@ -131,27 +252,30 @@ async def serve_client(
         )
         if not await _send(server, writer, hello):
             return
+        inbox = _Inbox()
+        reading = asyncio.create_task(_read_requests(reader, inbox), name="client reader")
         while True:
-            try:
-                frame = await read_frame(reader)
-            except ProtocolError as exc:
-                log.info("closing a client connection: %s", exc)
+            item = await inbox.queue.get()
+            if item is None:
                 return
-            if frame is None:
+            if isinstance(item, _Closing):
+                log.log(item.level, "closing a client connection: %s", item.reason)
+                if item.reply:
+                    with contextlib.suppress(Exception):
+                        await _send(server, writer, _malformed(item.reason))
                 return
-            try:
-                request = decode_request(frame)
-            except ProtocolError as exc:
-                log.info("closing a client connection: %s", exc)
-                with contextlib.suppress(Exception):
-                    await _send(server, writer, _malformed(str(exc)))
-                return
+            request, size = item
+            inbox.dispatched(size)
             response = await dispatch(server, request)
-            if not await _send(server, writer, response):
+            sent = await _send(server, writer, response)
+            inbox.outstanding -= 1
+            if not sent:
                 return
     except (ConnectionError, asyncio.IncompleteReadError):
         return
     finally:
+        if reading is not None:
+            reading.cancel()
         peer.close()
         writer.close()
         with contextlib.suppress(Exception):

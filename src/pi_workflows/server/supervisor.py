@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -486,8 +487,12 @@ class Supervisor:
     async def stop_all(self) -> None:
         """Shutdown: park every running run at its last boundary, then stop the runners."""
         for handle in list(self.handles.values()):
-            with contextlib.suppress(StoreError):
+            try:
                 lifecycle.park(self.db, handle.identity.claim, ParkReason.SERVER_STOPPED)
+            except StoreError:
+                pass
+            except sqlite3.Error as exc:  # a full disk: the next server recovers the run
+                log.warning("could not park run %s while stopping: %s", handle.run_id, exc)
             self.terminate(handle, "stopping")
         tasks = [h.task for h in self.handles.values() if h.task is not None]
         if tasks:

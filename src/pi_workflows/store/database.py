@@ -8,6 +8,7 @@ file is refused before any write, and left byte-for-byte untouched.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import sqlite3
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from pi_workflows.store import faults
 from pi_workflows.store.clock import Clock, SystemClock
-from pi_workflows.store.errors import StateIdentityError
+from pi_workflows.store.errors import StateIdentityError, StateStorageError
 from pi_workflows.store.paths import database_path, ensure_private_dir
 
 SCHEMA_NAME = "pi-workflows.state"
@@ -28,6 +29,27 @@ APPLICATION_ID = 0x50695746
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 5_000
 DEFAULT_LEASE_MS = 30_000
+# OS errors that mean the file system, not the file, is at fault (full, too big, broken).
+_STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS})
+
+
+def storage_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk is full, a file-size limit was hit or I/O failed."""
+    if isinstance(exc, sqlite3.Error):
+        name = str(getattr(exc, "sqlite_errorname", ""))
+        return name == "SQLITE_FULL" or name.startswith("SQLITE_IOERR")
+    return isinstance(exc, OSError) and exc.errno in _STORAGE_ERRNOS
+
+
+@contextlib.contextmanager
+def _storage_errors(path: Path) -> Iterator[None]:
+    """Turn a file-system failure of the block into ``StateStorageError`` (other errors pass)."""
+    try:
+        yield
+    except (sqlite3.Error, OSError) as exc:
+        if storage_failure(exc):
+            raise StateStorageError(path, str(exc)) from None
+        raise
 
 
 def schema_sql() -> str:
@@ -89,11 +111,13 @@ class Database:
         Nested calls join the outer transaction: the outermost block commits, and an
         exception anywhere rolls back everything. The original exception always propagates;
         a failing rollback never masks it. Fault points ``NAME.before_commit`` and
-        ``NAME.after_commit`` surround the commit of the outermost block.
+        ``NAME.after_commit`` surround the commit of the outermost block, whose ``name``
+        must be declared in ``faults`` (``ValueError`` otherwise, before anything starts).
         """
         if self._tx is not None:
             yield self._tx
             return
+        faults.check_declared(name)
         self.conn.execute("BEGIN IMMEDIATE")
         tx = Transaction(conn=self.conn, now=self.clock.now_ms(), name=name)
         self._tx = tx
@@ -233,12 +257,16 @@ def _check_identity(path: Path) -> None:
     try:
         conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, isolation_level=None)
     except sqlite3.Error as exc:
+        if storage_failure(exc):
+            raise StateStorageError(path, str(exc)) from None
         raise StateIdentityError(path, f"cannot be opened ({exc})") from None
     try:
         row = conn.execute(
             "SELECT schema_name, schema_version, ddl_digest FROM schema_identity WHERE id = 1"
         ).fetchone()
     except sqlite3.DatabaseError as exc:
+        if storage_failure(exc):  # a full disk is no reason to reset the state
+            raise StateStorageError(path, str(exc)) from None
         raise StateIdentityError(path, f"has no readable schema identity ({exc})") from None
     finally:
         conn.close()
@@ -265,7 +293,8 @@ def open_database(
     """Open (creating if absent) the state database in the state directory ``home``.
 
     Raises ``StateIdentityError`` with the reset instruction when the file is not a
-    pi-workflows state database of this exact schema; the file is not modified.
+    pi-workflows state database of this exact schema; the file is not modified. Raises
+    ``StateStorageError`` when the file system fails it (full, size limit, I/O error).
     """
     clock = clock or SystemClock()
     ensure_private_dir(home)
@@ -273,12 +302,14 @@ def open_database(
     if not path.exists():
         if not create:
             raise FileNotFoundError(f"no state database at {path}")
-        _create(path, clock)
+        with _storage_errors(path):
+            _create(path, clock)
     _check_header(path)
     _check_identity(path)
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
-        _configure(conn)
+        with _storage_errors(path):
+            _configure(conn)
     except BaseException:
         conn.close()
         raise

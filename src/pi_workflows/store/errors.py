@@ -132,6 +132,25 @@ class StateIdentityError(StoreError):
         )
 
 
+class StateStorageError(StoreError):
+    """Raised when the state database cannot be opened, read or written because of its file
+    system (a full disk, a file-size limit, an I/O error), not because of what it holds.
+
+    Unlike ``StateIdentityError`` the file is not at fault and must not be moved away: free
+    space or fix the file system, then try again.
+    """
+
+    code = "storageError"
+
+    def __init__(self, path: Path, detail: str) -> None:
+        self.path = path
+        self.detail = detail
+        super().__init__(
+            f"the state database at {path} cannot be used right now ({detail}); free disk "
+            "space or fix the file system, then try again"
+        )
+
+
 class EffectConflictError(StoreError):
     """Raised when an effect key is reserved again with a different request fingerprint.
 

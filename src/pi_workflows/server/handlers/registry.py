@@ -27,7 +27,7 @@ from pi_workflows.protocol import (
     safe_message,
 )
 from pi_workflows.server.errors import RequestError, ResolveError
-from pi_workflows.store import receipts
+from pi_workflows.store import faults, receipts
 from pi_workflows.store.errors import (
     ClaimLostError,
     DecisionResolvedError,
@@ -84,6 +84,7 @@ def operation(name: str, *, command: bool = False) -> Callable[[Handler], Handle
         _HANDLERS[name] = handler
         if command:
             _COMMANDS.add(name)
+            faults.declare(f"command.{name}", f"command {name}: its change and its receipt")
         return handler
 
     return register
@@ -156,6 +157,9 @@ async def dispatch(server: Server, request: Request) -> Response:
             request, Outcome.REJECTED, "internal", "internal server error; see the log"
         )
     except sqlite3.Error as exc:
+        if getattr(exc, "sqlite_errorname", None) in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
+            log.error("operation %s found the state database damaged: %s", request.operation, exc)
+            return error_response(request, Outcome.UNAVAILABLE, "stateDamaged", _damaged(server))
         log.error("operation %s could not use the state database: %s", request.operation, exc)
         return error_response(
             request,
@@ -183,6 +187,16 @@ async def dispatch(server: Server, request: Request) -> Response:
         outcome=Outcome.ADOPTED if adopted else Outcome.ACCEPTED,
         revision=body.get("revision") if isinstance(body.get("revision"), int) else None,
         receipt=body,
+    )
+
+
+def _damaged(server: Server) -> str:
+    """The one-line reset instruction for a state database found damaged while serving."""
+    path = server.db.path
+    return (
+        f"the state database {path} is damaged; stop the server, back the file up and move it"
+        f" away with its -wal and -shm files (mv {path} {path}-wal {path}-shm"
+        " /some/backup/dir/), then run the command again to start with an empty one"
     )
 
 
@@ -241,6 +255,9 @@ def receipted(
     receipt = receipts.run_command(server.db, command_of(request), checked)
     server.wake()
     return {**receipt.body, "_adopted": receipt.adopted}
+
+
+faults.declare("command.lookup", "a command's stored receipt is read before slow work")
 
 
 def stored_receipt(server: Server, request: Request) -> dict[str, Any] | None:

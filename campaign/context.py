@@ -1,0 +1,145 @@
+"""What one seed knows while it runs: its directories, surfaces, the runs it started, what it
+saw of them, and the violations found so far.
+
+Runs in the campaign driver. Observation (`observe.py`), the operator (`operator.py`), the
+faults (`faults.py`) and the oracle (`oracle.py`) all read and update one `SeedContext`; the
+driver (`seed.py`) owns its life.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from campaign.leaks import LeakScanner
+from campaign.plan import Plan, PlannedRun
+from campaign.processes import Processes
+from campaign.surfaces import Surfaces
+from campaign.witness import Witnesses
+
+TERMINAL = frozenset({"completed", "failed", "timed_out", "cancelled"})
+
+
+@dataclass
+class Resolution:
+    """One `effect resolve` the operator sent, with the evidence it decided on."""
+
+    effect_id: str
+    key: str
+    decision: str  # "applied", "rejected" or "retry"
+    applied_at_decision: dict[str, bool]  # body nonce -> had it applied when we looked
+    accepted: bool = False
+
+
+@dataclass
+class RunTrack:
+    """One planned run and everything the campaign saw of it."""
+
+    planned: PlannedRun
+    run_id: str | None = None
+    start_answers: list[str] = field(default_factory=list)  # run ids each `run start` returned
+    view: dict[str, Any] | None = None
+    fingerprint: tuple[Any, ...] = ()
+    changed_at: float = field(default_factory=time.monotonic)
+    answered: dict[str, str] = field(default_factory=dict)  # request id -> "ok" | "refused"
+    decision: str | None = None  # the choice the server accepted from us
+    decision_refused: bool = False
+    waiting_since: dict[str, float] = field(default_factory=dict)
+    resolutions: list[Resolution] = field(default_factory=list)
+    resumes: int = 0
+    commands: int = 0  # logical commands sent for this run (names their keys)
+    resume_at: float | None = None  # a run we paused: when to resume it
+    cancel_sent: bool = False
+    effects_checked_after_end: bool = False
+    stuck: bool = False
+    parks: list[str] = field(default_factory=list)
+    excused_keys: set[str] = field(default_factory=set)
+
+    @property
+    def status(self) -> str | None:
+        """The user-facing status of the last view."""
+        return None if self.view is None else str(self.view.get("status"))
+
+    @property
+    def settled(self) -> bool:
+        """Terminal (or given up on by the stuck detector)."""
+        return self.stuck or self.status in TERMINAL
+
+
+@dataclass
+class Violation:
+    """One broken promise, with what is needed to reproduce it."""
+
+    seed: int
+    kind: str
+    message: str
+    run_id: str | None = None
+    dump: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The report entry."""
+        return {
+            "seed": self.seed,
+            "kind": self.kind,
+            "message": self.message,
+            "runId": self.run_id,
+            "dump": self.dump,
+            "rerun": f"make campaign SEEDS=1 SEED_START={self.seed}",
+        }
+
+
+@dataclass
+class SeedContext:
+    """The state of one seed in progress."""
+
+    seed: int
+    root: Path
+    home: Path
+    project: Path
+    witness_dir: Path
+    plan: Plan
+    lease_seconds: float
+    surfaces: Surfaces
+    processes: Processes
+    witnesses: Witnesses
+    leaks: LeakScanner
+    began: float = field(default_factory=time.monotonic)
+    tracks: list[RunTrack] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    faults_done: list[dict[str, Any]] = field(default_factory=list)
+    token_hashes: set[str] = field(default_factory=set)
+    server_pid: int | None = None
+    server_up: bool = False
+    servers_seen: int = 0
+    runner_pids: dict[int, str] = field(default_factory=dict)  # live runner pid -> run id
+    pending_cont: list[tuple[float, int]] = field(default_factory=list)  # (when, pid)
+    killed_shells: set[str] = field(default_factory=set)  # nonces of bodies we SIGKILLed
+    last_hash_sample: float = 0.0
+
+    def elapsed(self) -> float:
+        """Seconds since the seed began."""
+        return time.monotonic() - self.began
+
+    def violation(self, kind: str, message: str, run_id: str | None = None) -> Violation:
+        """Record a violation (once per kind, run and message)."""
+        for old in self.violations:
+            if (old.kind, old.run_id, old.message) == (kind, run_id, message):
+                return old
+        found = Violation(self.seed, kind, message, run_id)
+        self.violations.append(found)
+        self.note(f"VIOLATION {kind}: {message}")
+        return found
+
+    def note(self, text: str) -> None:
+        """A line of the seed's own log (kept with a failing seed)."""
+        self.notes.append(f"{self.elapsed():7.2f} {text}")
+
+    def track_of(self, run_id: str) -> RunTrack | None:
+        """The track of a run id."""
+        for track in self.tracks:
+            if track.run_id == run_id:
+                return track
+        return None

@@ -1,0 +1,325 @@
+"""The operator model: what a careful person does with the runs of a seed.
+
+Runs in the campaign driver, once per tick, after observation. It starts the planned runs,
+answers checkpoints and human decisions, resolves ambiguous effects from the witnesses
+(applied when a body's witness shows it applied, with the result it applied; otherwise
+rejected, or sometimes `--retry`), resumes parked runs, and resumes the runs a fault paused.
+Each command goes through the CLI or the Python client (a seeded choice per command) with one
+idempotency key per logical command, so a killed CLI or a lost connection is retried safely.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Final
+
+from campaign.context import TERMINAL, Resolution, RunTrack, SeedContext
+from campaign.observe import dump_run
+from campaign.plan import rng_for
+from campaign.surfaces import Answer
+from campaign.workflows import SHELL_NODES, tip
+
+MAX_RESUMES: Final = 6
+"""Parks the operator resumes per run before it gives up (the run then stays parked)."""
+
+MAX_RETRIES_PER_KEY: Final = 2
+"""`effect resolve --retry` at most this often per effect key."""
+
+
+def act(ctx: SeedContext, *, stuck_seconds: float) -> None:
+    """One pass over every run."""
+    for track in ctx.tracks:
+        if track.run_id is None:
+            if ctx.elapsed() >= track.planned.start_at:
+                _start(ctx, track)
+            continue
+        if track.stuck:
+            continue
+        status = track.status
+        if status == "waiting":
+            _answer(ctx, track)
+        elif status == "ambiguous":
+            _resolve_all(ctx, track)
+        elif status == "paused":
+            _parked(ctx, track)
+        elif (
+            status in TERMINAL
+            and not track.effects_checked_after_end
+            # A cancelled run may leave effects ambiguous for the operator.
+            and _resolve_all(ctx, track, resume=False)
+        ):
+            track.effects_checked_after_end = True
+        _stuck(ctx, track, stuck_seconds)
+
+
+def _command(ctx: SeedContext, track: RunTrack, what: str, *args: Any) -> Answer:
+    """Send one logical command by the CLI or the client (a seeded choice per command)."""
+    assert track.run_id is not None
+    number = track.commands
+    track.commands += 1
+    key = f"campaign-{ctx.seed}-{track.planned.index}-{what}-{number}"
+    via_cli = rng_for(ctx.seed, "surface", track.planned.index, number).random() < 0.5
+    run_id = track.run_id
+    surfaces = ctx.surfaces
+    if what == "resume":
+        answer = (
+            surfaces.cli_command("run", "resume", run_id, "--idempotency-key", key)
+            if via_cli
+            else surfaces.call("resume", run_id, idempotency_key=key)
+        )
+    elif what == "pause":
+        answer = (
+            surfaces.cli_command("run", "pause", run_id, "--idempotency-key", key)
+            if via_cli
+            else surfaces.call("pause", run_id, idempotency_key=key)
+        )
+    elif what == "cancel":
+        answer = (
+            surfaces.cli_command("run", "cancel", run_id, "--idempotency-key", key)
+            if via_cli
+            else surfaces.call("cancel", run_id, "campaign", idempotency_key=key)
+        )
+    elif what == "checkpoint":
+        (value,) = args
+        answer = (
+            surfaces.cli_command(
+                "checkpoint",
+                "answer",
+                run_id,
+                "--value",
+                json.dumps(value),
+                "--idempotency-key",
+                key,
+            )
+            if via_cli
+            else surfaces.call("answer_checkpoint", run_id, value, idempotency_key=key)
+        )
+    elif what == "decision":
+        (choice,) = args
+        answer = (
+            surfaces.cli_command(
+                "decision", "answer", run_id, "--choice", choice, "--idempotency-key", key
+            )
+            if via_cli
+            else surfaces.call("answer_decision", run_id, choice, idempotency_key=key)
+        )
+    elif what == "resolve":
+        effect_id, resolution, result, reason = args
+        if via_cli:
+            flags = [f"--{resolution}"]
+            if result is not None:
+                flags += ["--result", json.dumps(result)]
+            if reason is not None:
+                flags += ["--reason", reason]
+            answer = surfaces.cli_command(
+                "effect", "resolve", effect_id, *flags, "--idempotency-key", key
+            )
+        else:
+            answer = surfaces.call(
+                "resolve_effect",
+                effect_id,
+                resolution,
+                result=result,
+                reason=reason,
+                idempotency_key=key,
+            )
+    else:  # pragma: no cover - a typo in this module
+        raise ValueError(what)
+    ctx.note(
+        f"{what} {run_id} via {'cli' if via_cli else 'client'}: {answer.status} "
+        f"{answer.message[:160]}"
+    )
+    if answer.status == "lost":
+        ctx.violation("commandLost", f"{what} of {run_id} got no answer: {answer.message}", run_id)
+    return answer
+
+
+def _start(ctx: SeedContext, track: RunTrack) -> None:
+    planned = track.planned
+    if planned.via_cli:
+        answer = ctx.surfaces.cli_command(
+            "run",
+            "start",
+            planned.workflow,
+            "--input",
+            json.dumps(planned.input),
+            "--project",
+            str(ctx.project),
+            "--idempotency-key",
+            planned.key,
+        )
+    else:
+        answer = ctx.surfaces.call(
+            "start_run",
+            planned.workflow,
+            planned.input,
+            ctx.project,
+            idempotency_key=planned.key,
+        )
+    if not answer.ok:
+        ctx.violation(
+            "startFailed", f"run start of {planned.workflow} ({planned.key}): {answer.message}"
+        )
+        return
+    track.run_id = str(answer.body["runId"])
+    track.start_answers.append(track.run_id)
+    track.changed_at = time.monotonic()
+    ctx.note(
+        f"started {planned.workflow} #{planned.index} = {track.run_id} "
+        f"(tries {answer.tries}, killed {answer.killed})"
+    )
+
+
+def _answer(ctx: SeedContext, track: RunTrack) -> None:
+    view = track.view or {}
+    waiting = view.get("waitingOn") or {}
+    request_id = str(waiting.get("requestId"))
+    if not request_id or request_id in track.answered:
+        return
+    kind = waiting.get("kind")
+    first_seen = track.waiting_since.setdefault(request_id, time.monotonic())
+    if kind == "checkpoint":
+        answer = _command(ctx, track, "checkpoint", {"tip": tip(int(track.planned.input["x"]))})
+    elif kind == "decision":
+        rng = rng_for(ctx.seed, "decision", track.planned.index)
+        delay = rng.uniform(0.0, 5.0)
+        choice = "ship" if rng.random() < 0.65 else "hold"
+        if time.monotonic() - first_seen < delay:
+            return
+        answer = _command(ctx, track, "decision", choice)
+        if answer.ok:
+            track.decision = choice
+        else:
+            track.decision_refused = True
+    else:
+        ctx.violation("unexpectedWait", f"the run waits on a {kind!r}", track.run_id)
+        track.answered[request_id] = "refused"
+        return
+    track.answered[request_id] = "ok" if answer.ok else "refused"
+
+
+def _resolve_all(ctx: SeedContext, track: RunTrack, *, resume: bool = True) -> bool:
+    """Resolve every ambiguous effect of the run; then resume it. True when none is left."""
+    assert track.run_id is not None
+    effects = ctx.surfaces.read("list_effects", track.run_id)
+    if effects is None:
+        return False
+    ambiguous = [e for e in effects if e.get("status") == "ambiguous"]
+    for effect in ambiguous:
+        if not _resolve(ctx, track, effect, terminal=not resume):
+            return False
+    if resume and track.status == "ambiguous":
+        _resume(ctx, track)
+    return True
+
+
+def _resolve(ctx: SeedContext, track: RunTrack, effect: dict[str, Any], *, terminal: bool) -> bool:
+    key = str(effect["effectKey"])
+    holders = ctx.witnesses.lock_holders(key)
+    if holders:
+        ctx.violation(
+            "bodyAliveWhileAmbiguous",
+            f"effect {key} ({effect.get('nodeId')}) is ambiguous while pid(s) {holders} still "
+            "run its body",
+            track.run_id,
+        )
+        return False
+    ctx.witnesses.refresh()
+    bodies = ctx.witnesses.for_key(key)
+    applied = [b for b in bodies if b.applied]
+    # The outside system's record is the truth: the key's marker file for an idempotent
+    # effect, the `applied` witness line for a manual one.
+    if effect.get("kind") == "idempotent":
+        applied_result = _idempotent_marker(ctx, key)
+    else:
+        applied_result = applied[0].result if applied else None
+    shell = effect.get("nodeId") in SHELL_NODES
+    result: Any = None
+    reason = None
+    if applied_result is not None:
+        decision = "applied"
+        result = (
+            {"exitCode": 0, "stdout": json.dumps(applied_result) + "\n", "stderr": ""}
+            if shell
+            else applied_result
+        )
+    else:
+        retries = sum(1 for r in track.resolutions if r.key == key and r.decision == "retry")
+        rng = rng_for(ctx.seed, "resolve", track.planned.index, key[-8:], len(track.resolutions))
+        if not terminal and retries < MAX_RETRIES_PER_KEY and rng.random() < 0.3:
+            decision = "retry"
+        else:
+            decision = "rejected"
+            reason = "the witness shows it was not applied"
+    record = Resolution(
+        str(effect["effectId"]), key, decision, {b.nonce: b.applied for b in bodies}
+    )
+    answer = _command(ctx, track, "resolve", record.effect_id, decision, result, reason)
+    record.accepted = answer.ok
+    track.resolutions.append(record)
+    return answer.ok
+
+
+def _idempotent_marker(ctx: SeedContext, key: str) -> Any:
+    path = ctx.witness_dir / "applied" / key
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _resume(ctx: SeedContext, track: RunTrack) -> None:
+    track.resumes += 1
+    _command(ctx, track, "resume")
+
+
+def _parked(ctx: SeedContext, track: RunTrack) -> None:
+    view = track.view or {}
+    reason = view.get("parkReason")
+    if reason == "serverStopped":
+        return  # the next server start resumes it; the stuck detector watches it
+    if reason == "userPaused" and track.resume_at is not None:
+        if time.monotonic() >= track.resume_at:
+            track.resume_at = None
+            _resume(ctx, track)
+        return
+    if track.resumes >= MAX_RESUMES:
+        return
+    track.parks.append(f"{reason}: {view.get('parkDetail')}")
+    _resume(ctx, track)
+
+
+def _stuck(ctx: SeedContext, track: RunTrack, stuck_seconds: float) -> None:
+    if track.settled or track.run_id is None:
+        return
+    if track.status == "paused" and track.resumes >= MAX_RESUMES:
+        return  # given up on: reported as parked by the oracle
+    if track.resume_at is not None:
+        return
+    idle = time.monotonic() - track.changed_at
+    if idle > stuck_seconds:
+        track.stuck = True
+        path = dump_run(ctx, track.run_id, f"no progress for {idle:.0f} s")
+        found = ctx.violation(
+            "stuck",
+            f"{track.planned.workflow} run made no progress for {idle:.0f} s "
+            f"(status {track.status}, node {(track.view or {}).get('currentNode')})",
+            track.run_id,
+        )
+        found.dump = path
+
+
+def pause(ctx: SeedContext, track: RunTrack, hold: float) -> bool:
+    """A `pauseRun` fault: pause a running run and resume it after `hold` seconds."""
+    answer = _command(ctx, track, "pause")
+    if answer.ok:
+        track.resume_at = time.monotonic() + hold
+    return answer.ok
+
+
+def cancel(ctx: SeedContext, track: RunTrack) -> bool:
+    """A `cancelRun` fault."""
+    answer = _command(ctx, track, "cancel")
+    track.cancel_sent = track.cancel_sent or answer.ok
+    return answer.ok

@@ -1,0 +1,311 @@
+"""The oracle: what must hold after a seed, however it was hurt.
+
+Runs in the campaign driver. `check_modes` runs at every server start and at the end; the
+rest runs once the seed's runs have settled:
+
+- every run is terminal, or parked with a documented reason after the operator gave up;
+- `state diagnose` is clean, and `server status` shows no runner, expired claim or
+  ambiguous effect;
+- witnesses: no two bodies of one effect key at once; each manual key, and each manual node
+  of a run, applied at most once; each idempotent node visit applied at most once; no body
+  applied after the operator resolved its effect from evidence that it had not;
+- outputs: a chain's arithmetic, a charge's amount, a deployment's choice and whoever made
+  it; an output that claims an effect applied matches the body that applied it, and one
+  that says it did not is backed by the witnesses (or by a command the campaign killed);
+- one `run start` key made one run; `run list` and `run show` agree;
+- after `server stop`: no process of ours alive (`after_stop`);
+- modes 0700/0600; no claim token or token hash outside `leases.token_hash` (`secrets`).
+"""
+
+from __future__ import annotations
+
+import stat
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from campaign.context import TERMINAL, RunTrack, SeedContext
+from campaign.leaks import token_hashes
+from campaign.workflows import MANUAL_NODES, chain_output, manual_value
+
+DOCUMENTED_PARKS = frozenset(
+    {"runnerNoProgress", "runnerCrashed", "workflowLoadFailed", "userPaused", "serverStopped"}
+)
+SUMMARY_FIELDS = (
+    "workflow", "status", "runStatus", "queueStatus", "parkReason", "currentNode", "revision",
+    "createdAt", "updatedAt", "finishedAt",
+)  # fmt: skip
+
+
+def check_modes(ctx: SeedContext, *, running: bool) -> None:
+    """The state directory is 0700 and what it holds is 0600 (the socket while running)."""
+    wanted: list[tuple[Path, int]] = [(ctx.home, 0o700), (ctx.home / "logs", 0o700)]
+    for name in ("state.sqlite", "state.sqlite-wal", "state.sqlite-shm", "server.lock"):
+        wanted.append((ctx.home / name, 0o600))
+    wanted.append((ctx.home / "logs" / "server.log", 0o600))
+    if running:
+        wanted.append((ctx.home / "server.sock", 0o600))
+    for path, mode in wanted:
+        try:
+            found = stat.S_IMODE(path.lstat().st_mode)
+        except FileNotFoundError:
+            if path.name in ("server.sock", "state.sqlite", "server.lock") and (
+                running or path.name != "server.sock"
+            ):
+                ctx.violation("modes", f"{path.name} is missing")
+            continue
+        if found != mode:
+            ctx.violation("modes", f"{path} has mode {found:04o}, not {mode:04o}")
+
+
+def settled(ctx: SeedContext) -> None:
+    """Terminal runs, clean diagnose and status, witnesses, outputs, list/show agreement."""
+    _runs_settled(ctx)
+    _diagnose_and_status(ctx)
+    _witnesses(ctx)
+    for track in ctx.tracks:
+        if track.run_id is not None and track.status == "completed" and not track.stuck:
+            _output(ctx, track)
+    _starts(ctx)
+    _list_and_show(ctx)
+    for problem in ctx.surfaces.problems:
+        ctx.violation("surface", problem)
+
+
+def _runs_settled(ctx: SeedContext) -> None:
+    for track in ctx.tracks:
+        if track.run_id is None or track.stuck:
+            continue
+        view = track.view or {}
+        status = view.get("status")
+        if status in TERMINAL:
+            if status != "completed" and not track.cancel_sent:
+                ctx.violation(
+                    "runEnded",
+                    f"{track.planned.workflow} run ended {status}: {view.get('error')}",
+                    track.run_id,
+                )
+            continue
+        reason = view.get("parkReason")
+        if status == "paused" and reason in DOCUMENTED_PARKS:
+            ctx.note(f"explainably parked: {track.run_id} {reason} after {track.resumes} resumes")
+            continue
+        ctx.violation(
+            "notSettled",
+            f"{track.planned.workflow} run is {status} (park {reason}) when the seed ended",
+            track.run_id,
+        )
+
+
+def _diagnose_and_status(ctx: SeedContext) -> None:
+    code, out, err = ctx.surfaces.cli("state", "diagnose", "--json")
+    problems = (out or {}).get("problems") if isinstance(out, dict) else None
+    if code != 0 or problems:
+        ctx.violation("diagnose", f"state diagnose exited {code}: {problems or err}")
+    code, status, err = ctx.surfaces.cli("server", "status", "--json")
+    if code != 0 or not isinstance(status, dict):
+        ctx.violation("status", f"server status exited {code}: {err}")
+        return
+    busy = [t for t in ctx.tracks if t.run_id and not t.settled]
+    if status.get("expiredClaims"):
+        ctx.violation("status", f"server status shows {status['expiredClaims']} expired claims")
+    if status.get("ambiguousEffects"):
+        ctx.violation("status", f"{status['ambiguousEffects']} effects still ambiguous")
+    if status.get("runners") and not busy:
+        ctx.violation("status", f"runners left with every run settled: {status['runners']}")
+    code, effects, err = ctx.surfaces.cli("effect", "list", "--json")
+    for effect in (effects or {}).get("effects", []) if isinstance(effects, dict) else []:
+        track = ctx.track_of(str(effect.get("runId")))
+        if effect.get("status") in ("applying", "pending", "ambiguous") and not (
+            track is not None and track.stuck
+        ):
+            ctx.violation(
+                "effectUnsettled",
+                f"effect {effect.get('effectKey')} of node {effect.get('nodeId')} is "
+                f"{effect.get('status')} at the end",
+                str(effect.get("runId")),
+            )
+
+
+def _witnesses(ctx: SeedContext) -> None:
+    witnesses = ctx.witnesses
+    witnesses.refresh()
+    bodies = [witnesses.bodies[n] for n in witnesses.order]
+    for body in bodies:
+        if body.overlapped:
+            ctx.violation(
+                "overlap",
+                f"two bodies of effect {body.key} ({body.node} visit {body.visit}) ran at once",
+                body.run,
+            )
+    applied = [b for b in bodies if b.applied]
+    manual = [b for b in applied if b.kind == "manual"]
+    for key, count in Counter(b.key for b in manual).items():
+        if count > 1:
+            ctx.violation("doubleApply", f"manual effect {key} applied {count} times", None)
+    for (run, node), count in Counter((b.run, b.node) for b in manual).items():
+        if count > 1:
+            ctx.violation(
+                "doubleApply",
+                f"manual node {node} applied {count} times (under different keys)",
+                run,
+            )
+    idem = [b for b in applied if b.kind == "idempotent"]
+    for (run, node, visit), count in Counter((b.run, b.node, b.visit) for b in idem).items():
+        if count > 1:
+            ctx.violation(
+                "keyNotStable",
+                f"idempotent node {node} visit {visit} applied {count} times: its key changed",
+                run,
+            )
+    for track in ctx.tracks:
+        for resolution in track.resolutions:
+            if not resolution.accepted or resolution.decision == "applied":
+                continue
+            for body in witnesses.for_key(resolution.key):
+                before = resolution.applied_at_decision.get(body.nonce)
+                if before is False and body.applied:
+                    ctx.violation(
+                        "appliedAfterResolution",
+                        f"a body of {resolution.key} applied after the operator resolved it "
+                        f"{resolution.decision} from witnesses that showed no application",
+                        track.run_id,
+                    )
+
+
+def _output(ctx: SeedContext, track: RunTrack) -> None:
+    view = track.view or {}
+    output = view.get("output")
+    workflow = track.planned.workflow
+    run_input = track.planned.input
+    x = int(run_input["x"])
+    run_id = track.run_id
+    wrong: list[str] = []
+    if not isinstance(output, dict):
+        ctx.violation("output", f"{workflow} completed with output {output!r}", run_id)
+        return
+    if workflow == "chain":
+        expected = chain_output(x, int(run_input["n"]))
+        if output != expected:
+            wrong.append(f"chain output {output} is not {expected}")
+    elif workflow.startswith("payment"):
+        if output.get("amount") != 3 * x:
+            wrong.append(f"amount {output.get('amount')} is not {3 * x}")
+    elif workflow.startswith("deploy"):
+        wrong += _decision(track, output)
+    elif workflow == "sync":
+        if output.get("fetched") != x * x:
+            wrong.append(f"fetched {output.get('fetched')} is not {x * x}")
+        if output.get("applied") and output.get("value") != x * x + 1:
+            wrong.append(f"stored {output.get('value')} is not {x * x + 1}")
+    if workflow in MANUAL_NODES and output.get("choice", "ship") == "ship":
+        wrong += _manual_output(ctx, track, output, MANUAL_NODES[workflow])
+    for problem in wrong:
+        ctx.violation("output", f"{workflow}: {problem}", run_id)
+
+
+def _decision(track: RunTrack, output: dict[str, Any]) -> list[str]:
+    choice, by = output.get("choice"), output.get("decidedBy")
+    if by == "person":
+        if track.decision != choice:
+            return [
+                f"decided {choice!r} by a person, but the operator's accepted answer was "
+                f"{track.decision!r}"
+            ]
+        return []
+    if by == "timeout":
+        if not track.planned.workflow.endswith("-t"):
+            return ["a decision without a timeout was decided by timeout"]
+        if choice != "hold":
+            return [f"the timeout default is 'hold', not {choice!r}"]
+        if track.decision is not None:
+            return [f"decided by timeout although the operator's {track.decision!r} was accepted"]
+        return []
+    return [f"decidedBy is {by!r}"]
+
+
+def _manual_output(
+    ctx: SeedContext, track: RunTrack, output: dict[str, Any], node: str
+) -> list[str]:
+    bodies = [b for b in ctx.witnesses.bodies.values() if b.run == track.run_id and b.node == node]
+    applied = [b for b in bodies if b.applied]
+    expected = manual_value(track.planned.workflow, track.planned.input)
+    if output.get("applied"):
+        if output.get("value") != expected:
+            return [f"the applied value {output.get('value')} is not {expected}"]
+        if len(applied) != 1:
+            return [
+                f"the output says {node} applied, the witnesses show {len(applied)} applications"
+            ]
+        if (applied[0].result or {}).get("value") != expected:
+            return [f"the witness applied {(applied[0].result or {}).get('value')}, not {expected}"]
+        return []
+    if applied and not any(b.nonce in ctx.killed_shells for b in applied):
+        return [f"the output says {node} did not apply, but body pid {applied[0].pid} applied it"]
+    return []
+
+
+def _starts(ctx: SeedContext) -> None:
+    for track in ctx.tracks:
+        if len(set(track.start_answers)) > 1:
+            ctx.violation(
+                "startDuplicated",
+                f"one run start key made runs {sorted(set(track.start_answers))}",
+            )
+    code, out, _ = ctx.surfaces.cli("run", "list", "--json", "--limit", "1000")
+    runs = out.get("runs", []) if isinstance(out, dict) else []
+    started = {t.run_id for t in ctx.tracks if t.run_id}
+    extra = {str(r.get("runId")) for r in runs} - started
+    if code == 0 and extra:
+        ctx.violation("startDuplicated", f"runs nobody started: {sorted(extra)}")
+
+
+def _list_and_show(ctx: SeedContext) -> None:
+    code, out, err = ctx.surfaces.cli("run", "list", "--json", "--limit", "1000")
+    if code != 0 or not isinstance(out, dict):
+        ctx.violation("runList", f"run list exited {code}: {err}")
+        return
+    for summary in out.get("runs", []):
+        run_id = str(summary.get("runId"))
+        code, view, err = ctx.surfaces.cli("run", "show", run_id, "--json")
+        if code != 0 or not isinstance(view, dict):
+            ctx.violation("runShow", f"run show {run_id} exited {code}: {err}", run_id)
+            continue
+        track = ctx.track_of(run_id)
+        if track is not None:
+            track.view = view
+        differ = [f for f in SUMMARY_FIELDS if summary.get(f) != view.get(f)]
+        if differ:
+            ctx.violation(
+                "listShowDisagree",
+                "run list and run show differ in "
+                + ", ".join(f"{f} ({summary.get(f)!r} vs {view.get(f)!r})" for f in differ),
+                run_id,
+            )
+
+
+def after_stop(ctx: SeedContext) -> None:
+    """Nothing of ours is alive once `server stop` returned; modes still hold."""
+    for entry in ctx.processes.survivors():
+        ctx.violation(
+            "processLeft", f"{entry.role} pid {entry.pid} is still alive after server stop"
+        )
+    seen = {e.pid for e in ctx.processes.survivors()}
+    for pid, cmdline in ctx.processes.strays():
+        if pid not in seen:
+            ctx.violation("processLeft", f"pid {pid} ({cmdline}) is alive after server stop")
+    check_modes(ctx, running=False)
+
+
+def secrets(ctx: SeedContext) -> None:
+    """No token or token hash anywhere but `leases.token_hash` (run after the server stopped)."""
+    database = ctx.home / "state.sqlite"
+    ctx.token_hashes |= token_hashes(database)
+    log = ctx.home / "logs" / "server.log"
+    if log.exists():
+        ctx.leaks.feed("the server log", log.read_bytes())
+    ctx.leaks.feed_database(database)
+    for finding in ctx.leaks.findings(ctx.token_hashes):
+        ctx.violation("secretLeaked", finding)
+    if not ctx.token_hashes:
+        ctx.violation("secretLeaked", "no token hash was ever seen in leases (the check is blind)")

@@ -1,0 +1,187 @@
+"""The plan of one seed: which runs start when, which faults happen when, and the operator's
+choices, all drawn from `random.Random(seed)` before anything runs.
+
+Runs in the campaign driver. The plan is a pure function of the seed (and of this file), so
+`make campaign SEEDS=1 SEED_START=<seed>` replays the same decisions: the same workflows and
+inputs, the same fault kinds in the same order with the same delays and target choices, the
+same answers and resolutions. What a real-process campaign cannot replay exactly is the
+operating system's timing (which body a kill lands in); the report records what happened.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from campaign.workflows import WORKFLOW_NAMES
+
+
+class Fault(enum.StrEnum):
+    """The faults a seed injects (the report counts them by these names)."""
+
+    KILL_SERVER = "killServer"  # SIGKILL the server; its runners become orphans
+    KILL_SERVER_ALL = "killServerAndChildren"  # SIGKILL server, runner groups, shell bodies
+    KILL_RUNNER = "killRunner"  # SIGKILL one runner process
+    KILL_RUNNER_GROUP = "killRunnerGroup"  # SIGKILL a runner's whole process group
+    KILL_SHELL = "killShell"  # SIGKILL a shell command (the runner's grandchild)
+    KILL_CLI = "killCli"  # SIGKILL the operator's next CLI command mid-flight
+    STOP_RUNNER = "stopRunner"  # SIGSTOP a runner past the lease, then SIGCONT
+    STOP_SERVER = "stopServer"  # SIGSTOP the server past the lease, then SIGCONT
+    GRACEFUL_STOP = "gracefulStop"  # `server stop` or SIGTERM, then a restart
+    PAUSE_RUN = "pauseRun"  # `run pause` of a running run, resumed later
+    CANCEL_RUN = "cancelRun"  # `run cancel` of an unfinished run
+
+
+FAULT_WEIGHTS: Final[dict[Fault, int]] = {
+    Fault.KILL_SERVER: 14,
+    Fault.KILL_SERVER_ALL: 6,
+    Fault.KILL_RUNNER: 12,
+    Fault.KILL_RUNNER_GROUP: 10,
+    Fault.KILL_SHELL: 10,
+    Fault.KILL_CLI: 12,
+    Fault.STOP_RUNNER: 7,
+    Fault.STOP_SERVER: 9,
+    Fault.GRACEFUL_STOP: 10,
+    Fault.PAUSE_RUN: 6,
+    Fault.CANCEL_RUN: 4,
+}
+"""Relative probabilities of each fault kind (they sum to 100, so each is a percentage)."""
+
+SERVER_DOWN: Final = frozenset({Fault.KILL_SERVER, Fault.KILL_SERVER_ALL, Fault.GRACEFUL_STOP})
+"""Faults after which the server must be started again."""
+
+BODY_TARGETED: Final = frozenset(
+    {
+        Fault.KILL_SERVER,
+        Fault.KILL_SERVER_ALL,
+        Fault.KILL_RUNNER,
+        Fault.KILL_RUNNER_GROUP,
+        Fault.KILL_SHELL,
+        Fault.STOP_RUNNER,
+        Fault.STOP_SERVER,
+        Fault.GRACEFUL_STOP,
+        Fault.PAUSE_RUN,
+    }
+)
+"""Faults that may wait for an effect body to be inside a chosen window before they fire."""
+
+
+class Restart(enum.StrEnum):
+    """How the server comes back after it went down."""
+
+    SERVER_START = "serverStart"  # `pi-workflows server start`
+    AUTO_CLI = "autoStartCli"  # the next CLI command starts it on demand
+    AUTO_CLIENT = "autoStartClient"  # the next Python client call starts it on demand
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run the operator starts."""
+
+    index: int
+    workflow: str
+    input: dict[str, Any]
+    start_at: float  # seconds after the seed began
+    key: str  # the idempotency key of its `run start`
+    via_cli: bool
+
+
+@dataclass(frozen=True)
+class PlannedFault:
+    """One fault: its kind, when it becomes due, and how it picks its target."""
+
+    index: int
+    kind: Fault
+    at: float  # seconds after the previous fault finished
+    window: str | None  # "beforeApply" | "afterApply": wait for a body there (up to 6 s)
+    pick: float  # in [0, 1): which of the sorted candidates is the target
+    hold: float  # SIGSTOP duration, server down time, or CLI kill delay (seconds)
+    restart: Restart
+    sigterm: bool  # graceful stop by SIGTERM instead of `server stop`
+
+
+@dataclass
+class Plan:
+    """Everything a seed will do, decided up front."""
+
+    seed: int
+    runs: list[PlannedRun] = field(default_factory=list)
+    faults: list[PlannedFault] = field(default_factory=list)
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON summary for the report."""
+        return {
+            "runs": [{"workflow": r.workflow, "startAt": round(r.start_at, 2)} for r in self.runs],
+            "faults": [
+                {"kind": str(f.kind), "at": round(f.at, 2), "window": f.window} for f in self.faults
+            ],
+        }
+
+
+def rng_for(seed: int, *parts: object) -> random.Random:
+    """An independent, reproducible stream for one decision of one seed.
+
+    Choices made while the seed runs (an answer, a resolution) draw from a stream named after
+    what they decide, so the order in which timing makes them happen changes nothing.
+    """
+    return random.Random(":".join(str(p) for p in (seed, *parts)))  # noqa: S311 - a reproducible campaign, not cryptography
+
+
+def make_plan(seed: int, lease_seconds: float) -> Plan:
+    """Draw the plan of `seed`."""
+    rng = rng_for(seed, "plan")
+    plan = Plan(seed)
+    weights = (3, 2, 2, 2, 2, 3)  # chain payment payment-t deploy deploy-t sync
+    for index in range(rng.randint(4, 7)):
+        workflow = rng.choices(WORKFLOW_NAMES, weights=weights)[0]
+        plan.runs.append(
+            PlannedRun(
+                index=index,
+                workflow=workflow,
+                input=_input(workflow, rng),
+                start_at=0.0 if index == 0 else rng.uniform(0.0, 10.0),
+                key=f"campaign-{seed}-run-{index}",
+                via_cli=rng.random() < 0.5,
+            )
+        )
+    kinds = list(FAULT_WEIGHTS)
+    for index in range(rng.randint(3, 7)):
+        kind = rng.choices(kinds, weights=[FAULT_WEIGHTS[k] for k in kinds])[0]
+        window = None
+        if kind in BODY_TARGETED and rng.random() < 0.6:
+            window = rng.choice(("beforeApply", "afterApply"))
+        if kind in (Fault.STOP_RUNNER, Fault.STOP_SERVER):
+            hold = lease_seconds * rng.uniform(1.3, 2.5)
+        elif kind is Fault.KILL_CLI:
+            hold = rng.uniform(0.05, 0.4)
+        else:
+            hold = rng.uniform(0.0, 1.5)
+        plan.faults.append(
+            PlannedFault(
+                index=index,
+                kind=kind,
+                at=rng.uniform(0.3, 3.0),
+                window=window,
+                pick=rng.random(),
+                hold=hold,
+                restart=rng.choice(list(Restart)),
+                sigterm=rng.random() < 0.3,
+            )
+        )
+    return plan
+
+
+def _input(workflow: str, rng: random.Random) -> dict[str, Any]:
+    x = rng.randint(1, 10_000)
+    if workflow == "chain":
+        return {"x": x, "n": rng.randint(1, 6), "hold": round(rng.uniform(0.05, 0.5), 2)}
+    if workflow.startswith(("payment", "deploy")):
+        before = round(rng.uniform(0.1, 2.6 if workflow.endswith("-t") else 1.2), 2)
+        return {"x": x, "hold": [before, round(rng.uniform(0.1, 0.8), 2)]}
+    return {
+        "x": x,
+        "fetchHold": round(rng.uniform(0.1, 0.8), 2),
+        "storeHold": round(rng.uniform(0.1, 2.8), 2),
+    }

@@ -1,0 +1,206 @@
+"""One seed of the campaign, start to finish: `python -m campaign.seed --seed N --out FILE`.
+
+Runs in its own process (the campaign runs every seed in a fresh one, so a seed's
+environment, threads and children never leak into the next). Phases:
+
+1. set-up: a temporary root with a state directory, a HOME, a project whose
+   `.pi/workflows/` holds the campaign's workflows, and a witness directory; the server is
+   started with `pi-workflows server start`;
+2. chaos: every tick (about 0.1 s), observe, fire the next fault when due, let the operator
+   act; until every planned run started and every planned fault fired;
+3. quiesce: no more faults; the operator continues until every run settled (or the stuck
+   detector gave up on it);
+4. oracle: `oracle.settled`, then `server stop`, `oracle.after_stop`, `oracle.secrets`.
+
+The result (a JSON file) lists the faults that fired, the runs and the violations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Final
+
+from campaign import oracle
+from campaign.context import RunTrack, SeedContext
+from campaign.faults import FaultRunner
+from campaign.leaks import LeakScanner
+from campaign.observe import log_tail, observe
+from campaign.operator import act
+from campaign.plan import make_plan
+from campaign.processes import Processes
+from campaign.surfaces import Surfaces
+from campaign.witness import Witnesses
+from campaign.workflows import write_project
+
+LEASE_SECONDS: Final = 2.0
+TICK: Final = 0.1
+QUIESCE_SECONDS: Final = 180.0
+
+
+def seed_environment(root: Path) -> dict[str, str]:
+    """The environment every CLI command and server of the seed runs with."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PI_WORKFLOWS_", "XDG_"))}
+    env.update(
+        {
+            "HOME": str(root / "home"),
+            "PI_WORKFLOWS_HOME": str(root / "state"),
+            "PI_WORKFLOWS_LEASE_SECONDS": str(LEASE_SECONDS),
+            "PI_WORKFLOWS_IDLE_EXIT_SECONDS": "0",
+            "PI_WORKFLOWS_KILL_GRACE_SECONDS": "1",
+            "PI_WORKFLOWS_NODE_GRACE_SECONDS": "1",
+        }
+    )
+    return env
+
+
+def run_seed(seed: int, root: Path, *, stuck_seconds: float) -> dict[str, Any]:
+    """Run one seed in `root` (an empty directory) and return its result."""
+    env = seed_environment(root)
+    # The Python client auto-starts servers from this process: they inherit this environment.
+    os.environ.clear()
+    os.environ.update(env)
+    home, project, witness_dir = root / "state", root / "project", root / "witness"
+    (root / "home").mkdir(parents=True)
+    write_project(project, witness_dir)
+    leaks = LeakScanner()
+    processes = Processes(str(home))
+    ctx_notes: list[str] = []
+    surfaces = Surfaces(home, project, env, processes, leaks, f"campaign-{seed}", ctx_notes.append)
+    plan = make_plan(seed, LEASE_SECONDS)
+    ctx = SeedContext(
+        seed=seed,
+        root=root,
+        home=home,
+        project=project,
+        witness_dir=witness_dir,
+        plan=plan,
+        lease_seconds=LEASE_SECONDS,
+        surfaces=surfaces,
+        processes=processes,
+        witnesses=Witnesses(witness_dir),
+        leaks=leaks,
+    )
+    surfaces.note = ctx.note
+    ctx.tracks = [RunTrack(planned) for planned in plan.runs]
+    faults = FaultRunner(ctx)
+    try:
+        _phases(ctx, faults, stuck_seconds)
+    except Exception:
+        ctx.violation("campaignError", traceback.format_exc(limit=8).replace("\n", " | "))
+    finally:
+        faults.finish()
+        surfaces.close()
+        processes.kill_everything()
+    return _result(ctx)
+
+
+def _phases(ctx: SeedContext, faults: FaultRunner, stuck_seconds: float) -> None:
+    # 1. set-up
+    code, _, err = ctx.surfaces.cli("server", "start", "--json")
+    if code != 0:
+        ctx.violation("startFailed", f"server start exited {code}: {err}")
+        return
+    # 2. chaos
+    while not faults.finished or any(t.run_id is None for t in ctx.tracks):
+        _tick(ctx, faults, stuck_seconds)
+    ctx.note("chaos over; quiescing")
+    # 3. quiesce
+    deadline = time.monotonic() + QUIESCE_SECONDS
+    while not all(_quiet(t) for t in ctx.tracks):
+        if time.monotonic() > deadline:
+            ctx.violation("seedTimeout", f"runs did not settle within {QUIESCE_SECONDS:.0f} s")
+            break
+        _tick(ctx, faults, stuck_seconds)
+    faults.finish()
+    observe(ctx)
+    # 4. oracle
+    oracle.settled(ctx)
+    code, _, err = ctx.surfaces.cli("server", "stop", "--json")
+    ctx.surfaces.close()
+    ctx.server_up = False
+    if code != 0:
+        ctx.violation("stopFailed", f"server stop exited {code}: {err}; {log_tail(ctx.home)}")
+    oracle.after_stop(ctx)
+    oracle.secrets(ctx)
+
+
+def _quiet(track: RunTrack) -> bool:
+    if track.settled:
+        return track.effects_checked_after_end or track.stuck
+    return (
+        track.status == "paused"
+        and (track.view or {}).get("parkReason") != "serverStopped"
+        and track.resumes >= 6
+    )
+
+
+def _tick(ctx: SeedContext, faults: FaultRunner, stuck_seconds: float) -> None:
+    began = time.monotonic()
+    observe(ctx)
+    faults.tick()
+    act(ctx, stuck_seconds=stuck_seconds)
+    spent = time.monotonic() - began
+    if spent < TICK:
+        time.sleep(TICK - spent)  # the polling cadence; nothing waits on it for ordering
+
+
+def _result(ctx: SeedContext) -> dict[str, Any]:
+    runs = []
+    for track in ctx.tracks:
+        view = track.view or {}
+        runs.append(
+            {
+                "index": track.planned.index,
+                "workflow": track.planned.workflow,
+                "runId": track.run_id,
+                "status": view.get("status"),
+                "parkReason": view.get("parkReason"),
+                "resumes": track.resumes,
+                "resolutions": [r.decision for r in track.resolutions if r.accepted],
+            }
+        )
+    return {
+        "seed": ctx.seed,
+        "seconds": round(ctx.elapsed(), 2),
+        "plan": ctx.plan.describe(),
+        "faults": ctx.faults_done,
+        "runs": runs,
+        "servers": ctx.servers_seen,
+        "cliKills": ctx.surfaces.cli_kills,
+        "witnessBodies": len(ctx.witnesses.bodies),
+        "tokenHashesSeen": len(ctx.token_hashes),
+        "bytesScannedForSecrets": ctx.leaks.fed,
+        "violations": [v.to_json() for v in ctx.violations],
+        "notes": ctx.notes,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one seed and write its result as JSON."""
+    parser = argparse.ArgumentParser(prog="python -m campaign.seed")
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--root", type=Path, help="an empty directory (default: a new one)")
+    parser.add_argument("--stuck-seconds", type=float, default=60.0)
+    parser.add_argument("--keep", action="store_true", help="keep the seed's directory")
+    args = parser.parse_args(argv)
+    root = args.root or Path(tempfile.mkdtemp(prefix=f"pwc{args.seed}-"))
+    result = run_seed(args.seed, root / "r", stuck_seconds=args.stuck_seconds)
+    if result["violations"] or args.keep:
+        result["kept"] = str(root)
+    else:
+        shutil.rmtree(root / "r", ignore_errors=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,327 @@
+"""The campaign's workflows: their sources, the witness helper their effect bodies use, and
+the output each run must end with.
+
+Runs in the campaign driver. The workflow files and the helper module are written into a
+temporary project's `.pi/workflows/` and use only the public authoring API. Every effect
+body (actions and shells, manual and idempotent) goes through `witness.body`, which records
+outside the database, in `<witness dir>/witness.jsonl`, when it starts, when it applies and
+when it is done, with its pid, so that the oracle can see double application and overlap:
+
+- a body holds an exclusive `flock` on `<witness dir>/locks/<effect key>.lock` for its whole
+  life (the kernel drops it however the body dies); a body that finds it held records an
+  `overlap` before it waits for it;
+- an idempotent body applies by creating `<witness dir>/applied/<effect key>` with `O_EXCL`
+  (the outside system deduplicates by the key) and records `dedup` when it already exists;
+- a manual body just applies; nothing outside deduplicates it.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+WITNESS_HELPER: Final = '''
+"""Effect bodies that leave witnesses outside the database (written by the campaign)."""
+
+import fcntl
+import json
+import os
+import sys
+import time
+import uuid
+
+WITNESS_DIR = {witness_dir!r}
+HELPER = {helper!r}
+
+
+def _append(record):
+    line = (json.dumps(record, separators=(",", ":"), sort_keys=True) + "\\n").encode()
+    path = os.path.join(WITNESS_DIR, "witness.jsonl")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def body(form, kind, key, run, node, visit, hold_before, hold_after, value):
+    """Apply one effect with witnesses; return its result."""
+    base = {{"form": form, "kind": kind, "key": key, "run": run, "node": node,
+             "visit": int(visit), "pid": os.getpid(), "nonce": uuid.uuid4().hex}}
+    lock = open(os.path.join(WITNESS_DIR, "locks", key + ".lock"), "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        _append(dict(base, e="overlap", t=time.time()))
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    _append(dict(base, e="start", t=time.time()))
+    time.sleep(float(hold_before))
+    result = {{"value": value, "key": key}}
+    if kind == "idempotent":
+        try:
+            marker = os.path.join(WITNESS_DIR, "applied", key)
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            _append(dict(base, e="dedup", t=time.time()))
+        else:
+            os.write(fd, json.dumps(result).encode())
+            os.close(fd)
+            _append(dict(base, e="applied", result=result, t=time.time()))
+    else:
+        _append(dict(base, e="applied", result=result, t=time.time()))
+    time.sleep(float(hold_after))
+    _append(dict(base, e="done", t=time.time()))
+    lock.close()
+    return result
+
+
+def command(ctx, kind, hold_before, hold_after, value):
+    """The argument list of a shell node whose command is this helper's `body`."""
+    return [sys.executable, HELPER, kind, ctx.effect_key, ctx.run_id, ctx.node_id,
+            str(ctx.visit), str(hold_before), str(hold_after), json.dumps(value)]
+
+
+def hold(ctx, seconds):
+    """Sleep inside a compute node (a window for faults), waking on cancellation."""
+    ctx.cancellation.wait(float(seconds))
+
+
+if __name__ == "__main__":
+    kind, key, run, node, visit, before, after, value = sys.argv[1:9]
+    print(json.dumps(body("shell", kind, key, run, node, visit, before, after, json.loads(value))))
+'''
+
+CHAIN: Final = """
+from pi_workflows import Workflow, compute, edge, switch
+
+import witness
+
+
+def init(ctx):
+    return {{"acc": ctx.input["x"], "i": 0}}
+
+
+def step(ctx):
+    witness.hold(ctx, ctx.input["hold"])
+    prev = ctx.outputs["step"] if "step" in ctx.outputs else ctx.outputs["init"]
+    acc = (prev["acc"] * 31 + 7) % 1000003
+    i = prev["i"] + 1
+    return {{"acc": acc, "i": i, "more": i < ctx.input["n"]}}
+
+
+def flaky(ctx):
+    if (ctx.visit + ctx.input["x"]) % 3 == 0:
+        raise RuntimeError("a planned failure, routed back by $result.outcome")
+    return {{"tries": ctx.visit}}
+
+
+workflow = Workflow(
+    "chain",
+    start="init",
+    max_steps=40,
+    nodes={{
+        "init": compute(init),
+        "step": compute(step),
+        "flaky": compute(flaky),
+        "done": compute(lambda ctx: {{"acc": ctx.outputs["step"]["acc"],
+                                      "tries": ctx.outputs["flaky"]["tries"]}}),
+    }},
+    edges=[
+        edge("init", "step"),
+        switch("step", on="$.more", cases={{True: "step", False: "flaky"}}),
+        switch("flaky", on="$result.outcome", cases={{"ok": "done", "failed": "flaky"}}),
+    ],
+)
+"""
+
+PAYMENT: Final = """
+from pi_workflows import Workflow, action, checkpoint, compute, edge, manual_effect, switch
+
+import witness
+
+
+def charge(ctx):
+    value = ctx.outputs["quote"]["amount"] + ctx.outputs["ask"]["tip"]
+    before, after = ctx.input["hold"]
+    return witness.body("action", "manual", ctx.effect_key, ctx.run_id, ctx.node_id, ctx.visit,
+                        before, after, value)
+
+
+workflow = Workflow(
+    "{name}",
+    start="quote",
+    max_steps=40,
+    nodes={{
+        "quote": compute(lambda ctx: {{"amount": ctx.input["x"] * 3}}),
+        "ask": checkpoint(lambda ctx: {{"question": "Tip?",
+                                        "amount": ctx.outputs["quote"]["amount"]}}),
+        "charge": action(charge, effect=manual_effect("charge"), timeout={timeout}),
+        "receipt": compute(lambda ctx: {{"applied": True, "value": ctx.outputs["charge"]["value"],
+                                         "amount": ctx.outputs["quote"]["amount"]}}),
+        "refund": compute(lambda ctx: {{"applied": False,
+                                        "amount": ctx.outputs["quote"]["amount"]}}),
+    }},
+    edges=[
+        edge("quote", "ask"),
+        edge("ask", "charge"),
+        switch("charge", on="$result.outcome",
+               cases={{"ok": "receipt", "failed": "refund", "timed_out": "charge"}}),
+    ],
+)
+"""
+
+DEPLOY: Final = """
+import json
+
+from pi_workflows import (Workflow, choice, compute, human_decision, manual_effect, shell,
+                          switch)
+
+import witness
+
+
+def push(ctx):
+    before, after = ctx.input["hold"]
+    return witness.command(ctx, "manual", before, after, ctx.input["x"] * 5 + 1)
+
+
+def shipped(ctx):
+    return {{"applied": True, "value": json.loads(ctx.outputs["push"]["stdout"])["value"],
+             "choice": "ship", "decidedBy": ctx.outputs["decide"]["decidedBy"]}}
+
+
+workflow = Workflow(
+    "{name}",
+    start="decide",
+    max_steps=40,
+    nodes={{
+        "decide": human_decision(title="Deploy?", choices=[choice("ship"), choice("hold")],
+                                 on_timeout={on_timeout}),
+        "push": shell(push, effect=manual_effect("deploy"), timeout={timeout}),
+        "shipped": compute(shipped),
+        "failed": compute(lambda ctx: {{"applied": False, "choice": "ship",
+                                        "decidedBy": ctx.outputs["decide"]["decidedBy"]}}),
+        "held": compute(lambda ctx: {{"applied": False, "choice": "hold",
+                                      "decidedBy": ctx.outputs["decide"]["decidedBy"]}}),
+    }},
+    edges=[
+        switch("decide", on="$.choice", cases={{"ship": "push", "hold": "held"}}),
+        switch("push", on="$result.outcome",
+               cases={{"ok": "shipped", "failed": "failed", "timed_out": "push"}}),
+    ],
+)
+"""
+
+SYNC: Final = """
+import json
+
+from pi_workflows import Workflow, action, compute, idempotent_effect, shell, switch
+
+import witness
+
+
+def fetch(ctx):
+    return witness.body("action", "idempotent", ctx.effect_key, ctx.run_id, ctx.node_id,
+                        ctx.visit, ctx.input["fetchHold"], 0.05, ctx.input["x"] ** 2)
+
+
+def store(ctx):
+    # The first visit may outlast the node's timeout (a planned timed_out route).
+    before = ctx.input["storeHold"] if ctx.visit == 1 else 0.1
+    return witness.command(ctx, "idempotent", before, 0.1, ctx.outputs["fetch"]["value"] + 1)
+
+
+workflow = Workflow(
+    "sync",
+    start="fetch",
+    max_steps=40,
+    nodes={{
+        "fetch": action(fetch, effect=idempotent_effect("fetch")),
+        "store": shell(store, effect=idempotent_effect("store"), timeout={timeout}),
+        "gate": compute(lambda ctx: {{"retry": ctx.visit < 4}}),
+        "done": compute(lambda ctx: {{
+            "applied": True, "fetched": ctx.outputs["fetch"]["value"],
+            "value": json.loads(ctx.outputs["store"]["stdout"])["value"]}}),
+        "gaveUp": compute(lambda ctx: {{"applied": False,
+                                        "fetched": ctx.outputs["fetch"]["value"]}}),
+    }},
+    edges=[
+        switch("fetch", on="$result.outcome", cases={{"ok": "store", "failed": "fetch",
+                                                      "timed_out": "fetch"}}),
+        switch("store", on="$result.outcome", cases={{"ok": "done", "failed": "gate",
+                                                      "timed_out": "gate"}}),
+        switch("gate", on="$.retry", cases={{True: "store", False: "gaveUp"}}),
+    ],
+)
+"""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One workflow file the campaign writes: its name, template and template values."""
+
+    name: str
+    template: str
+    values: dict[str, str]
+
+
+VARIANTS: Final = (
+    Variant("chain", CHAIN, {}),
+    Variant("payment", PAYMENT, {"name": "payment", "timeout": "None"}),
+    # A node timeout shorter than some holds: the server kills the runner at the deadline.
+    Variant("payment-t", PAYMENT, {"name": "payment-t", "timeout": "2.0"}),
+    Variant("deploy", DEPLOY, {"name": "deploy", "on_timeout": "None", "timeout": "None"}),
+    # A decision that defaults to "hold" and a command the runner kills at its deadline.
+    Variant(
+        "deploy-t", DEPLOY, {"name": "deploy-t", "on_timeout": '(3.0, "hold")', "timeout": "2.0"}
+    ),
+    Variant("sync", SYNC, {"timeout": "2.0"}),
+)
+WORKFLOW_NAMES: Final = tuple(v.name for v in VARIANTS)
+MANUAL_NODES: Final = {
+    "payment": "charge",
+    "payment-t": "charge",
+    "deploy": "push",
+    "deploy-t": "push",
+}
+"""The node of each workflow whose body is a manual effect."""
+SHELL_NODES: Final = frozenset({"push", "store"})
+"""Nodes whose body is a shell command (their output is `{exitCode, stdout, stderr}`)."""
+
+
+def write_project(project: Path, witness_dir: Path) -> None:
+    """Write every workflow and the witness helper into `<project>/.pi/workflows/`."""
+    flows = project / ".pi" / "workflows"
+    flows.mkdir(parents=True, exist_ok=True)
+    for sub in ("locks", "applied"):
+        (witness_dir / sub).mkdir(parents=True, exist_ok=True)
+    helper = flows / "witness.py"
+    helper.write_text(
+        WITNESS_HELPER.lstrip().format(witness_dir=str(witness_dir), helper=str(helper))
+    )
+    for variant in VARIANTS:
+        source = textwrap.dedent(variant.template).lstrip().format(**variant.values)
+        (flows / f"{variant.name}.workflow.py").write_text(source)
+
+
+def chain_output(x: int, n: int) -> dict[str, Any]:
+    """What a `chain` run with input `x`, `n` completes with."""
+    acc = x
+    for _ in range(n):
+        acc = (acc * 31 + 7) % 1000003
+    tries = 2 if (1 + x) % 3 == 0 else 1
+    return {"acc": acc, "tries": tries}
+
+
+def manual_value(workflow: str, run_input: dict[str, Any]) -> int:
+    """The value a manual body of `workflow` applies (what its witness must show)."""
+    x = int(run_input["x"])
+    if workflow.startswith("payment"):
+        return x * 3 + tip(x)
+    return x * 5 + 1
+
+
+def tip(x: int) -> int:
+    """The operator's checkpoint answer for a payment of input `x`: `{"tip": tip(x)}`."""
+    return x % 7

@@ -1,0 +1,462 @@
+"""Crash scenarios for every declared commit point: a prepared state and one transaction.
+
+Each ``Scenario`` names a declared transaction (``point``, see ``store/faults.py``), builds
+a state with ``prepare`` (``support.crash_states``) and performs that transaction with
+``run``; ``tests/store/test_commit_points.py`` crashes it just before and just after its
+commit, by an exception in-process and by the exit of a forked child. ``kind`` says how the
+transaction is reached: ``store`` (a store call), ``command`` (``receipts.run_command``
+with the handler's store change inside, retried with the same idempotency key) or
+``runner`` (``server.runner_messages.answer``, whose reply is stored with the change).
+``event`` is the event type one commit appends; ``writes`` is False for the transactions
+that only read; ``again`` marks the ``store`` transactions that a client, a session, the
+operator or the scheduler issues again after a server restart (the others belong to the
+server that died, and its successor's recovery takes over).
+
+Run as a script (``python tests/support/commit_points.py``) it lists every declared
+commit point, what its commit makes durable and the scenarios that crash it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Literal
+
+if __name__ == "__main__":  # pragma: no cover - listing entry
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pi_workflows.server.app  # noqa: F401 - declares every server commit point
+from pi_workflows.protocol import CLIENT_SCHEMA, Request
+from pi_workflows.server.handlers.registry import stored_receipt
+from pi_workflows.store import (
+    agents,
+    attempt_logs,
+    diagnose,
+    faults,
+    interaction_writes,
+    lifecycle,
+    receipts,
+    retention,
+    runners,
+    sessions,
+    takeover,
+)
+from pi_workflows.store.claims import renew
+from pi_workflows.store.clock import FakeClock
+from pi_workflows.store.database import Database
+from pi_workflows.store.effect_writes import reserve_effect, resolve_effect, settle_effect
+from pi_workflows.store.effects import EffectStatus
+from pi_workflows.store.interactions import InteractionDraft
+from pi_workflows.store.lifecycle import Finish, GoTo
+from pi_workflows.store.receipts import Receipt
+from pi_workflows.store.runs import write_run
+from pi_workflows.store.states import AttemptStatus, ParkReason, RunStatus
+
+from support import crash_states as st
+from support.crash_states import (
+    CHECKPOINT,
+    CLIENT,
+    CRASH_MESSAGE,
+    FAKE_PID,
+    FAKE_START,
+    MODEL_KINDS,
+    SESSION,
+    Ctx,
+)
+from support.store import new_run
+
+Kind = Literal["store", "command", "runner"]
+Change = Callable[[Database, Ctx], tuple[str | None, dict[str, Any]]]
+Run = Callable[[Database, FakeClock, Ctx], object]
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    """``prepare`` builds the state; ``run`` performs the transaction named ``point``."""
+
+    name: str
+    point: str
+    kind: Kind
+    prepare: Callable[[Database, FakeClock], Ctx]
+    run: Run
+    event: str | None = None
+    writes: bool = True
+    again: bool = False
+
+
+# --- store operations ---------------------------------------------------------------------
+
+
+def _finish(claim_key: str = "claim", *, accept: bool = False, end: bool = False) -> Run:
+    """Finish the active attempt: route to ``b`` and start it, or (``end``) complete the run."""
+
+    def run(db: Database, clock: FakeClock, x: Ctx) -> object:
+        step = Finish(RunStatus.COMPLETED, 1) if end else GoTo("b")
+        return lifecycle.finish_node(
+            db,
+            x[claim_key],
+            x["attempt_id"],
+            AttemptStatus.COMPLETED,
+            step,
+            output={"a": 1},
+            start_next=not end,
+            submission_id=x["submission_id"] if accept else None,
+        )
+
+    return run
+
+
+def _wait(db: Database, clock: FakeClock, x: Ctx) -> object:
+    return lifecycle.wait(db, x["claim"], x["attempt_id"], InteractionDraft("checkpoint", {}))
+
+
+def _reserve_effect(db: Database, clock: FakeClock, x: Ctx) -> object:
+    return reserve_effect(
+        db, x["claim"], attempt_id=x["attempt_id"], effect_type="ledger",
+        effect_kind="idempotent", fingerprint="fp-1",
+    )  # fmt: skip
+
+
+def _settle_effect(db: Database, clock: FakeClock, x: Ctx) -> object:
+    return settle_effect(db, x["claim"], x["effect_id"], EffectStatus.APPLIED, result={"ok": 1})
+
+
+def _submit(db: Database, clock: FakeClock, x: Ctx) -> object:
+    return interaction_writes.submit(
+        db, x["request_id"], {"a": 1}, kinds=CHECKPOINT, submitted_by="test"
+    )
+
+
+def _report_messages(db: Database, clock: FakeClock, x: Ctx) -> object:
+    present = [(x["message_id"], "entry-1")]
+    return sessions.report_messages(db, SESSION, x["epoch"], present, idle=False)
+
+
+def _report_aborted_turn(db: Database, clock: FakeClock, x: Ctx) -> object:
+    return sessions.report_turn(
+        db, SESSION, x["epoch"], event="ended", stop_reason="aborted", workflow_message_id=None
+    )
+
+
+def _register_process(db: Database, clock: FakeClock, x: Ctx) -> object:
+    runners.register_process(db, x["claim"], x["runner_epoch"], FAKE_PID, FAKE_START, "sleep 1")
+    return None
+
+
+def _lookup(db: Database, clock: FakeClock, x: Ctx) -> object:
+    """The handlers' ``stored_receipt`` for the stored pause command."""
+    request = Request(
+        schema=CLIENT_SCHEMA,
+        request_id="req-retry",
+        client_id=CLIENT,
+        operation="run.pause",
+        idempotency_key="key-run.pause",
+        run_id=x["run_id"],
+    )
+    found = stored_receipt(SimpleNamespace(db=db), request)  # type: ignore[arg-type]
+    if found is None:
+        raise AssertionError("the stored receipt was not found")
+    return found
+
+
+# --- client commands: the handler's store change inside run_command ----------------------
+
+
+def _command(operation: str, change: Change, payload: Callable[[Ctx], Any] | None = None) -> Run:
+    """Run ``operation`` as its handler does: the store change inside ``run_command``."""
+
+    def run(db: Database, clock: FakeClock, x: Ctx) -> Receipt:
+        request = st.command_request(operation, x, payload(x) if payload else None)
+        return receipts.run_command(db, request, lambda: change(db, x))
+
+    return run
+
+
+def _start(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    result = lifecycle.reserve(db, new_run())
+    return result.run_id, {"runId": result.run_id, "revision": result.revision}
+
+
+def _resume(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    lifecycle.resume(db, x["run_id"])
+    return st.status_body(db, x["run_id"])
+
+
+def _cancel(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    lifecycle.cancel(db, x["run_id"], claim=x["claim"], reason="cancelled by request")
+    return st.status_body(db, x["run_id"])
+
+
+def _restart(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    lifecycle.restart(db, x["run_id"])
+    return st.status_body(db, x["run_id"])
+
+
+def _submission(kinds: frozenset[str]) -> Change:
+    def change(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+        submitted = interaction_writes.submit(
+            db, x["request_id"], {"answer": 1}, kinds=kinds, submitted_by=f"client:{CLIENT}"
+        )
+        return x["run_id"], {
+            "runId": x["run_id"],
+            "submissionId": submitted.submission_id,
+            "revision": submitted.result.revision,
+        }
+
+    return change
+
+
+def _decide(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    result = interaction_writes.answer_decision(
+        db, x["request_id"], "yes", answered_by=f"client:{CLIENT}"
+    )
+    return x["run_id"], {"runId": x["run_id"], "choice": "yes", "revision": result.revision}
+
+
+def _update(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    result = write_run(
+        db,
+        x["run_id"],
+        name="interactions.update",
+        event_type="interaction.update",
+        event_data={"requestId": x["request_id"], "body": {"progress": 1}},
+        claim=None,
+        apply=lambda tx, run: None,
+    )
+    return x["run_id"], {"runId": x["run_id"], "revision": result.revision}
+
+
+def _resolve(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    result = resolve_effect(db, x["effect_id"], "applied", result={"resolved": True})
+    return result.run_id, {"effectId": x["effect_id"], "revision": result.revision}
+
+
+def _attach(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    attached = sessions.attach(db, SESSION)
+    return None, {"sessionId": SESSION, "coordinatorEpoch": attached.coordinator_epoch}
+
+
+# --- runner proposals ---------------------------------------------------------------------
+
+
+def _runner(kind: str, payload: Callable[[Ctx], dict[str, Any]]) -> Run:
+    """Send the crash message ``kind`` as the runner recorded in the context."""
+
+    def run(db: Database, clock: FakeClock, x: Ctx) -> object:
+        return st.say(db, x, kind, payload(x), CRASH_MESSAGE)
+
+    return run
+
+
+def _node_finish(x: Ctx) -> dict[str, Any]:
+    return {
+        "attemptId": x["attempt_id"],
+        "outcome": "completed",
+        "output": {"n": 1},
+        "next": {"type": "goto", "nodeId": "b"},
+        "startNext": True,
+    }
+
+
+def _node_wait(x: Ctx) -> dict[str, Any]:
+    return {"attemptId": x["attempt_id"], "kind": "checkpoint", "request": {"q": 1}}
+
+
+def _effect_settle(x: Ctx) -> dict[str, Any]:
+    return {"effectId": x["effect_id"], "status": "applied", "result": {"ok": 1}}
+
+
+def _reject(x: Ctx) -> dict[str, Any]:
+    return {"submissionId": x["submission_id"], "error": "not good enough"}
+
+
+# --- the table ----------------------------------------------------------------------------
+
+S = Scenario
+SCENARIOS: list[Scenario] = [
+    # Lifecycle transitions.
+    S("reserve", "lifecycle.reserve", "store", lambda db, c: {},
+      lambda db, c, x: lifecycle.reserve(db, new_run()), "run.reserved", again=True),
+    S("claim", "lifecycle.claim", "store", st.queued,
+      lambda db, c, x: lifecycle.claim(db, x["run_id"], "runner-1"), "run.claimed"),
+    S("control_claim", "lifecycle.control_claim", "store", st.expired,
+      lambda db, c, x: lifecycle.control_claim(db, x["run_id"]), "run.controlClaimed"),
+    S("fence", "lifecycle.fence", "store", st.in_node,
+      lambda db, c, x: lifecycle.live_or_control(db, x["run_id"], x["claim"]), writes=False),
+    S("start_node", "lifecycle.start_node", "store", st.running,
+      lambda db, c, x: lifecycle.start_node(db, x["claim"], "a"), "node.started"),
+    S("finish_node", "lifecycle.finish_node", "store", st.in_node, _finish(), "node.finished"),
+    S("finish_run", "lifecycle.finish_node", "store", st.in_node, _finish(end=True),
+      "run.completed"),
+    S("accept", "lifecycle.finish_node", "store", st.validating, _finish("claim2", accept=True),
+      "node.finished"),
+    S("wait", "lifecycle.wait", "store", st.in_node, _wait, "run.waiting"),
+    S("park", "lifecycle.park", "store", st.in_node,
+      lambda db, c, x: lifecycle.park(db, x["claim"], ParkReason.SERVER_STOPPED), "run.parked"),
+    S("pause", "lifecycle.pause", "store", st.queued,
+      lambda db, c, x: lifecycle.pause(db, x["run_id"]), "run.paused", again=True),
+    S("pause_waiting", "lifecycle.pause", "store", st.waiting,
+      lambda db, c, x: lifecycle.pause_waiting(db, x["run_id"], ParkReason.TURN_ABORTED),
+      "run.paused"),
+    S("resume", "lifecycle.resume", "store", st.paused,
+      lambda db, c, x: lifecycle.resume(db, x["run_id"]), "run.resumed", again=True),
+    S("complete", "lifecycle.complete", "store", st.running,
+      lambda db, c, x: lifecycle.complete(db, x["claim"], {"ok": 1}), "run.completed"),
+    S("fail", "lifecycle.fail", "store", st.in_node,
+      lambda db, c, x: lifecycle.fail(db, x["claim"], "boom"), "run.failed"),
+    S("time_out", "lifecycle.time_out", "store", st.in_node,
+      lambda db, c, x: lifecycle.time_out(db, x["claim"], "late"), "run.timed_out"),
+    S("cancel_live", "lifecycle.cancel", "store", st.in_node,
+      lambda db, c, x: lifecycle.cancel(db, x["run_id"], claim=x["claim"]), "run.cancelled"),
+    S("cancel_expired", "lifecycle.cancel", "store", st.expired,
+      lambda db, c, x: lifecycle.cancel(db, x["run_id"]), "run.cancelled"),
+    S("cancel_queued", "lifecycle.cancel", "store", st.queued,
+      lambda db, c, x: lifecycle.cancel(db, x["run_id"]), "run.cancelled", again=True),
+    S("restart", "lifecycle.restart", "store", st.failed,
+      lambda db, c, x: lifecycle.restart(db, x["run_id"]), "run.restarted", again=True),
+    S("recover", "lifecycle.recover", "store", st.expired,
+      lambda db, c, x: takeover.recover(db, x["run_id"]), "run.recovered"),
+    S("recover_applying", "lifecycle.recover", "store", st.applying,
+      lambda db, c, x: takeover.recover(db, x["run_id"], claim=x["claim"]), "run.recovered"),
+    S("time_out_node", "lifecycle.time_out_node", "store", st.node_late,
+      lambda db, c, x: takeover.time_out_node(db, x["claim"], x["attempt_id"], "late"),
+      "node.timedOut"),
+    S("expire_request", "lifecycle.expire_request", "store", st.request_late,
+      lambda db, c, x: takeover.expire_request(db, x["request_id"]), "interaction.timedOut"),
+    S("release_dead_claims", "lifecycle.release_dead_claims", "store", st.dead_server_claim,
+      lambda db, c, x: takeover.release_claims_of_dead_servers(db, x["server_epoch"])),
+    # Managed effects.
+    S("effect_reserve", "effects.reserve", "store", st.in_node, _reserve_effect,
+      "effect.reserved"),
+    S("effect_settle", "effects.settle", "store", st.applying, _settle_effect, "effect.settled"),
+    S("effect_resolve", "effects.resolve", "store", st.ambiguous,
+      lambda db, c, x: resolve_effect(db, x["effect_id"], "applied", result={"ok": 1}),
+      "effect.resolved", again=True),
+    # Interactive requests.
+    S("submit", "interactions.submit", "store", st.waiting, _submit, "interaction.submitted",
+      again=True),
+    S("reject", "interactions.reject", "store", st.validating,
+      lambda db, c, x: interaction_writes.reject(db, x["claim2"], x["submission_id"], "no"),
+      "interaction.rejected"),
+    S("abandon", "interactions.abandon", "store", st.validating,
+      lambda db, c, x: interaction_writes.abandon(db, x["claim2"], "the runner died"),
+      "interaction.abandoned"),
+    S("decide", "interactions.decide", "store", st.deciding,
+      lambda db, c, x: interaction_writes.answer_decision(db, x["request_id"], "yes",
+                                                          answered_by="test"),
+      "interaction.answered", again=True),
+    # Origin sessions and headless agents.
+    S("session_attach", "sessions.attach", "store", st.queued,
+      lambda db, c, x: sessions.attach(db, SESSION), again=True),
+    S("report_messages", "sessions.report_messages", "store", st.session_step,
+      _report_messages, "message.sent", again=True),
+    S("report_turn", "sessions.report_turn", "store", st.session_turn, _report_aborted_turn,
+      "run.paused"),
+    S("agent_started", "agents.started", "store", st.queued,
+      lambda db, c, x: agents.record_started(db, x["run_id"], "detached", 1, FAKE_PID,
+                                             FAKE_START)),
+    S("agent_ended", "agents.ended", "store", st.agent_live,
+      lambda db, c, x: agents.record_ended(db, x["agent_id"], 0, "bye")),
+    # Server and runner records.
+    S("server_epoch", "server.epoch", "store", lambda db, c: {},
+      lambda db, c, x: runners.bump_server_epoch(db, FAKE_PID)),
+    S("runner_launch", "runners.launch", "store", st.queued_for_launch,
+      lambda db, c, x: st.launch(db, x), "run.claimed"),
+    S("runner_spawned", "runners.spawned", "store", st.launched,
+      lambda db, c, x: runners.mark_spawned(db, x["runner_epoch"], FAKE_PID, FAKE_START)),
+    S("runner_ready", "runners.ready", "store", st.launched,
+      lambda db, c, x: runners.mark_ready(db, x["runner_epoch"], x["revision"])),
+    S("runner_exited", "runners.exited", "store", st.registered,
+      lambda db, c, x: runners.mark_exited(db, x["runner_epoch"], "crashed", exit_code=1)),
+    S("process_register", "runners.process", "store", st.runner_in_node, _register_process),
+    S("process_ended", "runners.process_ended", "store", st.registered,
+      lambda db, c, x: runners.end_process(db, x["runner_epoch"], FAKE_PID)),
+    S("claim_renew", "claims.renew", "store", st.running_later,
+      lambda db, c, x: renew(db, x["claim"])),
+    S("attempt_logs", "attempt_logs.record", "store", st.in_node,
+      lambda db, c, x: attempt_logs.record(db, x["claim"], x["attempt_id"], "hi\n", 3, None),
+      "node.logs"),
+    # Maintenance.
+    S("repair_project", "repair.project", "store", st.viewer_stale,
+      lambda db, c, x: diagnose.repair(db), again=True),
+    S("repair_run", "repair.run", "store", st.queue_stale,
+      lambda db, c, x: diagnose.repair(db), "state.repaired", again=True),
+    S("receipts_prune", "receipts.prune", "store", st.receipt_of_ended_run,
+      lambda db, c, x: receipts.prune(db, c.now_ms()), again=True),
+    S("retention_prune", "retention.prune", "store", st.ended_long_ago,
+      lambda db, c, x: retention.prune(db, c.now_ms()), again=True),
+    # Client commands.
+    S("command_lookup", "command.lookup", "store", st.answered_command, _lookup, writes=False,
+      again=True),
+    S("run_start", "command.run.start", "command", lambda db, c: {},
+      _command("run.start", _start), "run.reserved"),
+    S("run_pause", "command.run.pause", "command", st.queued,
+      _command("run.pause", st.pause_change), "run.paused"),
+    S("run_resume", "command.run.resume", "command", st.user_paused,
+      _command("run.resume", _resume), "run.resumed"),
+    S("run_cancel", "command.run.cancel", "command", st.in_node,
+      _command("run.cancel", _cancel), "run.cancelled"),
+    S("run_restart", "command.run.restart", "command", st.failed,
+      _command("run.restart", _restart), "run.restarted"),
+    S("checkpoint_answer", "command.checkpoint.answer", "command", st.waiting,
+      _command("checkpoint.answer", _submission(CHECKPOINT), lambda x: {"value": 1}),
+      "interaction.submitted"),
+    S("interaction_submit", "command.interaction.submit", "command", st.waiting_on_agent,
+      _command("interaction.submit", _submission(MODEL_KINDS), lambda x: {"output": 1}),
+      "interaction.submitted"),
+    S("decision_answer", "command.decision.answer", "command", st.deciding,
+      _command("decision.answer", _decide, lambda x: {"choice": "yes"}),
+      "interaction.answered"),
+    S("interaction_update", "command.interaction.update", "command", st.waiting,
+      _command("interaction.update", _update, lambda x: {"requestId": x["request_id"]}),
+      "interaction.update"),
+    S("effect_resolve_command", "command.effect.resolve", "command", st.ambiguous,
+      _command("effect.resolve", _resolve, lambda x: {"effectId": x["effect_id"]}),
+      "effect.resolved"),
+    S("session_attach_command", "command.session.attach", "command", lambda db, c: {},
+      _command("session.attach", _attach, lambda x: {"sessionId": SESSION})),
+    # Runner proposals.
+    S("runner_node_start", "runner.node.start", "runner", st.launched,
+      _runner("node.start", lambda x: {"nodeId": "a"}), "node.started"),
+    S("runner_node_finish", "runner.node.finish", "runner", st.runner_in_node,
+      _runner("node.finish", _node_finish), "node.finished"),
+    S("runner_node_wait", "runner.node.wait", "runner", st.runner_in_node,
+      _runner("node.wait", _node_wait), "run.waiting"),
+    S("runner_node_update", "runner.node.update", "runner", st.runner_in_node,
+      _runner("node.update", lambda x: {"attemptId": x["attempt_id"], "body": {"pct": 50}}),
+      "node.update"),
+    S("runner_node_logs", "runner.node.logs", "runner", st.runner_in_node,
+      _runner("node.logs", lambda x: {"attemptId": x["attempt_id"], "text": "hi\n", "bytes": 3}),
+      "node.logs"),
+    S("runner_run_park", "runner.run.park", "runner", st.runner_in_node,
+      _runner("run.park", lambda x: {"reason": "workflowSourceChanged"}), "run.parked"),
+    S("runner_effect_reserve", "runner.effect.reserve", "runner", st.runner_in_node,
+      _runner("effect.reserve", st.effect_payload), "effect.reserved"),
+    S("runner_effect_settle", "runner.effect.settle", "runner", st.runner_applying,
+      _runner("effect.settle", _effect_settle), "effect.settled"),
+    S("runner_interaction_reject", "runner.interaction.reject", "runner", st.runner_validating,
+      _runner("interaction.reject", _reject), "interaction.rejected"),
+    S("runner_process_register", "runner.process.register", "runner", st.runner_in_node,
+      _runner("process.register", lambda x: st.process_payload())),
+    S("runner_process_ended", "runner.process.ended", "runner", st.runner_process,
+      _runner("process.ended", lambda x: {"pid": FAKE_PID})),
+]  # fmt: skip
+
+BY_NAME = {scenario.name: scenario for scenario in SCENARIOS}
+
+
+def main() -> None:  # pragma: no cover - listing entry
+    """Print every declared commit point, what it commits and the scenarios that crash it."""
+    covered: dict[str, list[str]] = {}
+    for scenario in SCENARIOS:
+        covered.setdefault(scenario.point, []).append(scenario.name)
+    for point, what in faults.declared().items():
+        names = ", ".join(covered.get(point, [])) or "NO SCENARIO"
+        print(f"{point}  ({what})\n    crashed by: {names}")
+
+
+if __name__ == "__main__":  # pragma: no cover - listing entry
+    main()

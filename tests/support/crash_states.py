@@ -1,0 +1,413 @@
+"""Prepared states for the commit-point crash scenarios, and the runner and client helpers.
+
+Each ``prepare`` function builds a real state in a fresh database with the store's own
+operations (and the server's ``answer`` for runner messages) and returns the context the
+crashed transaction needs (run id, claims, attempt and request ids, a ``RunnerIdentity``).
+Recorded pids are ``FAKE_PID`` with a start time no live process has, so recovery never
+signals anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pi_workflows.protocol import RUNNER_SCHEMA, Outcome, RunnerMessage
+from pi_workflows.server.runner_messages import RunnerIdentity, answer
+from pi_workflows.store import (
+    agents,
+    interaction_writes,
+    lifecycle,
+    receipts,
+    runners,
+    sessions,
+    takeover,
+)
+from pi_workflows.store.clock import FakeClock
+from pi_workflows.store.database import Database
+from pi_workflows.store.effect_writes import reserve_effect
+from pi_workflows.store.interactions import InteractionDraft
+from pi_workflows.store.lifecycle import Finish
+from pi_workflows.store.receipts import CommandRequest
+from pi_workflows.store.states import AttemptStatus, ParkReason, RunStatus
+
+from support.store import LEASE_MS, new_run
+
+Ctx = dict[str, Any]
+
+CLIENT = "crash-client"
+SESSION = "sess-1"
+FAKE_PID = 4_000_000  # no live process has this pid and start time: never signalled
+FAKE_START = 1.0
+CHECKPOINT = frozenset({"checkpoint"})
+MODEL_KINDS = frozenset({"agent", "assistant", "checkpoint"})
+CRASH_MESSAGE = "m-crash"
+
+
+# --- runner and client helpers ------------------------------------------------------------
+
+
+def runner_message(ctx: Ctx, kind: str, payload: dict[str, Any], message_id: str) -> RunnerMessage:
+    """A message of the runner recorded in ``ctx`` for its own generation."""
+    return RunnerMessage(
+        schema=RUNNER_SCHEMA,
+        run_id=ctx["run_id"],
+        generation=ctx["claim"].generation,
+        runner_epoch=ctx["runner_epoch"],
+        message_id=message_id,
+        kind=kind,
+        payload=payload,
+    )
+
+
+def say(db: Database, ctx: Ctx, kind: str, payload: dict[str, Any], message_id: str) -> Any:
+    """Answer one runner message; anything but ``accepted`` is a broken scenario."""
+    reply = answer(db, ctx["runner"], runner_message(ctx, kind, payload, message_id))
+    if reply.outcome is not Outcome.ACCEPTED:
+        raise AssertionError(f"{kind} was answered {reply.outcome}: {reply.error}")
+    return reply.payload or {}
+
+
+def effect_payload(ctx: Ctx) -> dict[str, Any]:
+    """An ``effect.reserve`` of an idempotent ``ledger`` effect for the active attempt."""
+    return {
+        "attemptId": ctx["attempt_id"],
+        "effectType": "ledger",
+        "effectKind": "idempotent",
+        "fingerprint": "fp-1",
+    }
+
+
+def process_payload() -> dict[str, Any]:
+    """A ``process.register`` of the fake group."""
+    return {"pid": FAKE_PID, "processStart": FAKE_START, "command": "sleep 1"}
+
+
+def command_request(
+    operation: str, ctx: Ctx, payload: dict[str, Any] | None = None
+) -> CommandRequest:
+    """The one logical command of a scenario (its retry uses the same key)."""
+    return CommandRequest(CLIENT, f"key-{operation}", operation, ctx.get("run_id"), payload or {})
+
+
+def status_body(db: Database, run_id: str) -> tuple[str | None, dict[str, Any]]:
+    """The receipt body of the run commands: status and revision."""
+    row = db.conn.execute(
+        "SELECT status, revision FROM runs WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    return run_id, {"runId": run_id, "status": row[0], "revision": row[1]}
+
+
+def pause_request(ctx: Ctx) -> CommandRequest:
+    """The ``run.pause`` command of the run in ``ctx``."""
+    return command_request("run.pause", ctx)
+
+
+def pause_change(db: Database, ctx: Ctx) -> tuple[str | None, dict[str, Any]]:
+    """The store change of ``run.pause`` on a queued run."""
+    lifecycle.pause(db, ctx["run_id"])
+    return status_body(db, ctx["run_id"])
+
+
+# --- prepared states ---------------------------------------------------------------------
+
+
+def reserve(db: Database, *, session: str | None = None) -> str:
+    """Reserve a run (of ``session``, if given) and return its id."""
+    run = new_run() if session is None else dataclasses.replace(new_run(), origin_session=session)
+    return lifecycle.reserve(db, run).run_id
+
+
+def queued(db: Database, clock: FakeClock) -> Ctx:
+    """A queued run."""
+    return {"run_id": reserve(db)}
+
+
+def running(db: Database, clock: FakeClock, *, session: str | None = None) -> Ctx:
+    """A run claimed by ``runner-1``."""
+    run_id = reserve(db, session=session)
+    return {"run_id": run_id, "claim": lifecycle.claim(db, run_id, "runner-1").claim}
+
+
+def running_later(db: Database, clock: FakeClock) -> Ctx:
+    """A running run a second after its claim was taken (a renewal moves the expiry)."""
+    ctx = running(db, clock)
+    clock.advance(1_000)
+    return ctx
+
+
+def in_node(db: Database, clock: FakeClock, *, session: str | None = None) -> Ctx:
+    """A running run in its first attempt of node ``a``."""
+    ctx = running(db, clock, session=session)
+    ctx["attempt_id"] = lifecycle.start_node(db, ctx["claim"], "a").attempt.attempt_id
+    return ctx
+
+
+def waiting(
+    db: Database,
+    clock: FakeClock,
+    *,
+    kind: str = "checkpoint",
+    session: str | None = None,
+    timeout_ms: int | None = None,
+) -> Ctx:
+    """A run waiting on a request of ``kind`` (of ``session``, with a deadline)."""
+    ctx = in_node(db, clock, session=session)
+    draft = InteractionDraft(kind, {"q": 1}, timeout_ms=timeout_ms)
+    _, ctx["request_id"] = lifecycle.wait(db, ctx["claim"], ctx["attempt_id"], draft)
+    return ctx
+
+
+def validating(db: Database, clock: FakeClock) -> Ctx:
+    """A checkpoint answer being validated by a second runner (``claim2``)."""
+    ctx = waiting(db, clock)
+    submitted = interaction_writes.submit(
+        db, ctx["request_id"], {"a": 1}, kinds=CHECKPOINT, submitted_by="test"
+    )
+    ctx["submission_id"] = submitted.submission_id
+    ctx["claim2"] = lifecycle.claim(db, ctx["run_id"], "runner-2").claim
+    return ctx
+
+
+def deciding(db: Database, clock: FakeClock) -> Ctx:
+    """A run waiting on a human decision (yes or no)."""
+    ctx = in_node(db, clock)
+    draft = InteractionDraft("decision", {"title": "ship?"}, choices=["yes", "no"])
+    _, ctx["request_id"] = lifecycle.wait(db, ctx["claim"], ctx["attempt_id"], draft)
+    return ctx
+
+
+def paused(db: Database, clock: FakeClock) -> Ctx:
+    """A run parked by the server (its runner made no progress)."""
+    ctx = in_node(db, clock)
+    lifecycle.park(db, ctx["claim"], ParkReason.RUNNER_NO_PROGRESS)
+    return ctx
+
+
+def user_paused(db: Database, clock: FakeClock) -> Ctx:
+    """A queued run a user paused."""
+    ctx = queued(db, clock)
+    lifecycle.pause(db, ctx["run_id"])
+    return ctx
+
+
+def expired(db: Database, clock: FakeClock) -> Ctx:
+    """A run in a node whose runner's claim has expired."""
+    ctx = in_node(db, clock)
+    clock.advance(LEASE_MS + 1)
+    return ctx
+
+
+def failed(db: Database, clock: FakeClock) -> Ctx:
+    """A run that failed in its node."""
+    ctx = in_node(db, clock)
+    lifecycle.fail(db, ctx["claim"], "boom")
+    return ctx
+
+
+def node_late(db: Database, clock: FakeClock) -> Ctx:
+    """A run in a node whose one-second deadline has passed."""
+    ctx = running(db, clock)
+    started = lifecycle.start_node(db, ctx["claim"], "a", timeout_ms=1_000)
+    ctx["attempt_id"] = started.attempt.attempt_id
+    clock.advance(2_000)
+    return ctx
+
+
+def request_late(db: Database, clock: FakeClock) -> Ctx:
+    """A run waiting on a checkpoint whose one-second deadline has passed."""
+    ctx = waiting(db, clock, timeout_ms=1_000)
+    clock.advance(2_000)
+    return ctx
+
+
+def applying(db: Database, clock: FakeClock, *, effect_kind: str = "idempotent") -> Ctx:
+    """A run in a node whose effect body is applying."""
+    ctx = in_node(db, clock)
+    reservation, _ = reserve_effect(
+        db,
+        ctx["claim"],
+        attempt_id=ctx["attempt_id"],
+        effect_type="ledger",
+        effect_kind=effect_kind,
+        fingerprint="fp-1",
+    )
+    ctx["effect_id"] = reservation.effect_id
+    return ctx
+
+
+def ambiguous(db: Database, clock: FakeClock) -> Ctx:
+    """A manual effect whose runner died while it applied: ambiguous, its run parked."""
+    ctx = applying(db, clock, effect_kind="manual")
+    takeover.recover(db, ctx["run_id"], claim=ctx["claim"])
+    return ctx
+
+
+def completed(db: Database, clock: FakeClock) -> Ctx:
+    """A run that completed."""
+    ctx = in_node(db, clock)
+    lifecycle.finish_node(
+        db,
+        ctx["claim"],
+        ctx["attempt_id"],
+        AttemptStatus.COMPLETED,
+        Finish(RunStatus.COMPLETED, {"ok": True}),
+        output={"ok": True},
+    )
+    return ctx
+
+
+def answered_command(db: Database, clock: FakeClock) -> Ctx:
+    """A queued run paused by a command whose receipt is stored."""
+    ctx = queued(db, clock)
+    receipts.run_command(db, pause_request(ctx), lambda: pause_change(db, ctx))
+    return ctx
+
+
+def receipt_of_ended_run(db: Database, clock: FakeClock) -> Ctx:
+    """A paused-by-command run that was then cancelled, a second later."""
+    ctx = answered_command(db, clock)
+    lifecycle.cancel(db, ctx["run_id"])
+    clock.advance(1_000)
+    return ctx
+
+
+def ended_long_ago(db: Database, clock: FakeClock) -> Ctx:
+    """A run that completed a second ago."""
+    ctx = completed(db, clock)
+    clock.advance(1_000)
+    return ctx
+
+
+def viewer_stale(db: Database, clock: FakeClock) -> Ctx:
+    """A queued run whose viewer row disagrees with its run rows."""
+    ctx = queued(db, clock)
+    db.conn.execute(
+        "UPDATE viewer_runs SET current_node = 'stale' WHERE run_id = ?", (ctx["run_id"],)
+    )
+    return ctx
+
+
+def queue_stale(db: Database, clock: FakeClock) -> Ctx:
+    """A queued run whose queue row says parked."""
+    ctx = queued(db, clock)
+    db.conn.execute("UPDATE run_queue SET status = 'parked' WHERE run_id = ?", (ctx["run_id"],))
+    return ctx
+
+
+def session_step(db: Database, clock: FakeClock) -> Ctx:
+    """A run of ``SESSION`` waits on a checkpoint whose step message is pending."""
+    ctx = waiting(db, clock, session=SESSION)
+    ctx["epoch"] = sessions.attach(db, SESSION).coordinator_epoch
+    row = db.conn.execute(
+        "SELECT message_id FROM workflow_messages WHERE request_id = ?", (ctx["request_id"],)
+    ).fetchone()
+    ctx["message_id"] = row[0]
+    return ctx
+
+
+def session_turn(db: Database, clock: FakeClock) -> Ctx:
+    """The step was shown and a model turn for it started."""
+    ctx = session_step(db, clock)
+    sessions.report_messages(
+        db, SESSION, ctx["epoch"], [(ctx["message_id"], "entry-1")], idle=False
+    )
+    sessions.report_turn(
+        db,
+        SESSION,
+        ctx["epoch"],
+        event="started",
+        stop_reason=None,
+        workflow_message_id=ctx["message_id"],
+    )
+    return ctx
+
+
+def agent_live(db: Database, clock: FakeClock) -> Ctx:
+    """A queued run with a live headless agent recorded."""
+    ctx = queued(db, clock)
+    ctx["agent_id"] = agents.record_started(
+        db, ctx["run_id"], f"detached-{ctx['run_id']}", 1, FAKE_PID, FAKE_START
+    )
+    return ctx
+
+
+def server_started(db: Database, clock: FakeClock) -> Ctx:
+    """A server epoch taken."""
+    return {"server_epoch": runners.bump_server_epoch(db, FAKE_PID)}
+
+
+def launch(db: Database, ctx: Ctx) -> Ctx:
+    """Record a runner launch for ``ctx['run_id']`` (queued) as the server would."""
+    epoch = ctx.get("server_epoch") or runners.bump_server_epoch(db, FAKE_PID)
+    run_id = ctx["run_id"]
+    launch = runners.launch(db, run_id, epoch, lambda tx, r, g: {"runId": run_id})
+    ctx.update(
+        server_epoch=epoch,
+        runner_epoch=launch.runner_epoch,
+        claim=launch.claim,
+        revision=launch.revision,
+        runner=RunnerIdentity(run_id, launch.runner_epoch, launch.claim),
+    )
+    return ctx
+
+
+def launched(db: Database, clock: FakeClock) -> Ctx:
+    """A run claimed by a runner the server launched (``ctx['runner']``)."""
+    return launch(db, {**server_started(db, clock), "run_id": reserve(db)})
+
+
+def dead_server_claim(db: Database, clock: FakeClock) -> Ctx:
+    """A runner claim of server epoch 1, then server epoch 2 started."""
+    ctx = launched(db, clock)
+    ctx["server_epoch"] = runners.bump_server_epoch(db, FAKE_PID)
+    return ctx
+
+
+def runner_in_node(db: Database, clock: FakeClock) -> Ctx:
+    """A launched runner that started node ``a``."""
+    ctx = launched(db, clock)
+    started = say(db, ctx, "node.start", {"nodeId": "a"}, "m-start")
+    ctx["attempt_id"] = started["attemptId"]
+    return ctx
+
+
+def runner_applying(db: Database, clock: FakeClock) -> Ctx:
+    """A launched runner whose idempotent effect is applying."""
+    ctx = runner_in_node(db, clock)
+    reserved = say(db, ctx, "effect.reserve", effect_payload(ctx), "m-reserve")
+    ctx["effect_id"] = reserved["effectId"]
+    return ctx
+
+
+def runner_process(db: Database, clock: FakeClock) -> Ctx:
+    """A launched runner that registered a process group."""
+    ctx = runner_in_node(db, clock)
+    say(db, ctx, "process.register", process_payload(), "m-register")
+    return ctx
+
+
+def runner_validating(db: Database, clock: FakeClock) -> Ctx:
+    """A runner launched to validate a checkpoint answer."""
+    ctx = validating(db, clock)
+    lifecycle.park(db, ctx["claim2"], ParkReason.SERVER_STOPPED)
+    lifecycle.resume(db, ctx["run_id"])
+    return launch(db, ctx)
+
+
+def registered(db: Database, clock: FakeClock) -> Ctx:
+    """A launched runner in node ``a`` with a process group recorded live."""
+    ctx = launched(db, clock)
+    lifecycle.start_node(db, ctx["claim"], "a")
+    runners.register_process(db, ctx["claim"], ctx["runner_epoch"], FAKE_PID, FAKE_START, "sleep 1")
+    return ctx
+
+
+def queued_for_launch(db: Database, clock: FakeClock) -> Ctx:
+    """A server epoch taken and a queued run for it to launch."""
+    return {**server_started(db, clock), **queued(db, clock)}
+
+
+def waiting_on_agent(db: Database, clock: FakeClock) -> Ctx:
+    """A run waiting on an agent step's submission."""
+    return waiting(db, clock, kind="agent")

@@ -161,14 +161,19 @@ def test_run_show_json_prints_the_run_view_as_received(invoke: Invoke, home: Pat
     with scripted_peer(home, lambda _i, r: ok(r, {"run": view})) as peer:
         as_json = invoke("run", "show", "run_1", "--json")
         human = invoke("run", "show", "run_1")
+        verbose = invoke("run", "show", "run_1", "--verbose")
     assert as_json.exit_code == 0
     assert json.loads(as_json.stdout) == view
     assert human.exit_code == 0
-    for text in ("run_1", "waiting", "checkpoint req_1", "Go?", "att_1", "eff_1"):
+    for text in ("run_1", "waiting", "checkpoint answer at node ask", "req_1", "Go?", "eff_1"):
         assert text in human.stdout
+    assert "att_1" not in human.stdout
+    assert "run / queue" not in human.stdout
+    assert "att_1" in verbose.stdout
+    assert "run / queue" in verbose.stdout
     assert [(r.operation, r.run_id, r.idempotency_key) for _, r in peer.requests] == [
         ("run.get", "run_1", None)
-    ] * 2
+    ] * 3
 
 
 def test_server_text_is_never_read_as_markup(invoke: Invoke, home: Path) -> None:
@@ -238,7 +243,7 @@ def test_run_list_filters_by_status_and_limit(invoke: Invoke, home: Path) -> Non
         as_json = invoke("run", "list", "--json")
     assert human.exit_code == 0
     assert "run_1" in human.stdout
-    assert json.loads(as_json.stdout) == {"runs": [summary]}
+    assert json.loads(as_json.stdout) == {"runs": [summary], "next": None}
     assert [r.payload for _, r in peer.requests] == [
         {"status": ["waiting", "paused"], "limit": 5},
         {},

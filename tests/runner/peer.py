@@ -50,6 +50,7 @@ REQUIRED: dict[str, set[str]] = {
     "node.finish": {"attemptId", "outcome", "next"},
     "node.wait": {"attemptId", "kind", "request"},
     "node.update": {"attemptId", "body"},
+    "node.logs": {"attemptId", "text", "bytes"},
     "run.park": {"reason", "detail"},
     "effect.reserve": {"attemptId", "effectType", "effectKind", "nodeId", "visit", "fingerprint"},
     "effect.settle": {"effectId", "status"},
@@ -62,6 +63,7 @@ OPTIONAL: dict[str, set[str]] = {
     "node.finish": {"output", "error", "startNext", "timeoutMs", "message", "submissionId"},
     "node.wait": {"timeoutMs", "choices", "timeoutChoice"},
     "effect.settle": {"result", "error", "receipt"},
+    "node.logs": {"traceback"},
 }
 READS = {"ready", "state.get", "blob.read"}
 
@@ -322,7 +324,7 @@ class ScriptedServer:
         if kind == "interaction.reject":
             self.rejected = payload
             return {}
-        if kind in ("node.update", "process.register", "process.ended"):
+        if kind in ("node.update", "node.logs", "process.register", "process.ended"):
             self.revision -= 1  # these change no run state here
         return {}
 

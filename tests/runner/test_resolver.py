@@ -68,6 +68,13 @@ def test_describe_returns_source_identity_definition_and_hashes(project: Project
         "definition": loaded.snapshot,
         "definitionDigest": loaded.digest,
         "inputHash": fingerprint({"n": 1}),
+        "cacheHints": {
+            "root": str(path),
+            "candidates": [
+                str(path),
+                str((project.home / ".pi" / "agent" / "workflows" / "twice.workflow.py").resolve()),
+            ],
+        },
     }
 
 

@@ -6,10 +6,14 @@ Layout:
   turns every failure into one `pi-workflows: error: ...` line and an exit code.
 - `errors`: the CLI's own errors and the exit-code table (`exit_code_for`).
 - `options`: shared option types (JSON values, project directories) and client construction.
-- `output`: `--json` printing and the rich renderers for runs, status and problems.
+- `output`: `--json` printing and the rich renderers for run lists, status and problems.
+- `show`: `run show` (one run: attempts, tracebacks, messages, effects, what it waits on).
+- `timeline`: `run history` lines and `run logs` output, also streamed for `--follow`.
+- `graph`: a workflow's graph as text and Mermaid, and one run's graph view.
+- `watch_app/`: the Textual live view of `pi-workflows watch` (imported only by it).
 - `waiting`: polling a run until it settles (`run start --wait`, the demo).
-- `commands/`: one module per command group (`server`, `workflows`, `run`, `checkpoint` and
-  `decision`, `state`).
+- `commands/`: one module per command group (`server`, `workflows`, `run` with
+  `run_history` for `run history|logs`, `checkpoint` and `decision`, `state`, `watch`).
 - `demo`: `python -m pi_workflows.cli.demo`.
 
 It talks to the server only through `pi_workflows.client`; the one exception is `server run`,

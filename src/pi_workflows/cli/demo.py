@@ -24,7 +24,8 @@ from rich.console import Console
 from rich.text import Text
 
 from pi_workflows.cli.errors import DemoError
-from pi_workflows.cli.output import format_time, render_problems, render_run, status_text
+from pi_workflows.cli.output import format_time, render_problems, status_text
+from pi_workflows.cli.show import render_run
 from pi_workflows.cli.waiting import POLL_INTERVAL, TERMINAL_STATUSES
 from pi_workflows.client import (
     Client,

@@ -48,10 +48,15 @@ class CliError(Exception):
         exit_code: the process exit status.
     """
 
+    code = "failed"
+    """A stable camelCase reason, printed as `error.code` under `--json`."""
+
     def __init__(self, message: str, *, exit_code: int = EXIT_FAILURE) -> None:
         super().__init__(message)
         self.message = message
         self.exit_code = exit_code
+        if exit_code == EXIT_USAGE:
+            self.code = "usage"
 
 
 class WaitTimeoutError(CliError):
@@ -61,6 +66,8 @@ class WaitTimeoutError(CliError):
         run_id: the run that was being waited for.
         status: its last seen status.
     """
+
+    code = "waitTimeout"
 
     def __init__(self, run_id: str, status: str, timeout: float) -> None:
         super().__init__(

@@ -1,17 +1,20 @@
 """The `pi-workflows` root command, its global options, and the CLI's one error boundary.
 
-Owns turning every failure into one line on stderr, `pi-workflows: error: <message>`, and an
-exit code from `errors.exit_code_for` (2 for usage errors). No traceback is ever printed
-unless `PI_WORKFLOWS_DEBUG=1` is set. Commands live in `commands/`; this module only wires
+Owns turning every failure into one line on stderr, `pi-workflows: error: <message>` (under
+`--json`, `{"error": {"code", "message"}}` on stdout instead), and an exit code from
+`errors.exit_code_for` (2 for usage errors). No traceback is ever printed unless
+`PI_WORKFLOWS_DEBUG=1` is set. Commands live in `commands/`; this module only wires
 them up.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import traceback
 from collections.abc import Sequence
+from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any, Final
 
@@ -20,14 +23,16 @@ import click
 from pi_workflows.cli.commands.answers import checkpoint, decision, interaction
 from pi_workflows.cli.commands.effects import effect
 from pi_workflows.cli.commands.pi import pi_group
+from pi_workflows.cli.commands.run_history import history, logs
 from pi_workflows.cli.commands.runs import run
 from pi_workflows.cli.commands.server import server
 from pi_workflows.cli.commands.sessions import session
 from pi_workflows.cli.commands.state import state
+from pi_workflows.cli.commands.watch import watch
 from pi_workflows.cli.commands.workflows import workflows
 from pi_workflows.cli.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError, exit_code_for
 from pi_workflows.cli.options import CliState
-from pi_workflows.client import ClientError, state_home
+from pi_workflows.client import ClientError, ServerStartError, state_home
 
 __all__ = ["PROG_NAME", "cli", "main"]
 
@@ -46,6 +51,8 @@ class _Cli(click.Group):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        as_json = "--json" in argv[: argv.index("--")] if "--" in argv else "--json" in argv
         try:
             result = super().main(
                 args, prog_name or PROG_NAME, complete_var, standalone_mode=False, **extra
@@ -55,28 +62,34 @@ class _Cli(click.Group):
             exc.show()
             code = EXIT_USAGE
         except click.UsageError as exc:
-            _error(_usage_line(exc))
+            _error(_usage_line(exc), "usage", as_json)
             code = EXIT_USAGE
         except click.ClickException as exc:
-            _error(exc.format_message())
+            _error(exc.format_message(), "failed", as_json)
             code = exc.exit_code
         except click.Abort:
-            _error("aborted")
+            _error("aborted", "aborted", as_json)
             code = 130
         except CliError as exc:
-            _error(exc.message)
+            _error(exc.message, exc.code, as_json)
             code = exc.exit_code
         except ClientError as exc:
-            _error(exc.message)
+            _error(_client_message(exc), exc.code, as_json)
             code = exit_code_for(exc)
         except Exception as exc:  # the boundary: anything else is one line too, never a traceback
-            code = _unexpected(exc)
+            code = _unexpected(exc, as_json)
         if standalone_mode:
             sys.exit(code)
         return code
 
 
 @click.group(PROG_NAME, cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(
+    package_version("pi-workflows"),
+    "--version",
+    prog_name=PROG_NAME,
+    message="%(prog)s %(version)s",
+)
 @click.option(
     "--home",
     type=click.Path(file_okay=False, path_type=Path),
@@ -103,6 +116,9 @@ for _group in (
     server, workflows, run, checkpoint, decision, interaction, session, effect, state, pi_group,
 ):  # fmt: skip
     cli.add_command(_group)
+run.add_command(history)
+run.add_command(logs)
+cli.add_command(watch)
 
 
 def main() -> None:
@@ -110,8 +126,23 @@ def main() -> None:
     cli.main(prog_name=PROG_NAME)
 
 
-def _error(message: str) -> None:
-    click.echo(f"{ERROR_PREFIX}{' '.join(message.split())}", err=True)
+def _error(message: str, code: str = "failed", as_json: bool = False) -> None:
+    """One line on stderr; under `--json`, `{"error": {"code", "message"}}` on stdout."""
+    line = " ".join(message.split())
+    if as_json:
+        click.echo(json.dumps({"error": {"code": code, "message": line}}, sort_keys=True))
+    else:
+        click.echo(f"{ERROR_PREFIX}{line}", err=True)
+
+
+def _client_message(exc: ClientError) -> str:
+    """The client error's line; for a server that would not start, its own error line when
+    it printed one (a refused state directory, a damaged database), not its log's tail."""
+    if isinstance(exc, ServerStartError):
+        for line in reversed(exc.log_tail.splitlines()):
+            if ERROR_PREFIX in line:
+                return "the server cannot start: " + line.split(ERROR_PREFIX, 1)[1]
+    return exc.message
 
 
 def _usage_line(exc: click.UsageError) -> str:
@@ -121,14 +152,18 @@ def _usage_line(exc: click.UsageError) -> str:
     return message
 
 
-def _unexpected(exc: Exception) -> int:
+def _unexpected(exc: Exception, as_json: bool = False) -> int:
     if os.environ.get("PI_WORKFLOWS_DEBUG") == "1":
         traceback.print_exception(exc, file=sys.stderr)
     if isinstance(exc, OSError) and exc.strerror:
         where = f" ({exc.filename})" if exc.filename else ""
-        _error(f"{exc.strerror}{where}")
+        _error(f"{exc.strerror}{where}", "osError", as_json)
     else:
-        _error(f"unexpected {type(exc).__name__}: {exc} (set PI_WORKFLOWS_DEBUG=1 for details)")
+        _error(
+            f"unexpected {type(exc).__name__}: {exc} (set PI_WORKFLOWS_DEBUG=1 for details)",
+            "internal",
+            as_json,
+        )
     return EXIT_FAILURE
 
 

@@ -7,9 +7,12 @@ project directory, and the client id the CLI uses. It never contacts a server by
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,12 +26,16 @@ __all__ = [
     "CLI_CLIENT_ID",
     "RUN_STATUSES",
     "CliState",
+    "Duration",
     "JsonValue",
+    "Since",
     "cli_state",
     "default_project",
     "json_option",
     "make_client",
+    "parse_duration",
     "project_option",
+    "workflow_spec",
 ]
 
 CLI_CLIENT_ID: Final = "cli"
@@ -131,15 +138,75 @@ def project_option(function: F) -> F:
         "project",
         type=click.Path(exists=True, file_okay=False, path_type=Path),
         default=None,
-        help="Project directory for workflow lookup (default: the current directory if it "
-        "contains .pi/workflows, else none). Sent as an absolute path.",
+        help="Project directory for workflow lookup (default: the nearest directory from the "
+        "current one upwards that contains .pi/workflows, else none). Sent as an absolute path.",
     )(function)
 
 
 def default_project(project: Path | None) -> Path | None:
-    """`project` made absolute (and normalised); without one, the current directory if it
-    has `.pi/workflows`, else None."""
+    """`project` made absolute (and normalised); without one, the nearest directory from the
+    current one upwards that has `.pi/workflows` (as git finds `.git`), else None."""
     if project is not None:
         return Path(os.path.abspath(project.expanduser()))
-    cwd = Path.cwd()
-    return cwd if (cwd / ".pi" / "workflows").is_dir() else None
+    cwd = Path(os.path.abspath(Path.cwd()))
+    for directory in (cwd, *cwd.parents):
+        if (directory / ".pi" / "workflows").is_dir():
+            return directory
+    return None
+
+
+def workflow_spec(spec: str) -> str:
+    """A workflow argument as the server should get it: a path (it has a `/` or ends in
+    `.py`) made absolute against the current directory; a name or `builtin:NAME` as is."""
+    if spec.startswith("builtin:"):
+        return spec
+    if spec.endswith(".py") or "/" in spec or (os.altsep is not None and os.altsep in spec):
+        return os.path.abspath(os.path.expanduser(spec))
+    return spec
+
+
+_UNITS: Final = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+
+
+def parse_duration(text: str) -> int:
+    """`30d`, `12h`, `90m`, `45s` or `2w` as milliseconds; `ValueError` otherwise."""
+    value = text.strip().lower()
+    if len(value) < 2 or value[-1] not in _UNITS or not value[:-1].replace(".", "", 1).isdigit():
+        raise ValueError(f"{text!r} is not a duration like 30d, 12h, 90m, 45s or 2w")
+    return int(float(value[:-1]) * _UNITS[value[-1]])
+
+
+class Duration(_ParamBase):
+    """An option value that is a duration (`30d`, `12h`, ...), converted to milliseconds."""
+
+    name = "DURATION"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class Since(_ParamBase):
+    """A point in time: a duration ago (`2h`, `3d`) or an ISO date/time; epoch milliseconds."""
+
+    name = "WHEN"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int):
+            return value
+        text = str(value)
+        with contextlib.suppress(ValueError):
+            return int(time.time() * 1000) - parse_duration(text)
+        try:
+            moment = dt.datetime.fromisoformat(text)
+        except ValueError:
+            self.fail(
+                f"{text!r} is neither a duration (2h, 3d) nor an ISO date or time", param, ctx
+            )
+        if moment.tzinfo is None:
+            moment = moment.astimezone()  # a local time, as the tables print them
+        return int(moment.timestamp() * 1000)

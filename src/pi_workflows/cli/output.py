@@ -1,6 +1,7 @@
 """Printing results: stable JSON for `--json`, rich tables for people.
 
-Owns every renderer of server data (run views, run lists, workflows, status, problems). Text
+Owns the renderers of server data (run lists, workflows, status, problems; one run is
+`show.py`, history and logs `timeline.py`) and their shared helpers. Text
 that came from the server or from workflows is always wrapped in `rich.text.Text`, so it is
 never interpreted as rich markup and control characters are stripped. JSON output is the
 server's camelCase data with sorted keys, two-space indents and a trailing newline. This
@@ -22,10 +23,12 @@ from rich.text import Text
 
 __all__ = [
     "console",
+    "format_duration",
     "format_time",
+    "plain",
     "print_json",
+    "records",
     "render_problems",
-    "render_run",
     "render_runs",
     "render_status",
     "render_workflows",
@@ -56,13 +59,33 @@ def print_json(value: Any) -> None:
 
 
 def format_time(value: Any, *, short: bool = False) -> str:
-    """A millisecond timestamp as local ISO time (`short`: without the zone offset), or `-`."""
+    """A millisecond timestamp as local time, or `-`: `YYYY-MM-DD HH:MM:SS`, or with `short`
+    `HH:MM:SS` today and `MM-DD HH:MM` on other days (at most 11 characters)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return "-"
     moment = dt.datetime.fromtimestamp(value / 1000, tz=dt.UTC).astimezone()
     if short:
-        return moment.strftime("%Y-%m-%d %H:%M:%S")
-    return moment.isoformat(timespec="seconds")
+        if moment.date() == dt.datetime.now().astimezone().date():
+            return moment.strftime("%H:%M:%S")
+        return moment.strftime("%m-%d %H:%M")
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def format_duration(start: Any, end: Any) -> str:
+    """The time from `start` to `end` (milliseconds) as `6 ms`, `1.2 s`, `3m 04s`, `2h 01m`,
+    or `-` when either is missing."""
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (start, end)):
+        return "-"
+    ms = max(0, int(end - start))
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    minutes, seconds = divmod(ms // 1000, 60)
+    if minutes < 60:
+        return f"{minutes}m {seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
 
 
 def status_text(status: Any) -> Text:
@@ -71,106 +94,23 @@ def status_text(status: Any) -> Text:
     return Text(name, style=_STATUS_STYLES.get(name, ""))
 
 
-def render_run(view: Mapping[str, Any]) -> RenderableType:
-    """A `RunView`: its fields, what it waits on, attempts, effects, error and output."""
-    fields = _field_table()
-    status = status_text(view.get("status"))
-    reason = view.get("parkReason")
-    if reason:
-        status.append(f" ({_plain(reason)})")
-    _row(fields, "run", view.get("runId"))
-    _row(fields, "workflow", view.get("workflow"))
-    fields.add_row("status", status)
-    _row(
-        fields,
-        "run / queue",
-        f"{_plain(view.get('runStatus'))} / {_plain(view.get('queueStatus'))}",
-    )
-    if view.get("parkDetail"):
-        _row(fields, "park detail", _compact(view.get("parkDetail")))
-    _row(fields, "current node", view.get("currentNode"))
-    _row(fields, "revision", view.get("revision"))
-    _row(fields, "generation", view.get("generation"))
-    runner = view.get("runner")
-    if isinstance(runner, Mapping):
-        _row(
-            fields,
-            "runner",
-            f"pid {_plain(runner.get('pid'))}, {_plain(runner.get('status'))}, "
-            f"epoch {_plain(runner.get('runnerEpoch'))}",
-        )
-    _row(fields, "created", format_time(view.get("createdAt")))
-    _row(fields, "updated", format_time(view.get("updatedAt")))
-    _row(fields, "finished", format_time(view.get("finishedAt")))
-    waiting = view.get("waitingOn")
-    if isinstance(waiting, Mapping):
-        _row(
-            fields,
-            "waiting on",
-            f"{_plain(waiting.get('kind'))} {_plain(waiting.get('requestId'))} "
-            f"at node {_plain(waiting.get('nodeId'))}",
-        )
-        _row(fields, "request", _compact(waiting.get("request")))
-    if view.get("error") is not None:
-        fields.add_row("error", Text(_compact(view.get("error")), style="red"))
-    parts: list[RenderableType] = [fields]
-    attempts = _records(view.get("attempts"))
-    if attempts:
-        parts.append(
-            _table(
-                "Attempts",
-                ["attempt", "node", "visit", "try", "status"],
-                [
-                    [
-                        a.get("attemptId"),
-                        a.get("nodeId"),
-                        a.get("visit"),
-                        a.get("attemptNo"),
-                        a.get("status"),
-                    ]
-                    for a in attempts
-                ],
-            )
-        )
-    effects = _records(view.get("effects"))
-    if effects:
-        parts.append(
-            _table(
-                "Effects",
-                ["effect", "type", "kind", "node", "status"],
-                [
-                    [
-                        e.get("effectId"),
-                        e.get("type"),
-                        e.get("kind"),
-                        e.get("nodeId"),
-                        e.get("status"),
-                    ]
-                    for e in effects
-                ],
-            )
-        )
-    if view.get("output") is not None:
-        parts.append(Text("Output", style="bold"))
-        parts.append(Text(json.dumps(view.get("output"), indent=2, sort_keys=True)))
-    return Group(*parts)
-
-
 def render_runs(runs: Sequence[Mapping[str, Any]]) -> RenderableType:
-    """`run list`: one row per `RunSummary`."""
+    """`run list`: one row per `RunSummary`; ids, statuses and times are never cut (the
+    workflow and node names give way first), so it fits 80 columns."""
     if not runs:
         return Text("no runs")
-    table = Table(box=box.SIMPLE_HEAD)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("run", no_wrap=True, min_width=_widest(runs, "runId"))
-    for column in ("workflow", "status", "node", "revision", "updated"):
-        table.add_column(column)
+    table.add_column("workflow", overflow="ellipsis", no_wrap=True, ratio=1)
+    table.add_column("status", no_wrap=True, min_width=_widest(runs, "status"))
+    table.add_column("node", overflow="ellipsis", no_wrap=True, ratio=1)
+    table.add_column("updated", no_wrap=True, min_width=11)
     for run in runs:
         table.add_row(
             Text(_plain(run.get("runId"))),
             Text(_plain(run.get("workflow"))),
             status_text(run.get("status")),
             Text(_plain(run.get("currentNode"))),
-            Text(_plain(run.get("revision"))),
             Text(format_time(run.get("updatedAt"), short=True)),
         )
     return table
@@ -180,15 +120,18 @@ def render_workflows(workflows: Sequence[Mapping[str, Any]]) -> RenderableType:
     """`workflows list`: name, origin, path, and the load error if any."""
     if not workflows:
         return Text("no workflows found")
-    table = Table(box=box.SIMPLE_HEAD)
-    for column in ("name", "origin", "path", "error"):
-        table.add_column(column)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("name", no_wrap=True)
+    table.add_column("origin", no_wrap=True)
+    table.add_column("path and problems", overflow="fold")
     for workflow in workflows:
+        where = Text(_plain(workflow.get("path")))
+        for hidden in workflow.get("shadows") or []:
+            where.append(f"\nshadows {_plain(hidden)}", style="yellow")
+        if workflow.get("error"):
+            where.append(f"\nerror: {_plain(workflow.get('error'))}", style="red")
         table.add_row(
-            Text(_plain(workflow.get("name"))),
-            Text(_plain(workflow.get("origin"))),
-            Text(_plain(workflow.get("path"))),
-            Text(_plain(workflow.get("error")) if workflow.get("error") else "", style="red"),
+            Text(_plain(workflow.get("name"))), Text(_plain(workflow.get("origin"))), where
         )
     return table
 
@@ -263,6 +206,16 @@ def _table(title: str, columns: Iterable[str], rows: Sequence[Sequence[Any]]) ->
 
 def _widest(records: Sequence[Mapping[str, Any]], key: str) -> int:
     return max((len(_plain(record.get(key))) for record in records), default=0)
+
+
+def records(value: Any) -> list[Mapping[str, Any]]:
+    """The mappings of a JSON list (anything else: empty)."""
+    return _records(value)
+
+
+def plain(value: Any) -> str:
+    """A value as one plain string: `-` for None, strings as they are, else compact JSON."""
+    return _plain(value)
 
 
 def _records(value: Any) -> list[Mapping[str, Any]]:

@@ -5,13 +5,18 @@ Layout:
 - `paths`: where the state directory and the socket are (the same rule as the store's).
 - `connection`: one blocking connection: connect, check the hello, exchange one request.
 - `autostart`: `ensure_server`, which starts a detached server when none answers.
-- `sync_client`: `Client`, one method per operation, with durable retries, and `Receipt`.
+- `sync_client`: `Client`, one method per operation, with durable retries, and `Receipt`;
+  `run_methods` (start, wait, result, history, logs, watches) and `interactions` are mixed in.
+- `async_client`: `AsyncClient`, the same surface for asyncio programs (`async_connection`).
+- `watch`: `Watch`, server-pushed run and run-list views on a connection of their own.
+- `payloads`: payloads and run-status sets shared by both clients.
 - `errors`: `ClientError` and its subclasses.
 
 This package imports only `pi_workflows.protocol` among internal packages (import-linter
 enforces it); it never opens the database.
 """
 
+from pi_workflows.client.async_client import AsyncClient, AsyncWatch
 from pi_workflows.client.autostart import ServerInfo, ensure_server, server_command
 from pi_workflows.client.connection import Connection
 from pi_workflows.client.errors import (
@@ -25,13 +30,16 @@ from pi_workflows.client.errors import (
     ProtocolMismatchError,
     RejectedError,
     RequestTooLargeError,
+    RunFailedError,
     ServerProtocolError,
     ServerStartError,
     ServerUnavailableError,
     StopTimeoutError,
     UnavailableError,
+    WaitTimeoutError,
 )
 from pi_workflows.client.paths import log_path, socket_path, state_home
+from pi_workflows.client.payloads import SETTLED_STATUSES, TERMINAL_STATUSES
 from pi_workflows.client.sync_client import (
     MAX_RETRIES,
     READ_OPERATIONS,
@@ -39,11 +47,17 @@ from pi_workflows.client.sync_client import (
     JsonObject,
     Receipt,
 )
+from pi_workflows.client.watch import Watch
 
 __all__ = [
     # the client
     "Client",
+    "AsyncClient",
+    "Watch",
+    "AsyncWatch",
     "Receipt",
+    "TERMINAL_STATUSES",
+    "SETTLED_STATUSES",
     "JsonObject",
     "MAX_RETRIES",
     "READ_OPERATIONS",
@@ -71,4 +85,6 @@ __all__ = [
     "StopTimeoutError",
     "RequestTooLargeError",
     "InvalidPayloadError",
+    "WaitTimeoutError",
+    "RunFailedError",
 ]

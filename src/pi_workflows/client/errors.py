@@ -38,6 +38,8 @@ __all__ = [
     "StopTimeoutError",
     "RequestTooLargeError",
     "InvalidPayloadError",
+    "WaitTimeoutError",
+    "RunFailedError",
 ]
 
 
@@ -302,3 +304,44 @@ class InvalidPayloadError(ClientError):
         super().__init__(f"the {operation} payload is not plain JSON at {path}: {reason}")
         self.operation = operation
         self.path = path
+
+
+class WaitTimeoutError(ClientError):
+    """`Client.wait` or `Client.result` gave up before the run reached a status it waits for.
+
+    The run goes on; nothing was changed. Unlike `ConnectionLostError`, the server answered.
+
+    Attributes:
+        run_id: the run waited for.
+        status: its last status seen.
+        timeout: how long the client waited, in seconds.
+    """
+
+    code = "waitTimeout"
+
+    def __init__(self, run_id: str, status: str, timeout: float) -> None:
+        super().__init__(f"run {run_id} is still {status} after waiting {timeout:g} s")
+        self.run_id = run_id
+        self.status = status
+        self.timeout = timeout
+
+
+class RunFailedError(ClientError):
+    """`Client.result` found the run ended without completing (failed, timed out, cancelled).
+
+    Attributes:
+        run_id: the run.
+        status: `failed`, `timed_out` or `cancelled`.
+        error: the run's one-line error, if it has one.
+        view: the final `RunView`.
+    """
+
+    code = "runFailed"
+
+    def __init__(self, run_id: str, status: str, error: str | None, view: dict[str, object]):
+        detail = f": {error}" if error else ""
+        super().__init__(f"run {run_id} ended {status}{detail}")
+        self.run_id = run_id
+        self.status = status
+        self.error = error
+        self.view = view

@@ -41,6 +41,7 @@ from pi_workflows.client.errors import (
 )
 from pi_workflows.client.interactions import InteractionMethods
 from pi_workflows.client.paths import socket_path, state_home
+from pi_workflows.client.run_methods import RunMethods
 from pi_workflows.protocol import (
     CLIENT_SCHEMA,
     Hello,
@@ -73,6 +74,13 @@ READ_OPERATIONS: Final = frozenset(
         "session.watch",
         "workflowMessage.report",
         "workflowTurn.report",
+        "run.history",
+        "run.logs",
+        "run.output",
+        "run.watch",
+        "runs.watch",
+        "workflows.show",
+        "workflows.check",
     }
 )
 """Operations sent without an idempotency key: reads, and the idempotent session reports.
@@ -120,7 +128,7 @@ class Receipt:
         return self.body.get(key, default)
 
 
-class Client(InteractionMethods):
+class Client(InteractionMethods, RunMethods):
     """A blocking client for one state directory's server. Not thread-safe.
 
     Args:

@@ -4,7 +4,8 @@ Runs in the runner child; never opens the database. Every callback runs in its o
 thread: a sync one is called there, an async one (a callback returning an awaitable) is
 awaited in a fresh asyncio loop in that thread. The main thread waits on an inbox queue for
 the outcome, delivering ``publish_update`` values in the meantime (coalesced: at most one
-per ``UPDATE_INTERVAL_SECONDS``, always the latest), until the deadline. On
+per ``UPDATE_INTERVAL_SECONDS``, always the latest) and the attempt's captured output
+(``logs.capture``, at most once per ``logs.FLUSH_SECONDS``), until the deadline. On
 expiry it sets the node's cancellation signal, cancels the async task, and returns
 ``TimedOut``; a stuck thread is abandoned and dies with the process. The main thread never
 runs workflow code, so SIGTERM can always unwind it.
@@ -15,16 +16,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import os
 import queue
 import sys
 import threading
 import time
 import traceback
+import types
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from pi_workflows.authoring import CancellationSignal, JsonValue
+from pi_workflows.runner.logs import capture
 
 
 @dataclass(frozen=True)
@@ -160,14 +164,21 @@ class Inbox:
             if held is not None:
                 due = self._last_delivery + UPDATE_INTERVAL_SECONDS - time.monotonic()
                 timeout = due if timeout is None else min(timeout, due)
+            flush_in = capture.due_in()  # the attempt's output goes out while it runs too
+            if flush_in is not None:
+                timeout = flush_in if timeout is None else min(timeout, flush_in)
             try:
                 item = self._queue.get(timeout=None if timeout is None else max(0.0, timeout))
             except queue.Empty:
-                if held is not None and not deadline.expired:
+                capture.flush_if_due()
+                if deadline.expired:
+                    return None
+                if held is not None and (
+                    time.monotonic() - self._last_delivery >= UPDATE_INTERVAL_SECONDS
+                ):
                     self._deliver(held, deliver)
                     held = None
-                    continue
-                return None
+                continue
             if isinstance(item, _Update):
                 held = self._take() or held
                 if time.monotonic() - self._last_delivery >= UPDATE_INTERVAL_SECONDS:
@@ -246,10 +257,22 @@ def call(
 
 
 def log_exception(label: str, exc: BaseException) -> None:
-    """Write ``exc`` with its traceback to stderr (the server keeps a tail for diagnosis)."""
-    sys.stderr.write(f"pi-workflows runner: {label} raised:\n")
-    traceback.print_exception(exc, file=sys.stderr)
+    """Write ``exc`` with its traceback to stderr (the server keeps a tail for diagnosis)
+    and keep the traceback as the running attempt's (``run show``, ``run logs``)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and _is_runner_frame(tb):
+        tb = tb.tb_next  # the runner's own frames (the thread target) tell the author nothing
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    sys.stderr.write(f"pi-workflows runner: {label} raised:\n{text}")
     sys.stderr.flush()
+    capture.record_traceback(text)
+
+
+_RUNNER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _is_runner_frame(tb: types.TracebackType) -> bool:
+    return os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_RUNNER_DIR)
 
 
 def evaluate(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from typing import Any, Final
 
 from pi_workflows.protocol import (
@@ -142,6 +143,9 @@ class Channel:
         self._epoch = runner_epoch
         self._seq = 0
         self.revision: int | None = None
+        self.before_proposal: Callable[[str], None] | None = None
+        """Called with a proposal's kind just before it is sent (``logs.Capture`` sends the
+        attempt's output before its result); never for reads."""
 
     def request(self, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
         """Send ``kind`` with ``payload`` and return the committed reply's payload.
@@ -151,6 +155,8 @@ class Channel:
         another message or a command other than ``cancel``/``stop`` (which raise
         ``StopCommandError``).
         """
+        if self.before_proposal is not None and kind not in READS and kind != "ready":
+            self.before_proposal(kind)
         self._seq += 1
         message_id = f"{self._epoch}-{self._seq}"
         expected = None if kind in READS or kind == "ready" else self.revision

@@ -2,7 +2,8 @@
 
 Runs in the resolver child; never opens the database. ``answer(request)`` takes the one
 request frame (``{"op": "describe", "workflow", "projectDir", "input"}`` or ``{"op":
-"list", "projectDir"}``, plain JSON) and returns the one answer frame: ``{"ok": true, ...}``
+"list", "projectDir", "check"?}``, plain JSON; ``check`` loads each listed workflow and
+reports its load error) and returns the one answer frame: ``{"ok": true, ...}``
 or ``{"ok": false, "code", "message"}`` with a stable code (``workflowNotFound``,
 ``workflowLoadFailed``, ``workflowInvalid``, ``inputInvalid``, ``badRequest``) and one line
 naming the file and line, or the workflow and node. The user workflow directory is the
@@ -18,9 +19,13 @@ from pi_workflows.authoring import WorkflowDefinitionError
 from pi_workflows.protocol import NotJsonError, fingerprint
 from pi_workflows.runner.errors import one_line
 from pi_workflows.sources import (
+    PROJECT_SUBDIR,
     WorkflowLoadError,
     WorkflowNotFoundError,
+    WorkflowOrigin,
+    WorkflowRef,
     WorkflowSourceError,
+    default_user_dir,
     discover,
     load,
     resolve,
@@ -69,7 +74,8 @@ def _describe(request: dict[str, Any]) -> dict[str, Any]:
     except NotJsonError as exc:
         raise _RefusedError("inputInvalid", f"the input is not JSON: {exc}") from None
     try:
-        loaded = load(resolve(spec, project))
+        ref = resolve(spec, project)
+        loaded = load(ref)
     except WorkflowSourceError as exc:
         raise _source_error(exc) from None
     identity = loaded.identity
@@ -86,7 +92,19 @@ def _describe(request: dict[str, Any]) -> dict[str, Any]:
         "definition": loaded.snapshot,
         "definitionDigest": loaded.digest,
         "inputHash": input_hash,
+        "cacheHints": {"root": str(ref.path), "candidates": _candidates(spec, project, ref)},
     }
+
+
+def _candidates(spec: str, project: Path | None, ref: WorkflowRef) -> list[str]:
+    """The files a later resolve of ``spec`` would look at, in order, the first existing
+    one winning: the server may reuse this description while that first one is still
+    ``root`` and every source hash is unchanged (it hashes; it never runs code)."""
+    if ref.origin in (WorkflowOrigin.BUILTIN, WorkflowOrigin.PATH):
+        return [str(ref.path)]
+    paths = [] if project is None else [project / PROJECT_SUBDIR / f"{spec}.workflow.py"]
+    paths.append(default_user_dir().expanduser().resolve() / f"{spec}.workflow.py")
+    return [str(path) for path in paths]
 
 
 def _list(request: dict[str, Any]) -> dict[str, Any]:
@@ -95,12 +113,29 @@ def _list(request: dict[str, Any]) -> dict[str, Any]:
         refs = discover(project)
     except WorkflowSourceError as exc:
         raise _source_error(exc) from None
+    check = request.get("check") is True
     return {
         "ok": True,
         "workflows": [
-            {"name": ref.name, "origin": ref.origin.value, "path": str(ref.path)} for ref in refs
+            {
+                "name": ref.name,
+                "origin": ref.origin.value,
+                "path": str(ref.path),
+                "shadows": [str(path) for path in ref.shadows],
+                **(_load_error(ref) if check else {}),
+            }
+            for ref in refs
         ],
     }
+
+
+def _load_error(ref: WorkflowRef) -> dict[str, Any]:
+    """``{"error": one line}`` when ``ref`` does not load (``check`` in ``list``), else ``{}``."""
+    try:
+        load(ref)
+    except WorkflowSourceError as exc:
+        return {"error": one_line(str(exc))}
+    return {}
 
 
 def answer(request: object) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from pi_workflows.runner.blobs import state_size
 from pi_workflows.runner.envelope import ActiveAttempt, AttemptReply, StateView, convert
 from pi_workflows.runner.errors import ProtocolViolationError
 from pi_workflows.runner.limits import MAX_RUN_STATE_BYTES, millis
+from pi_workflows.runner.logs import capture
 from pi_workflows.runner.nodes import execute
 from pi_workflows.runner.runtime import (
     Attempt,
@@ -116,6 +117,7 @@ class Loop:
         self.view = view
         self.state = engine_state(view)
         self.sizes = state_size(view)  # canonical bytes of the input and each latest output
+        capture.attach(rt.channel)  # what attempts print and log goes to their run's logs
 
     def _known(self, node_id: str, what: str) -> str:
         if node_id not in self.rt.workflow.nodes:
@@ -140,6 +142,7 @@ class Loop:
     def _resume(self, active: ActiveAttempt) -> tuple[Attempt, Execution]:
         node_id = self._known(active.node_id, "state.get")
         attempt = Attempt(active.attempt_id, node_id, active.visit, active.attempt_no)
+        capture.begin(attempt.attempt_id)
         if active.status == "running":
             return attempt, execute(self.rt, self.state, attempt)
         ctx = node_context(self.rt, self.state, attempt, CancellationSignal())

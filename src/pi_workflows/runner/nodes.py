@@ -27,6 +27,7 @@ from pi_workflows.authoring import (
 from pi_workflows.engine import NodeResult, RunState, notify_result, result_from_output
 from pi_workflows.runner.callbacks import Deadline, call, evaluate
 from pi_workflows.runner.effects import run_action, run_shell
+from pi_workflows.runner.logs import capture
 from pi_workflows.runner.runtime import (
     Attempt,
     Execution,
@@ -44,6 +45,7 @@ def execute(rt: Runtime, state: RunState, attempt: Attempt) -> Execution:
     """Run ``attempt`` of its node over ``state`` (the run state before it)."""
     node_id = attempt.node_id
     node = rt.workflow.node(node_id)
+    capture.begin(attempt.attempt_id)
     deadline = Deadline(node.timeout)
     cancellation = CancellationSignal()
     rt.termination.watch(cancellation)

@@ -4,7 +4,8 @@ Runs in the runner child; never opens the database. ``run_command`` spawns the a
 list (never a shell string of the author's) in a new session, so it leads its own process
 group, held at a gate until the server has recorded the group (pid and start time), with
 stdin from ``/dev/null`` and stdout/stderr on pipes that the main thread drains with a
-selector, keeping the first ``SHELL_CAPTURE_BYTES`` of each and counting the rest. When the
+selector, keeping the first ``SHELL_CAPTURE_BYTES`` of each and counting the rest, and
+feeding both to the attempt's logs (``logs.capture``, which keeps their tail). When the
 node deadline passes it sends SIGTERM to the group, then SIGKILL after
 ``SHELL_KILL_GRACE_SECONDS``; when the command exits, what it left in its group is killed.
 ``ProcessGroups`` remembers live commands so a SIGTERM to the runner stops them the same
@@ -32,12 +33,14 @@ import psutil
 
 from pi_workflows.authoring import JsonObject
 from pi_workflows.runner.callbacks import Deadline
+from pi_workflows.runner.errors import RunnerError
 from pi_workflows.runner.limits import (
     SHELL_CAPTURE_BYTES,
     SHELL_DRAIN_SECONDS,
     SHELL_KILL_GRACE_SECONDS,
     SHELL_TEXT_BYTES,
 )
+from pi_workflows.runner.logs import capture
 from pi_workflows.runner.termination import Termination
 
 _CHUNK: Final = 64 * 1024
@@ -200,11 +203,14 @@ class _Pump:
         self.proc = proc
         self.deadline = deadline
         self.streams: dict[int, _Stream] = {}
+        self.names: dict[int, str] = {}  # fd -> "stdout" | "stderr", for the attempt's logs
+        self.logs_failed = False  # a periodic node.logs failed: the final one will tell
         self.selector = selectors.DefaultSelector()
-        for pipe in (proc.stdout, proc.stderr):
+        for name, pipe in (("stdout", proc.stdout), ("stderr", proc.stderr)):
             assert pipe is not None
             os.set_blocking(pipe.fileno(), False)
             self.streams[pipe.fileno()] = _Stream()
+            self.names[pipe.fileno()] = name
             self.selector.register(pipe.fileno(), selectors.EVENT_READ)
         self.pidfd = _pidfd(proc)
         if self.pidfd is not None:
@@ -233,7 +239,18 @@ class _Pump:
             if drain_until is None and kill_at is not None and now >= kill_at:
                 _signal_group(self.proc, signal.SIGKILL)
                 kill_at = None
+            self._flush_logs()
             self._wait(self._next_wake(now, kill_at, drain_until))
+
+    def _flush_logs(self) -> None:
+        """Send the command's output so far as the attempt's logs, when a flush is due; a
+        failure here never stops the pump (the attempt's final flush reports it)."""
+        if self.logs_failed:
+            return
+        try:
+            capture.flush_if_due()
+        except RunnerError:
+            self.logs_failed = True
 
     def _next_wake(
         self, now: float, kill_at: float | None, drain_until: float | None
@@ -245,6 +262,9 @@ class _Pump:
                 wakes.append(remaining)
         if self.pidfd is None and drain_until is None:
             wakes.append(_POLL_SECONDS)
+        flush_in = None if self.logs_failed else capture.due_in()
+        if flush_in is not None:
+            wakes.append(flush_in)
         return max(0.0, min(wakes)) if wakes else None
 
     def _wait(self, timeout: float | None) -> None:
@@ -261,6 +281,7 @@ class _Pump:
                 continue
             if chunk:
                 stream.add(chunk)
+                capture.shell_output(self.names[int(key.fd)], chunk)
             else:
                 self.selector.unregister(key.fd)
 

@@ -20,10 +20,11 @@ from pi_workflows.server import recovery
 from pi_workflows.server.agents import HeadlessAgents
 from pi_workflows.server.config import ServerConfig
 from pi_workflows.server.connections import serve_client
+from pi_workflows.server.run_views import RunViews
 from pi_workflows.server.session_views import SessionViews
 from pi_workflows.server.supervisor import Supervisor
 from pi_workflows.server.template import RunnerTemplate
-from pi_workflows.store import faults, interactions, receipts, runners
+from pi_workflows.store import faults, interactions, receipts, retention, runners
 from pi_workflows.store.database import Database
 from pi_workflows.store.errors import StoreError
 from pi_workflows.store.paths import SOCKET_NAME
@@ -64,12 +65,14 @@ class Server:
         self.epoch = 0
         self.exit_code = 0
         self._next_prune_ms = 0
+        self._next_run_prune_ms = 0
         self.stopping = False
         self.slow_clients_dropped = 0
         self.supervisor: Supervisor
         self.template: RunnerTemplate | None = None
         self.agents: HeadlessAgents
         self.views = SessionViews(db)
+        self.run_views = RunViews(db)
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()  # replaced (after being set) on every change
@@ -87,6 +90,7 @@ class Server:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
         self.views.mark_dirty()
+        self.run_views.mark_dirty()
 
     async def changed(self, seconds: float) -> None:
         """Wait until the next committed change (or ``seconds``)."""
@@ -132,6 +136,7 @@ class Server:
             asyncio.create_task(self._schedule(), name="scheduler"),
             asyncio.create_task(self._renew(), name="renewal"),
             asyncio.create_task(self.views.run(), name="session views"),
+            asyncio.create_task(self.run_views.run(), name="run views"),
         ]
         for task in tasks:
             task.add_done_callback(self._task_ended)
@@ -233,6 +238,8 @@ class Server:
         now = self.db.clock.now_ms()
         if now >= self._next_prune_ms:
             self._prune_receipts(now)
+        if now >= self._next_run_prune_ms:
+            self._prune_runs(now)
         recovery.expire_due_requests(self.db)
         self.supervisor.enforce_deadlines(now)
         self.supervisor.sweep_expired()
@@ -262,6 +269,23 @@ class Server:
             )
         # A full batch means more are due: go on next tick; else look again in an hour.
         self._next_prune_ms = now + (0 if pruned == RECEIPT_PRUNE_BATCH else RECEIPT_PRUNE_EVERY_MS)
+
+    def _prune_runs(self, now: int) -> None:
+        """Remove ended runs past ``PI_WORKFLOWS_RETENTION_DAYS``, one batch per tick, every
+        ``PI_WORKFLOWS_PRUNE_INTERVAL_SECONDS`` (and the next tick again while more are due)."""
+        every = int(self.config.prune_interval_seconds * 1000)
+        if self.config.retention_days <= 0:
+            self._next_run_prune_ms = now + every
+            return
+        cutoff = now - int(self.config.retention_days * 86_400_000)
+        report = retention.prune(self.db, cutoff)
+        if report.runs:
+            log.info(
+                "pruned %d runs that ended more than %g days ago (%d events, %d blobs)",
+                report.runs, self.config.retention_days, report.events, report.blobs,
+            )  # fmt: skip
+            self.wake()
+        self._next_run_prune_ms = now + (0 if report.more else every)
 
     def _idle_too_long(self) -> bool:
         if (

@@ -37,6 +37,8 @@ class ServerConfig:
     node_grace_seconds: float = 10.0  # PI_WORKFLOWS_NODE_GRACE_SECONDS: after a node deadline
     resolve_seconds: float = 30.0  # PI_WORKFLOWS_RESOLVE_SECONDS: resolver child limit
     receipt_days: float = 30.0  # PI_WORKFLOWS_RECEIPT_DAYS: receipts of ended runs kept
+    retention_days: float = 30.0  # PI_WORKFLOWS_RETENTION_DAYS: ended runs kept; 0 keeps all
+    prune_interval_seconds: float = 3600.0  # PI_WORKFLOWS_PRUNE_INTERVAL_SECONDS: between prunes
     submit_wait_seconds: float = 30.0  # PI_WORKFLOWS_SUBMIT_WAIT_SECONDS: reply held for
     validate_seconds: float = 120.0  # PI_WORKFLOWS_VALIDATE_SECONDS: a validation runner's limit
     runner_template: bool = True  # PI_WORKFLOWS_RUNNER_TEMPLATE=0: spawn every child instead
@@ -64,6 +66,8 @@ class ServerConfig:
             node_grace_seconds=_number(env, "PI_WORKFLOWS_NODE_GRACE_SECONDS", 10.0, 0.1),
             resolve_seconds=_number(env, "PI_WORKFLOWS_RESOLVE_SECONDS", 30.0, 1),
             receipt_days=_number(env, "PI_WORKFLOWS_RECEIPT_DAYS", 30.0, 0),
+            retention_days=_number(env, "PI_WORKFLOWS_RETENTION_DAYS", 30.0, 0),
+            prune_interval_seconds=_number(env, "PI_WORKFLOWS_PRUNE_INTERVAL_SECONDS", 3600.0, 1),
             submit_wait_seconds=_number(env, "PI_WORKFLOWS_SUBMIT_WAIT_SECONDS", 30.0, 0),
             validate_seconds=_number(env, "PI_WORKFLOWS_VALIDATE_SECONDS", 120.0, 1),
             runner_template=env.get("PI_WORKFLOWS_RUNNER_TEMPLATE", "1")

@@ -20,7 +20,9 @@ from pi_workflows.protocol import (
     safe_message,
 )
 from pi_workflows.store import (
+    attempt_logs,
     effects,
+    faults,
     interaction_writes,
     lifecycle,
     runners,
@@ -51,6 +53,7 @@ PROPOSALS = frozenset(
         "node.finish",
         "node.wait",
         "node.update",
+        "node.logs",
         "run.park",
         "effect.reserve",
         "effect.settle",
@@ -59,6 +62,8 @@ PROPOSALS = frozenset(
         "interaction.reject",
     }
 )
+for _kind in PROPOSALS:
+    faults.declare(f"runner.{_kind}", f"runner proposal {_kind}: its change and its reply")
 # A runner may park its run for these reasons only (the server decides every other park).
 RUNNER_PARK_REASONS = frozenset(
     {
@@ -307,10 +312,8 @@ def _apply(db: Database, claim: Claim, message: RunnerMessage, runner_epoch: int
                 db, claim, _field(payload, "attemptId", str), draft, expected_revision=expected
             )
             return {"requestId": request_id}
-        case "node.update":
-            attempt_id = _field(payload, "attemptId", str)
-            body = payload.get("body")
-            _record_update(db, claim, attempt_id, body)
+        case "node.update" | "node.logs":
+            _record_progress(db, claim, message.kind, payload)
             return {}
         case "run.park":
             reason = ParkReason(_field(payload, "reason", str))
@@ -378,6 +381,23 @@ def _apply(db: Database, claim: Claim, message: RunnerMessage, runner_epoch: int
             runners.end_process(db, runner_epoch, _positive(payload, "pid"))
             return {}
     raise BadRunnerMessage(f"unknown runner message kind {message.kind!r}")  # pragma: no cover
+
+
+def _record_progress(db: Database, claim: Claim, kind: str, payload: dict[str, Any]) -> None:
+    """``node.update`` (a ``publish_update`` value) or ``node.logs`` (what the attempt
+    printed, logged and ran, and its traceback) of the running attempt."""
+    attempt_id = _field(payload, "attemptId", str)
+    if kind == "node.update":
+        _record_update(db, claim, attempt_id, payload.get("body"))
+        return
+    attempt_logs.record(
+        db,
+        claim,
+        attempt_id,
+        str(_field(payload, "text", str)),
+        _non_negative(payload, "bytes"),
+        _optional_text(payload, "traceback"),
+    )
 
 
 def _record_update(db: Database, claim: Claim, attempt_id: str, body: Any) -> None:

@@ -3,7 +3,10 @@
 Modules, each owning one concern (see ``docs/state.md``):
 ``database`` (open, identity, pragmas, transactions), ``claims`` (tokens, the claim check),
 ``runs`` (the fenced run write: revision, event, projection), ``lifecycle`` (every run
-transition), ``attempts``, ``interactions``, ``effects``, ``receipts``, ``diagnose``.
+transition), ``attempts``, ``interactions``, ``effects``, ``receipts``, ``diagnose``,
+``attempt_logs`` (what each attempt printed, logged and ran), ``history`` and
+``watch_views`` (read models for people and live renderers), ``retention`` (removing
+ended runs).
 Runs in the server process only; runner children and clients never import it.
 """
 

@@ -161,10 +161,46 @@ CREATE TRIGGER events_are_immutable_update BEFORE UPDATE ON events
 BEGIN
     SELECT RAISE(ABORT, 'events are immutable');
 END;
+
+-- Runs removed by retention (``state prune`` and the server's daily prune): what is kept of
+-- each is this row. A row can only be written for a run that has ended.
+CREATE TABLE pruned_runs (
+    run_id TEXT PRIMARY KEY,
+    workflow_name TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('completed', 'failed', 'timed_out', 'cancelled')),
+    created_at INTEGER NOT NULL,
+    finished_at INTEGER NOT NULL,
+    events INTEGER NOT NULL CHECK (events >= 0),
+    pruned_at INTEGER NOT NULL
+) STRICT;
+CREATE TRIGGER pruned_runs_only_ended BEFORE INSERT ON pruned_runs
+WHEN (SELECT status FROM runs WHERE run_id = NEW.run_id) IS NOT NEW.status
+BEGIN
+    SELECT RAISE(ABORT, 'only an ended run can be pruned, with its recorded status');
+END;
+
+-- Events are never deleted, except together with their whole run by retention
+-- (``store/retention.py``): only the events of a run recorded in ``pruned_runs`` (which
+-- refuses a run that has not ended) may go.
 CREATE TRIGGER events_are_immutable_delete BEFORE DELETE ON events
+WHEN NOT EXISTS (SELECT 1 FROM pruned_runs p WHERE p.run_id = OLD.run_id)
 BEGIN
     SELECT RAISE(ABORT, 'events are immutable');
 END;
+
+-- What one node attempt printed or logged and what its shell commands wrote (the last
+-- ``LOG_TAIL_BYTES`` of it, see ``store/attempt_logs.py``), and its bounded traceback when a
+-- callback raised. Written by the attempt's runner under its claim.
+CREATE TABLE attempt_logs (
+    attempt_id TEXT PRIMARY KEY REFERENCES node_attempts (attempt_id),
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    text TEXT NOT NULL,
+    -- Every byte the attempt produced, kept or not (>= the UTF-8 length of ``text``).
+    total_bytes INTEGER NOT NULL CHECK (total_bytes >= 0),
+    traceback TEXT,
+    updated_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX attempt_logs_by_run ON attempt_logs (run_id);
 
 -- Durable command receipts: a retry with the same client and idempotency key gets the
 -- stored receipt; the fingerprint (which excludes the request id) detects a changed payload.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from pi_workflows.store import effects, jsoncol, values
+from pi_workflows.store import attempt_logs, effects, jsoncol, values
 from pi_workflows.store.errors import RunNotFoundError
 from pi_workflows.store.runs import read_run
 from pi_workflows.store.states import view_status
@@ -18,6 +18,10 @@ VIEW_INLINE_LIMIT = 64 * 1024
 
 VIEW_MAX_ITEMS = 500
 """Most attempts and effects ``run.get`` lists (the newest); the rest are counted."""
+
+VIEW_MAX_TRACEBACKS = 5
+"""Tracebacks ``run.get`` includes (of the newest attempts that have one); ``run.logs``
+has every attempt's."""
 
 
 def _view_value(
@@ -140,11 +144,15 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         "SELECT COUNT(*) FROM node_attempts WHERE run_id = ?", (run_id,)
     ).fetchone()[0]
     attempt_rows = conn.execute(
-        "SELECT * FROM (SELECT attempt_id, node_id, visit, attempt_no, status, round, rowid AS r"
+        "SELECT * FROM (SELECT attempt_id, node_id, visit, attempt_no, status, round, rowid AS r,"
+        " started_at, finished_at, error"
         " FROM node_attempts WHERE run_id = ? ORDER BY started_at DESC, rowid DESC LIMIT ?)"
         " ORDER BY r",
         (run_id, VIEW_MAX_ITEMS),
     ).fetchall()
+    logs = attempt_logs.summaries(conn, run_id)
+    newest_failures = [r[0] for r in reversed(attempt_rows) if logs.get(r[0], {}).get("traceback")]
+    shown_tracebacks = set(newest_failures[:VIEW_MAX_TRACEBACKS])
     effect_rows = effects.list_for_run(conn, run_id)
     runner = conn.execute(
         "SELECT pid, status, runner_epoch FROM run_runners WHERE run_id = ? AND status != 'exited'"
@@ -193,6 +201,10 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
                 "attemptNo": row[3],
                 "status": row[4],
                 "round": row[5],
+                "startedAt": row[7],
+                "finishedAt": row[8],
+                "error": row[9],
+                **_attempt_log_fields(logs.get(row[0]), row[0] in shown_tracebacks),
             }
             for row in attempt_rows
         ],
@@ -215,6 +227,85 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         "createdAt": run.created_at,
         "updatedAt": run.updated_at,
         "finishedAt": run.finished_at,
+    }
+
+
+def _attempt_log_fields(log: dict[str, Any] | None, with_traceback: bool) -> dict[str, Any]:
+    """``{logBytes, hasTraceback, traceback}`` of one attempt for ``run.get``."""
+    trace = None if log is None else log.get("traceback")
+    return {
+        "logBytes": 0 if log is None else log["logBytes"],
+        "hasTraceback": trace is not None,
+        "traceback": trace if with_traceback else None,
+    }
+
+
+def list_runs_page(
+    conn: sqlite3.Connection,
+    *,
+    statuses: list[str] | None = None,
+    workflow: str | None = None,
+    since: int | None = None,
+    after: str | None = None,
+    limit: int = 100,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """A page of run summaries, newest first, and the cursor of the next page (or None).
+
+    Filters: user-facing ``statuses``, ``workflow`` name, created at or after ``since``
+    (epoch ms). ``after`` is the cursor a previous page returned (``"<createdAt>:<runId>"``
+    of its last run); a malformed cursor raises ``ValueError``.
+    """
+    where: list[str] = []
+    args: list[Any] = []
+    if statuses:
+        where.append(f"status IN ({', '.join('?' for _ in statuses)})")
+        args.extend(statuses)
+    if workflow is not None:
+        where.append("workflow_name = ?")
+        args.append(workflow)
+    if since is not None:
+        where.append("created_at >= ?")
+        args.append(since)
+    if after is not None:
+        created, _, last_id = after.partition(":")
+        if not created.isdigit() or not last_id:
+            raise ValueError(f"{after!r} is not a run list cursor")
+        where.append("(created_at < ? OR (created_at = ? AND run_id < ?))")
+        args.extend([int(created), int(created), last_id])
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    rows = conn.execute(
+        f"SELECT {SUMMARY_COLUMNS} FROM viewer_runs{clause}"
+        " ORDER BY created_at DESC, run_id DESC LIMIT ?",
+        (*args, limit + 1),
+    ).fetchall()
+    runs = [_summary(row) for row in rows[:limit]]
+    more = len(rows) > limit
+    cursor = f"{runs[-1]['createdAt']}:{runs[-1]['runId']}" if more and runs else None
+    return runs, cursor
+
+
+def node_output(conn: sqlite3.Connection, run_id: str, node_id: str) -> dict[str, Any] | None:
+    """The latest settled attempt of ``node_id`` in the run's current round, with its output
+    (inline up to ``VIEW_INLINE_LIMIT``, else ``outputRef``), or None if it has none."""
+    run = read_run(conn, run_id)
+    row = conn.execute(
+        "SELECT attempt_id, visit, status, output_json, output_ref, error FROM node_attempts"
+        " WHERE run_id = ? AND round = ? AND node_id = ?"
+        " AND status IN ('completed', 'failed', 'timed_out') ORDER BY rowid DESC LIMIT 1",
+        (run_id, run.round, node_id),
+    ).fetchone()
+    if row is None:
+        return None
+    output, ref = _view_value(conn, row[3], row[4])
+    return {
+        "runId": run_id,
+        "nodeId": node_id,
+        "attemptId": row[0],
+        "visit": row[1],
+        "status": row[2],
+        "output": output,
+        "outputRef": ref,
+        "error": row[5],
     }
 
 

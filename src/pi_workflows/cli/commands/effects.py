@@ -63,11 +63,9 @@ def list_effects(ctx: click.Context, run_id: str | None, as_json: bool) -> None:
 
 @effect.command("resolve")
 @click.argument("effect_id")
-@click.option("--applied", "resolution", flag_value="applied", help="It was applied.")
-@click.option("--rejected", "resolution", flag_value="rejected", help="It was not applied.")
-@click.option(
-    "--retry", "resolution", flag_value="retry", help="Run its body again (may duplicate it)."
-)
+@click.option("--applied", is_flag=True, help="It was applied.")
+@click.option("--rejected", is_flag=True, help="It was not applied.")
+@click.option("--retry", is_flag=True, help="Run its body again (may duplicate it).")
 @click.option("--result", type=JsonValue(), default=None, help="With --applied: its result.")
 @click.option("--reason", default=None, help="With --rejected: why (becomes the node's error).")
 @click.option("--idempotency-key", help="Key that makes a repeated resolution harmless.")
@@ -76,7 +74,9 @@ def list_effects(ctx: click.Context, run_id: str | None, as_json: bool) -> None:
 def resolve(
     ctx: click.Context,
     effect_id: str,
-    resolution: str | None,
+    applied: bool,
+    rejected: bool,
+    retry: bool,
     result: Any,
     reason: str | None,
     idempotency_key: str | None,
@@ -92,25 +92,55 @@ def resolve(
     Example:
       pi-workflows effect resolve eff_123 --applied --result '{"ticket": 42}'
     """
-    if resolution is None:
-        raise CliError("choose one of --applied, --rejected or --retry", exit_code=EXIT_USAGE)
+    chosen = [
+        name for name, on in (("applied", applied), ("rejected", rejected), ("retry", retry)) if on
+    ]
+    if len(chosen) != 1:
+        given = " and ".join(f"--{name}" for name in chosen)
+        raise CliError(
+            f"choose exactly one of --applied, --rejected or --retry (got {given or 'none'})",
+            exit_code=EXIT_USAGE,
+        )
+    resolution = chosen[0]
     if resolution == "rejected" and not reason:
         raise CliError("--rejected needs --reason TEXT", exit_code=EXIT_USAGE)
     if result is not None and resolution != "applied":
         raise CliError("--result goes only with --applied", exit_code=EXIT_USAGE)
-    if resolution == "retry":
+    if reason is not None and resolution != "rejected":
+        raise CliError("--reason goes only with --rejected", exit_code=EXIT_USAGE)
+    if resolution == "retry" and not as_json:
         click.echo(
             "warning: --retry runs the effect's body again; if it had been applied, it will be "
             "applied twice",
             err=True,
         )
-    receipt = make_client(ctx).resolve_effect(
+    client = make_client(ctx)
+    receipt = client.resolve_effect(
         effect_id, resolution, result=result, reason=reason, idempotency_key=idempotency_key
     )
     if as_json:
         print_json({**receipt.body, "adopted": receipt.adopted})
         return
-    click.echo(
-        f"effect {effect_id} resolved as {resolution}; continue the run with "
-        f"'pi-workflows run resume {receipt.get('runId', '')}'"
-    )
+    run_id = str(receipt.get("runId", ""))
+    click.echo(f"effect {effect_id} resolved as {resolution}; {next_step(client.get_run(run_id))}")
+
+
+def next_step(view: dict[str, Any]) -> str:
+    """What to do next with the effect's run, by its status now."""
+    run_id, status = view.get("runId", "?"), view.get("status")
+    if status in ("paused", "ambiguous"):
+        others = [e for e in view.get("effects", []) if e.get("status") == "ambiguous"]
+        if others:
+            return (
+                f"run {run_id} still has {len(others)} ambiguous effect(s): resolve them with "
+                f"'pi-workflows effect list {run_id}', then 'pi-workflows run resume {run_id}'"
+            )
+        return f"continue the run with 'pi-workflows run resume {run_id}'"
+    if status == "completed":
+        return f"run {run_id} is completed: nothing to resume"
+    if status in ("failed", "timed_out", "cancelled"):
+        return (
+            f"run {run_id} is {status}: nothing to resume ('pi-workflows run restart {run_id}'"
+            " runs it again from the start)"
+        )
+    return f"run {run_id} is {status}"

@@ -1,4 +1,8 @@
-"""`pi-workflows run start|list|show|pause|resume|cancel|restart`: start and control runs."""
+"""`pi-workflows run start|list|show|pause|resume|cancel|restart`: start and control runs.
+
+`run history` and `run logs` live in `run_history.py` and are added to this group by
+`cli.main`.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +15,15 @@ from pi_workflows.cli.errors import EXIT_FAILURE
 from pi_workflows.cli.options import (
     RUN_STATUSES,
     JsonValue,
+    Since,
     default_project,
     json_option,
     make_client,
     project_option,
+    workflow_spec,
 )
-from pi_workflows.cli.output import console, print_json, render_run, render_runs
+from pi_workflows.cli.output import console, print_json, render_runs
+from pi_workflows.cli.show import render_run
 from pi_workflows.cli.waiting import FAILED_STATUSES, follow_run
 from pi_workflows.client import Receipt
 
@@ -86,7 +93,7 @@ def start(
     """
     client = make_client(ctx)
     receipt = client.start_run(
-        workflow,
+        workflow_spec(workflow),
         {} if input_value is None else input_value,
         project_dir=default_project(project),
         idempotency_key=idempotency_key,
@@ -119,46 +126,86 @@ def start(
     type=click.Choice(RUN_STATUSES),
     help="Only runs with this status (repeat for several).",
 )
+@click.option("--workflow", help="Only runs of this workflow (its name).")
+@click.option(
+    "--since", type=Since(), default=None, help="Only runs created since: 2h, 3d, or an ISO time."
+)
 @click.option(
     "--limit", type=click.IntRange(min=1, max=1000), help="At most this many runs (1-1000)."
 )
+@click.option("--after", "cursor", help="The page after this cursor (printed by a previous page).")
+@click.option("--all", "every", is_flag=True, help="Every matching run, fetched page by page.")
 @json_option
 @click.pass_context
 def list_runs(
-    ctx: click.Context, statuses: tuple[str, ...], limit: int | None, as_json: bool
+    ctx: click.Context,
+    statuses: tuple[str, ...],
+    workflow: str | None,
+    since: int | None,
+    limit: int | None,
+    cursor: str | None,
+    every: bool,
+    as_json: bool,
 ) -> None:
-    """List runs, newest first.
+    """List runs, newest first, a page at a time (100 unless --limit; --all for every run).
+
+    When more runs match, the last line names the cursor of the next page.
 
     \b
     Example:
-      pi-workflows run list --status waiting --status paused --limit 20
+      pi-workflows run list --status failed --workflow triage --since 3d
     """
-    runs = make_client(ctx).list_runs(list(statuses) or None, limit)
-    if as_json:
-        print_json({"runs": runs})
+    client = make_client(ctx)
+    status = list(statuses) or None
+    if every:
+        runs = list(client.iter_runs(status, workflow=workflow, since=since))
+        following = None
     else:
-        console().print(render_runs(runs))
+        runs, following = client.list_runs_page(
+            status, workflow=workflow, since=since, after=cursor, limit=limit
+        )
+    if as_json:
+        print_json({"runs": runs, "next": following})
+        return
+    console().print(render_runs(runs))
+    if following is not None:
+        click.echo(f"more runs: pi-workflows run list --after {following}")
 
 
 @run.command("show")
 @click.argument("run_id")
+@click.option("--output", "node_id", help="Print only the latest output of this node (JSON).")
+@click.option(
+    "--verbose", "-v", is_flag=True, help="Also the internal statuses, revision, runner, ids."
+)
 @json_option
 @click.pass_context
-def show(ctx: click.Context, run_id: str, as_json: bool) -> None:
-    """Show one run: status, what it waits on, attempts, effects, error and output.
+def show(
+    ctx: click.Context, run_id: str, node_id: str | None, verbose: bool, as_json: bool
+) -> None:
+    """Show one run: status, what it waits on, attempts (start, duration, outcome, error,
+    traceback), messages, effects and output.
 
     `--json` prints the RunView exactly as docs/protocol.md describes it, with a large
-    input or output read in full.
+    input or output read in full. `--output NODE` prints that node's latest output.
 
     \b
     Example:
-      pi-workflows run show run_123 --json
+      pi-workflows run show run_123 --output classify
     """
-    view = make_client(ctx).get_run_complete(run_id)
+    client = make_client(ctx)
+    if node_id is not None:
+        found = client.node_output(run_id, node_id)
+        print_json(found if as_json else found.get("output"))
+        if found.get("status") != "completed":
+            click.echo(f"node {node_id} {found.get('status')}: {found.get('error')}", err=True)
+            ctx.exit(EXIT_FAILURE)
+        return
+    view = client.get_run_complete(run_id)
     if as_json:
         print_json(view)
     else:
-        console().print(render_run(view))
+        console().print(render_run(view, verbose=verbose))
 
 
 @run.command("pause")

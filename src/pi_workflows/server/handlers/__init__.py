@@ -2,11 +2,24 @@
 
 Runs in the server. Importing this package registers every operation: ``runs`` (server,
 workflows, runs, values), ``interactions`` (checkpoint and decision answers, submissions),
-``sessions`` (origin-session coordination), ``effects``, ``state``.
+``sessions`` (origin-session coordination), ``effects``, ``state``, ``history`` (event log
+and attempt logs), ``watch`` (live run and run-list views), ``retention`` (``state.prune``),
+``workflows`` (show and check one workflow).
 """
 
-from pi_workflows.server.handlers import effects, interactions, runs, sessions, state
+from pi_workflows.server.handlers import (
+    effects,
+    history,
+    interactions,
+    retention,
+    runs,
+    sessions,
+    state,
+    watch,
+    workflows,
+)
 from pi_workflows.server.handlers.registry import current_peer, dispatch, operation
 
 __all__ = ["current_peer", "dispatch", "effects", "interactions", "operation", "runs",
-           "sessions", "state"]  # fmt: skip
+           "sessions", "state",
+           "history", "retention", "watch", "workflows"]  # fmt: skip

@@ -83,7 +83,7 @@ def _project(payload: dict[str, Any]) -> str | None:
 async def workflows_list(server: Server, request: Request) -> dict[str, Any]:
     """Discover workflows in a resolver child."""
     reply = await resolver.call(
-        {"op": "list", "projectDir": _project(request.payload)},
+        {"op": "list", "projectDir": _project(request.payload), "check": True},
         limit_seconds=server.config.resolve_seconds,
         tail_bytes=server.config.runner_output_tail_bytes,
         template=server.template,
@@ -151,15 +151,30 @@ async def run_start(server: Server, request: Request) -> dict[str, Any]:
 
 @operation("run.list")
 async def run_list(server: Server, request: Request) -> dict[str, Any]:
-    """Run summaries, newest first."""
+    """``{status?, workflow?, since?, after?, limit?}``: run summaries, newest first, and
+    ``next``, the cursor of the following page (null on the last page)."""
     statuses = request.payload.get("status")
     if statuses is not None and (
         not isinstance(statuses, list) or not all(isinstance(s, str) for s in statuses)
     ):
         raise bad("payload field 'status' must be a list of statuses")
     limit = limit_of(request.payload, default=100)
+    since = request.payload.get("since")
+    if since is not None and (not isinstance(since, int) or isinstance(since, bool)):
+        raise bad("payload field 'since' must be a time in epoch milliseconds")
     with server.db.read() as conn:
-        return {"runs": views.list_runs(conn, statuses, limit)}
+        try:
+            runs, cursor = views.list_runs_page(
+                conn,
+                statuses=statuses or None,
+                workflow=text(request.payload, "workflow", required=False),
+                since=since,
+                after=text(request.payload, "after", required=False),
+                limit=limit,
+            )
+        except ValueError as exc:
+            raise bad(f"payload field 'after': {exc}") from None
+    return {"runs": runs, "next": cursor}
 
 
 @operation("run.get")

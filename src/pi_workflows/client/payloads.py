@@ -1,0 +1,90 @@
+"""Request payloads and run-status rules shared by the blocking and the async client.
+
+Owns how a program's arguments become the payload of an operation (absolute paths, optional
+fields left out) and which statuses a wait stops at, so `Client` and `AsyncClient` send
+exactly the same requests. Pure functions; no I/O.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = [
+    "SETTLED_STATUSES",
+    "TERMINAL_STATUSES",
+    "absolute",
+    "history_payload",
+    "list_payload",
+    "logs_payload",
+    "start_payload",
+]
+
+TERMINAL_STATUSES: Final = frozenset({"completed", "failed", "timed_out", "cancelled"})
+"""Statuses a run never leaves."""
+
+SETTLED_STATUSES: Final = TERMINAL_STATUSES | {"waiting", "paused", "ambiguous"}
+"""Statuses where nothing more happens without a person: `Client.wait` stops at these."""
+
+
+def absolute(path: Path | str) -> str:
+    """`path` as an absolute, normalised path (`..` removed, symlinks kept)."""
+    return os.path.abspath(Path(path).expanduser())
+
+
+def start_payload(
+    workflow: str,
+    run_input: Any,
+    project_dir: Path | str | None,
+    origin_session: str | None,
+    detached: bool,
+) -> dict[str, Any]:
+    """The `run.start` payload (input defaults to `{}`)."""
+    payload: dict[str, Any] = {
+        "workflow": workflow,
+        "input": {} if run_input is None else run_input,
+    }
+    if project_dir is not None:
+        payload["projectDir"] = absolute(project_dir)
+    if origin_session is not None:
+        payload["originSession"] = origin_session
+    if detached:
+        payload["detached"] = True
+    return payload
+
+
+def list_payload(
+    status: Iterable[str] | str | None,
+    workflow: str | None,
+    since: int | None,
+    after: str | None,
+    limit: int | None,
+) -> dict[str, Any]:
+    """The `run.list` payload: filters, a page cursor and a page size, each optional."""
+    payload: dict[str, Any] = {}
+    if status is not None:
+        payload["status"] = [status] if isinstance(status, str) else list(status)
+    if workflow is not None:
+        payload["workflow"] = workflow
+    if since is not None:
+        payload["since"] = since
+    if after is not None:
+        payload["after"] = after
+    if limit is not None:
+        payload["limit"] = limit
+    return payload
+
+
+def history_payload(after: int, limit: int | None) -> dict[str, Any]:
+    """The `run.history` payload."""
+    return {"after": after} if limit is None else {"after": after, "limit": limit}
+
+
+def logs_payload(node_id: str | None, after: int) -> dict[str, Any]:
+    """The `run.logs` payload."""
+    payload: dict[str, Any] = {"after": after}
+    if node_id is not None:
+        payload["nodeId"] = node_id
+    return payload

@@ -1,0 +1,69 @@
+"""``workflows.show`` (one workflow's graph) and ``workflows.check`` (validate a file without
+running it), both answered by a resolver child: the server never loads workflow code.
+
+Runs in the server. Both are reads: no receipt, no run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pi_workflows.protocol import Request
+from pi_workflows.server import resolver
+from pi_workflows.server.errors import ResolveError
+from pi_workflows.server.handlers.registry import bad, operation, text
+
+if TYPE_CHECKING:
+    from pi_workflows.server.app import Server
+
+
+def _absolute(payload: dict[str, Any], name: str) -> str | None:
+    value = text(payload, name, required=False)
+    if value is not None and not Path(value).is_absolute():
+        raise bad(f"payload field {name!r} must be an absolute path")
+    return value
+
+
+async def _describe(server: Server, spec: str, project: str | None) -> dict[str, Any]:
+    return await resolver.call(
+        {"op": "describe", "workflow": spec, "projectDir": project, "input": None},
+        limit_seconds=server.config.resolve_seconds,
+        tail_bytes=server.config.runner_output_tail_bytes,
+        template=server.template,
+    )
+
+
+@operation("workflows.show")
+async def workflows_show(server: Server, request: Request) -> dict[str, Any]:
+    """``{workflow, projectDir?}``: ``{workflow, source: {kind, ref, revision}, definition,
+    definitionDigest}``; the definition is the topology snapshot a run would record."""
+    spec = text(request.payload, "workflow")
+    assert spec is not None
+    reply = await _describe(server, spec, _absolute(request.payload, "projectDir"))
+    source = reply.get("source", {})
+    return {
+        "workflow": reply.get("workflow"),
+        "source": {k: source.get(k) for k in ("kind", "ref", "revision")},
+        "definition": reply.get("definition"),
+        "definitionDigest": reply.get("definitionDigest"),
+    }
+
+
+@operation("workflows.check")
+async def workflows_check(server: Server, request: Request) -> dict[str, Any]:
+    """``{path}`` (absolute): ``{path, ok, workflow, problems: [{code, message}]}``; a file
+    that does not load or whose graph is invalid is ``ok: false`` with its problem."""
+    path = _absolute(request.payload, "path")
+    if path is None:
+        raise bad("payload field 'path' must be an absolute path")
+    try:
+        reply = await _describe(server, path, None)
+    except ResolveError as exc:
+        return {
+            "path": path,
+            "ok": False,
+            "workflow": None,
+            "problems": [{"code": exc.code, "message": str(exc)}],
+        }
+    return {"path": path, "ok": True, "workflow": reply.get("workflow"), "problems": []}

@@ -1,0 +1,114 @@
+"""`state prune` and the server's scheduled prune, through the real CLI and server."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from pi_workflows.cli.main import cli
+
+from support.server import ServerProcess, running_server, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+QUICK = """
+from pi_workflows import Workflow, compute, edge
+workflow = Workflow("quick", start="a", nodes={"a": compute(lambda ctx: print("hi") or {"n": 1}),
+                    "b": compute(lambda ctx: {"big": "x" * 40000})}, edges=[edge("a", "b")])
+"""
+
+
+def invoke(server: ServerProcess, *args: str) -> Result:
+    """`pi-workflows --home HOME ARGS` in-process."""
+    return CliRunner().invoke(cli, ["--home", str(server.home), *args])
+
+
+def _counts(server: ServerProcess, run_id: str) -> dict[str, int]:
+    tables = ("runs", "events", "node_attempts", "attempt_logs", "server_commands", "viewer_runs")
+    return {
+        t: server.query(f"SELECT COUNT(*) FROM {t} WHERE run_id = ?", run_id)[0][0] for t in tables
+    }
+
+
+def test_state_prune_removes_ended_runs_after_a_verified_backup(tmp_path: Path) -> None:
+    """Ended runs go with every row; a waiting run and its receipts stay; diagnose is clean."""
+    with running_server(tmp_path) as server:
+        server.write_workflow("quick", QUICK)
+        ended = [server.start_run("quick") for _ in range(2)]
+        for run_id in ended:
+            server.wait_status(run_id, "completed")
+        waiting = server.start_run("builtin:demo")
+        server.wait_status(waiting, "waiting")
+        blobs_before = server.query("SELECT COUNT(*) FROM blobs")[0][0]
+        result = invoke(server, "state", "prune", "--older-than", "0s", "--json")
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout)
+        assert report["runs"] == 2
+        assert report["attempts"] == 4
+        assert report["blobs"] >= 2  # the definition of `quick` and both large outputs
+        assert report["backup"]["verified"] is True
+        backup = Path(report["backup"]["path"])
+        assert backup.parent == server.home / "backups"
+        copy = sqlite3.connect(backup)
+        try:
+            kept = copy.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        finally:
+            copy.close()
+        assert kept == 3  # the backup holds what was there before
+        for run_id in ended:
+            assert set(_counts(server, run_id).values()) == {0}
+            gone = invoke(server, "run", "show", run_id)
+            assert gone.exit_code == 1
+        assert server.query("SELECT COUNT(*) FROM blobs")[0][0] < blobs_before
+        assert _counts(server, waiting)["server_commands"] == 1  # its run.start receipt
+        assert _counts(server, waiting)["events"] > 0
+        pruned = server.query("SELECT run_id, status, events FROM pruned_runs ORDER BY run_id")
+        assert [(r[0], r[1]) for r in pruned] == sorted((run_id, "completed") for run_id in ended)
+        assert server.diagnose() == []
+        human = invoke(server, "state", "prune", "--older-than", "0s", "--no-backup")
+        assert human.exit_code == 0
+        assert human.stdout.startswith("removed 0 run(s) that ended before ")
+        assert (
+            not (server.home / "backups").exists()
+            or len(list((server.home / "backups").iterdir())) == 1
+        )
+
+
+def test_prune_refuses_bad_durations_and_conflicting_backup_options(tmp_path: Path) -> None:
+    """`--older-than` needs a duration; `--backup` and `--no-backup` exclude each other."""
+    server = ServerProcess(tmp_path)
+    bad = invoke(server, "state", "prune", "--older-than", "soon")
+    assert bad.exit_code == 2
+    assert "is not a duration like 30d" in bad.stderr
+    both = invoke(
+        server,
+        "state",
+        "prune",
+        "--older-than",
+        "1d",
+        "--no-backup",
+        "--backup",
+        str(tmp_path / "b"),
+    )
+    assert both.exit_code == 2
+
+
+def test_the_server_prunes_on_its_schedule(tmp_path: Path) -> None:
+    """With PI_WORKFLOWS_RETENTION_DAYS set, ended runs past it disappear by themselves."""
+    env = {"PI_WORKFLOWS_RETENTION_DAYS": "0.00001", "PI_WORKFLOWS_PRUNE_INTERVAL_SECONDS": "1"}
+    with running_server(tmp_path, env) as server:
+        server.write_workflow("quick", QUICK)
+        run_id = server.start_run("quick")
+        server.wait_status(run_id, "completed")
+        waiting = server.start_run("builtin:demo")
+        server.wait_status(waiting, "waiting")
+        wait_for(
+            lambda: not server.query("SELECT 1 FROM runs WHERE run_id = ?", run_id), 30, "a prune"
+        )
+        assert server.query("SELECT status FROM runs WHERE run_id = ?", waiting) == [("waiting",)]
+        assert server.diagnose() == []
+        assert "pruned 1 runs that ended more than" in server.tail(200)

@@ -1,0 +1,211 @@
+"""`pi-workflows watch` driven by Textual's test pilot against a real server, and one tmux
+smoke test of the real command in a terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from rich.text import Text
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Static
+
+from pi_workflows.cli.watch_app import WatchApp
+from pi_workflows.cli.watch_app.app import RunScreen, RunsScreen
+from pi_workflows.client import Client
+
+from support.server import ServerProcess, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+DECIDE = """
+from pi_workflows import Workflow, checkpoint, choice, compute, human_decision, switch, edge
+
+workflow = Workflow("decide", start="approve", nodes={
+    "approve": human_decision(title=lambda ctx: "Ship it?",
+                              choices=[choice("yes", "Ship"), choice("no", "Hold")]),
+    "ship": compute(lambda ctx: {"shipped": True}),
+    "hold": compute(lambda ctx: {"shipped": False}),
+}, edges=[switch("approve", on="$.choice", cases={"yes": "ship", "no": "hold"})])
+"""
+SLOW = """
+import time
+from pi_workflows import Workflow, checkpoint, compute, edge
+
+def nap(ctx):
+    for _ in range(600):
+        if ctx.cancellation.is_set():
+            break
+        time.sleep(0.05)
+    return {"napped": True}
+
+workflow = Workflow("slow", start="ask", nodes={
+    "ask": checkpoint(lambda ctx: {"question": "Nap?"}),
+    "nap": compute(nap),
+}, edges=[edge("ask", "nap")])
+"""
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    """A running server with the `decide` and `slow` workflows."""
+    process = ServerProcess(tmp_path)
+    process.write_workflow("decide", DECIDE)
+    process.write_workflow("slow", SLOW)
+    process.start()
+    yield process
+    process.cleanup()
+
+
+async def until(pilot: Pilot[None], check: Callable[[], Any], what: str) -> Any:
+    """Let the app run until `check()` is truthy (views arrive from the server), at most
+    30 seconds."""
+    deadline = time.monotonic() + 30
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)
+
+
+def drive(app: WatchApp, script: Callable[[Pilot[None]], Awaitable[None]]) -> None:
+    """Run `script` against `app` in Textual's headless test harness."""
+
+    async def main() -> None:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await script(pilot)
+
+    asyncio.run(main())
+
+
+def shown(app: WatchApp, widget_id: str) -> str:
+    """The plain text a screen's Static widget shows now."""
+    content = app.screen.query_one(widget_id, Static).content
+    if isinstance(content, Text | str):
+        return str(content)
+    console = Console(width=100, record=True, file=io.StringIO())
+    console.print(content)
+    return console.export_text()
+
+
+def run_status(app: WatchApp) -> str | None:
+    """The status of the run the run screen shows, once a view arrived."""
+    screen = app.screen
+    if isinstance(screen, RunScreen) and screen.view is not None:
+        return str(screen.view["run"]["status"])
+    return None
+
+
+def test_the_list_shows_runs_live_and_enter_opens_one(server: ServerProcess) -> None:
+    """A run started while the list is open appears; enter shows its graph and details."""
+    app = WatchApp(server.home, client_factory=server.client)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: isinstance(app.screen, RunsScreen), "the list")
+        run_id = server.start_run("slow")
+        table = app.screen.query_one("#runs", DataTable)
+        await until(pilot, lambda: run_id in table.rows and "waiting" in shown(app, "#counts"),
+                    "the run in the list")  # fmt: skip
+        await pilot.press("enter")
+        await until(pilot, lambda: run_status(app) == "waiting", "the run view")
+        graph = shown(app, "#graph")
+        assert "◆ ask checkpoint waiting" in graph
+        assert "○ nap compute pending" in graph
+        assert "└→ nap" in graph
+        assert run_id in shown(app, "#run")
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, RunsScreen), "back to the list")
+
+    drive(app, script)
+
+
+def test_answer_pause_resume_and_a_confirmed_cancel(server: ServerProcess) -> None:
+    """`a` answers the checkpoint; `p`/`r` pause and resume; `c` cancels only after `y`."""
+    run_id = server.start_run("slow")
+    server.wait_status(run_id, "waiting")
+    app = WatchApp(server.home, run_id=run_id, client_factory=server.client)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: run_status(app) == "waiting", "the run view")
+        await pilot.press("a")
+        await pilot.press(*'"now"', "enter")
+        await until(pilot, lambda: run_status(app) == "running", "the answer")
+        await until(pilot, lambda: "◐ nap compute running" in shown(app, "#graph"), "nap running")
+        await pilot.press("p")
+        await until(pilot, lambda: run_status(app) == "paused", "the pause")
+        await pilot.press("r")
+        await until(pilot, lambda: run_status(app) in ("queued", "running"), "the resume")
+        await pilot.press("c", "n")  # declined: nothing is sent
+        await pilot.press("c", "y")
+        await until(pilot, lambda: run_status(app) == "cancelled", "the cancel")
+
+    drive(app, script)
+    with Client(server.home, autostart=False) as client:
+        events = [event["type"] for event in client.history(run_id)]
+    assert events.count("run.cancelled") == 1
+    assert "run.paused" in events or "run.parked" in events
+    assert "run.resumed" in events
+
+
+def test_deciding_asks_for_a_choice_and_a_confirmation(server: ServerProcess) -> None:
+    """`d` lists the decision's choices; the chosen one is sent only once confirmed."""
+    run_id = server.start_run("decide")
+    server.wait_status(run_id, "waiting")
+    app = WatchApp(server.home, run_id=run_id, client_factory=server.client)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: run_status(app) == "waiting", "the run view")
+        await pilot.press("d", "down", "enter", "n")  # "no" chosen, then declined
+        await pilot.pause(0.2)
+        assert run_status(app) == "waiting"
+        await pilot.press("d", "enter", "y")  # "yes" chosen and confirmed
+        await until(pilot, lambda: run_status(app) == "completed", "the decision")
+        assert "● ship compute completed" in shown(app, "#graph")
+        assert "○ hold compute pending" in shown(app, "#graph")
+
+    drive(app, script)
+    assert server.run(run_id)["output"] == {"shipped": True}
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_watch_runs_in_a_real_terminal(server: ServerProcess, tmp_path: Path) -> None:
+    """Smoke: the real command draws the run's graph in tmux and quits on `q`."""
+    run_id = server.start_run("slow")
+    server.wait_status(run_id, "waiting")
+    socket = f"pw-test-{tmp_path.name}"
+    command = f"{sys.executable} -m pi_workflows.cli.main --home {server.home} watch {run_id}"
+
+    def tmux(*args: str) -> str:
+        return subprocess.run(
+            ["tmux", "-L", socket, *args], capture_output=True, text=True, check=False,
+            timeout=30, env={**server.env, "TERM": "xterm-256color"},
+        ).stdout  # fmt: skip
+
+    tmux("new-session", "-d", "-s", "watch", "-x", "110", "-y", "35", command)
+    try:
+        screen = wait_for(
+            lambda: (
+                (text := tmux("capture-pane", "-p", "-t", "watch"))
+                and "ask checkpoint waiting" in text
+                and text
+            ),
+            30,
+            "the watch view to draw",
+        )
+        assert run_id in screen
+        assert "nap" in screen
+        tmux("send-keys", "-t", "watch", "q")
+        wait_for(lambda: "watch" not in tmux("list-sessions"), 30, "the view to quit")
+    finally:
+        tmux("kill-server")

@@ -1,0 +1,135 @@
+"""`Client.start/wait/result`, the `AsyncClient` and the example programs, on a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pi_workflows.client import (
+    AsyncClient,
+    Client,
+    NotFoundError,
+    RunFailedError,
+    WaitTimeoutError,
+)
+
+from support.server import ServerProcess
+
+pytestmark = pytest.mark.timeout(120)
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "programs"
+
+FLOW = """
+from pi_workflows import Workflow, checkpoint, compute, edge
+
+def finish(ctx):
+    if ctx.outputs["ask"] == "fail":
+        raise RuntimeError("asked to fail")
+    return {"answer": ctx.outputs["ask"], "big": "y" * 100000}
+
+workflow = Workflow("flow", start="ask", nodes={
+    "ask": checkpoint(lambda ctx: {"question": "How?"}),
+    "finish": compute(finish),
+}, edges=[edge("ask", "finish")])
+"""
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    """A running server whose project has the `flow` workflow."""
+    process = ServerProcess(tmp_path)
+    process.write_workflow("flow", FLOW)
+    process.start()
+    yield process
+    process.cleanup()
+
+
+def test_start_wait_and_result_follow_a_run_to_its_output(server: ServerProcess) -> None:
+    """`wait` returns the view where the run needs someone; `result` the (large) output."""
+    with server.client() as client:
+        run_id = client.start("flow", project=server.project)
+        waiting = client.wait(run_id, timeout=60)
+        assert waiting["status"] == "waiting"
+        assert waiting["waitingOn"]["request"] == {"question": "How?"}
+        with pytest.raises(WaitTimeoutError) as timed_out:
+            client.result(run_id, timeout=0.3)
+        assert timed_out.value.status == "waiting"
+        client.answer_checkpoint(run_id, "slowly")
+        output = client.result(run_id, timeout=60)
+        assert output == {"answer": "slowly", "big": "y" * 100000}
+        assert client.wait(run_id, timeout=5)["status"] == "completed"
+
+
+def test_result_raises_for_a_run_that_failed_and_wait_for_an_unknown_run(
+    server: ServerProcess,
+) -> None:
+    """A failed run is `RunFailedError` with its error; an unknown run is `NotFoundError`."""
+    with server.client() as client:
+        run_id = client.start("flow", project=server.project, idempotency_key="once")
+        assert client.start("flow", project=server.project, idempotency_key="once") == run_id
+        client.wait(run_id, timeout=60)
+        client.answer_checkpoint(run_id, "fail")
+        with pytest.raises(RunFailedError) as failed:
+            client.result(run_id, timeout=60)
+        assert failed.value.status == "failed"
+        assert "asked to fail" in str(failed.value.error)
+        with pytest.raises(NotFoundError):
+            client.wait("run_missing", timeout=5)
+
+
+def test_the_async_client_has_the_same_surface(server: ServerProcess) -> None:
+    """start, wait, answer, result, history and logs through `AsyncClient`."""
+
+    async def scenario() -> tuple[str, object, list[str], list[str]]:
+        async with AsyncClient(server.home, autostart=False) as client:
+            run_id = await client.start("flow", project=server.project)
+            waiting, listed = await asyncio.gather(
+                client.wait(run_id, timeout=60), client.list_runs(limit=5)
+            )
+            assert waiting["status"] == "waiting"
+            assert run_id in [run["runId"] for run in listed[0]]
+            await client.answer_checkpoint(run_id, "together")
+            output = await client.result(run_id, timeout=60)
+            events = [event["type"] for event in await client.history(run_id)]
+            nodes = [log["nodeId"] for log in await client.logs(run_id)]
+            return run_id, output, events, nodes
+
+    run_id, output, events, nodes = asyncio.run(scenario())
+    assert output == {"answer": "together", "big": "y" * 100000}
+    assert events[0] == "run.reserved"
+    assert events[-1] == "run.completed"
+    assert nodes == ["ask", "finish"]
+    assert server.run(run_id)["status"] == "completed"
+
+
+def _example(server: ServerProcess, name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**server.env, "PI_WORKFLOWS_HOME": str(server.home)}
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+        env=env,
+        cwd=os.fspath(server.root),
+    )
+
+
+def test_the_example_programs_run_against_a_server(server: ServerProcess) -> None:
+    """The two example programs complete their runs and print the documented lines."""
+    countdown = _example(server, "run_countdown.py", "2")
+    assert countdown.returncode == 0, countdown.stderr
+    assert "output: {'ticks': 3}" in countdown.stdout
+    assert "run.completed" in countdown.stdout
+    answers = _example(server, "async_answers.py")
+    assert answers.returncode == 0, answers.stderr
+    assert "asks: What should the demo report say?" in answers.stdout
+    assert "answered by a program" in answers.stdout
+    with Client(server.home, autostart=False) as client:
+        assert {run["status"] for run in client.list_runs()} == {"completed"}

@@ -20,6 +20,7 @@ from pi_workflows.server import recovery
 from pi_workflows.server.agents import HeadlessAgents
 from pi_workflows.server.config import ServerConfig
 from pi_workflows.server.connections import serve_client
+from pi_workflows.server.describe_cache import DescriptionCache
 from pi_workflows.server.run_views import RunViews
 from pi_workflows.server.session_views import SessionViews
 from pi_workflows.server.supervisor import Supervisor
@@ -73,6 +74,7 @@ class Server:
         self.agents: HeadlessAgents
         self.views = SessionViews(db)
         self.run_views = RunViews(db)
+        self.descriptions = DescriptionCache()
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()  # replaced (after being set) on every change

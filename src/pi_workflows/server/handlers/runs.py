@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pi_workflows.protocol import Outcome, Request
+from pi_workflows.protocol import NotJsonError, Outcome, Request, fingerprint
 from pi_workflows.server import resolver
-from pi_workflows.server.errors import RequestError
+from pi_workflows.server.errors import RequestError, ResolveError
 from pi_workflows.server.handlers.registry import (
     bad,
     limit_of,
@@ -49,6 +49,10 @@ async def server_status(server: Server, request: Request) -> dict[str, Any]:
         "capacity": server.config.max_runners,
         "connections": server.connection_count,
         "slowClientsDropped": server.slow_clients_dropped,
+        "descriptionCache": {
+            "hits": server.descriptions.hits,
+            "misses": server.descriptions.misses,
+        },
         "runners": [
             {
                 "runId": handle.run_id,
@@ -92,12 +96,22 @@ async def workflows_list(server: Server, request: Request) -> dict[str, Any]:
 
 
 async def _describe(server: Server, spec: str, project: str | None, run_input: Any) -> NewRun:
-    reply = await resolver.call(
-        {"op": "describe", "workflow": spec, "projectDir": project, "input": run_input},
-        limit_seconds=server.config.resolve_seconds,
-        tail_bytes=server.config.runner_output_tail_bytes,
-        template=server.template,
-    )
+    """The run ``spec`` would start: the cached description while its sources are unchanged
+    (``DescriptionCache``; the input is hashed here), else a resolver child's."""
+    cached = server.descriptions.get(spec, project)
+    if cached is not None:
+        try:
+            reply = {**cached, "inputHash": fingerprint(run_input)}
+        except NotJsonError as exc:
+            raise ResolveError("inputInvalid", f"the input is not JSON: {exc}") from None
+    else:
+        reply = await resolver.call(
+            {"op": "describe", "workflow": spec, "projectDir": project, "input": run_input},
+            limit_seconds=server.config.resolve_seconds,
+            tail_bytes=server.config.runner_output_tail_bytes,
+            template=server.template,
+        )
+        server.descriptions.put(spec, project, reply)
     source = reply["source"]
     return NewRun(
         workflow_name=str(reply["workflow"]),

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from pi_workflows.client import RejectedError
+
 from support.server import ServerProcess, wait_for
 
 BODY = """
@@ -247,3 +249,42 @@ def test_a_shell_sees_the_key_effect_list_shows_and_a_restart_changes_it(
     assert seen == _keys(server, run_id)
     assert seen[0] != seen[1]
     assert all(key.startswith("pwf-") for key in seen)
+
+
+STUBBORN = """
+from pi_workflows import Workflow, manual_effect, shell
+
+SCRIPT = "trap '' TERM; echo started > {witness}; while true; do sleep 0.05; done"
+
+workflow = Workflow("stubborn", start="send",
+                    nodes={{"send": shell(lambda ctx: ["sh", "-c", SCRIPT],
+                                          effect=manual_effect("send"))}})
+"""
+
+
+def test_an_effect_cannot_be_resolved_while_its_paused_runner_is_still_being_stopped(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    """Window: ``run pause`` committed (the manual effect is ``ambiguous``) while the server
+    still stops the runner's shell command, which ignores SIGTERM until the SIGKILL after the
+    kill grace: ``effect resolve`` is refused with ``runnerLive``, and accepted once the
+    runner and its command are gone."""
+    server = server_process.start(PI_WORKFLOWS_KILL_GRACE_SECONDS="8")
+    witness = tmp_path / "witness.txt"
+    server.write_workflow("stubborn", STUBBORN.format(witness=str(witness)))
+    run_id = server.start_run("stubborn")
+    wait_for(witness.exists, 30, "the body to start")
+    with server.client() as client:
+        client.pause(run_id)
+        [effect] = client.list_effects(run_id)
+        assert effect["status"] == "ambiguous"
+        assert server.run(run_id)["runner"] is not None
+        with pytest.raises(RejectedError) as refused:
+            client.resolve_effect(effect["effectId"], "rejected", reason="checked by hand")
+        assert refused.value.code == "runnerLive"
+        wait_for(lambda: server.run(run_id)["runner"] is None, 30, "the runner to be killed")
+        client.resolve_effect(effect["effectId"], "rejected", reason="checked by hand")
+    [settled] = server.run(run_id)["effects"]
+    assert settled["status"] == "rejected"
+    assert server.query("SELECT COUNT(*) FROM runner_messages") == [(0,)]
+    assert server.diagnose() == []

@@ -164,3 +164,37 @@ def test_an_answer_over_the_frame_cap_is_a_rejection_not_a_dropped_connection() 
     assert response.outcome is Outcome.REJECTED
     assert response.error is not None
     assert response.error.code == "responseTooLarge"
+
+
+def _medium_nodes(count: int) -> str:
+    nodes = ", ".join(
+        f'"n{i:02d}": compute(lambda ctx: {{"fill": "m" * 15_000}})' for i in range(count)
+    )
+    edges = ", ".join(f'edge("n{i:02d}", "n{i + 1:02d}")' for i in range(count - 1))
+    return (
+        "from pi_workflows import Workflow, checkpoint, compute, edge\n"
+        "def total(ctx):\n"
+        '    return {"nodes": sum(1 for k in ctx.outputs if k.startswith("n")),'
+        ' "bytes": sum(len(v["fill"]) for k, v in ctx.outputs.items() if k.startswith("n"))}\n'
+        f'workflow = Workflow("medium", start="n00", max_steps=200, nodes={{{nodes},'
+        ' "ask": checkpoint(lambda ctx: {"question": "go?"}), "total": compute(total)},'
+        f' edges=[{edges}, edge("n{count - 1:02d}", "ask"), edge("ask", "total")])\n'
+    )
+
+
+@pytest.mark.timeout(180)
+def test_many_outputs_just_under_the_inline_limit_still_resume(server: ServerProcess) -> None:
+    """Window: a resume after a wait whose inline outputs (80 of 15 KB, each under the 16 KiB
+    inline limit, 1.2 MB together) exceed one frame: ``state.get`` pages them, so the answer
+    is validated and the run completes instead of waiting for good."""
+    server.write_workflow("medium", _medium_nodes(80))
+    run_id = server.start_run("medium")
+    view = server.wait_status(run_id, {"waiting", "paused", "failed"}, 120)
+    assert view["status"] == "waiting", view
+    with server.client() as client:
+        client.answer_checkpoint(run_id, {"go": True})
+    done = server.wait_status(run_id, {"completed", "failed", "paused"}, 120)
+    assert done["status"] == "completed", done
+    assert done["output"] == {"nodes": 80, "bytes": 80 * 15_000}
+    assert "over the frame limit" not in server.tail(400)
+    assert server.diagnose() == []

@@ -4,7 +4,9 @@ Runs in the runner child; never opens the database. ``state.get`` carries values
 inline limit (a large input, node outputs, an answer, a submission to validate) as ``ValueRef``s
 (digest, size). ``fetch`` reads one in ``blob.read`` chunks, checks its size and sha256
 against the reference, and decodes it; ``resolve`` turns a whole ``StateView`` into one
-with every value in place, so the engine never sees a reference.
+with every value in place, so the engine never sees a reference. A run with many node
+outputs gets them in pages: ``state.get`` carries the first, and ``resolve`` asks
+``state.outputs`` for the rest, checking the run's revision did not move in between.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import msgspec
 
 from pi_workflows.engine import canonical_json
 from pi_workflows.runner.channel import Channel
-from pi_workflows.runner.envelope import StateView, ValueRef
+from pi_workflows.runner.envelope import OutputsPage, StateView, ValueRef, convert
 from pi_workflows.runner.errors import ProtocolViolationError
 from pi_workflows.runner.limits import BLOB_CHUNK_BYTES
 
@@ -39,8 +41,29 @@ def fetch(channel: Channel, ref: ValueRef) -> Any:
     return json.loads(data)
 
 
+def _all_pages(channel: Channel, view: StateView) -> StateView:
+    """``view`` with the node outputs of every further ``state.outputs`` page added."""
+    if view.more_outputs is None:
+        return view
+    outputs, refs = dict(view.outputs), dict(view.output_refs)
+    cursor: str | None = view.more_outputs
+    while cursor is not None:
+        reply = channel.request("state.outputs", {"after": cursor})
+        page = convert(reply, OutputsPage, "state.outputs")
+        if page.revision != view.revision:
+            raise ProtocolViolationError(
+                "state.outputs", f"the run moved from revision {view.revision} while paging"
+            )
+        outputs.update(page.outputs)
+        refs.update(page.output_refs)
+        cursor = page.more_outputs
+    return msgspec.structs.replace(view, outputs=outputs, output_refs=refs, more_outputs=None)
+
+
 def resolve(channel: Channel, view: StateView) -> StateView:
-    """``view`` with every value sent by reference fetched and put in place."""
+    """``view`` with every page of outputs read and every value sent by reference fetched
+    and put in place."""
+    view = _all_pages(channel, view)
     changes: dict[str, Any] = {}
     if view.input_ref is not None:
         changes["input"], changes["input_ref"] = fetch(channel, view.input_ref), None

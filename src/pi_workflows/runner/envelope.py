@@ -94,9 +94,19 @@ class StateView(_Wire, frozen=True, kw_only=True):
     current_node: str | None = None
     outputs: dict[str, Any] = {}
     output_refs: dict[str, ValueRef] = {}
+    more_outputs: str | None = None  # the cursor of a further ``state.outputs`` page
     results: dict[str, dict[str, Any]] = {}
     visits: dict[str, int] = {}
     active: ActiveAttempt | None = None
+    revision: int | None = None
+
+
+class OutputsPage(_Wire, frozen=True, kw_only=True):
+    """The reply to ``state.outputs {after}``: a further page of node outputs."""
+
+    outputs: dict[str, Any] = {}
+    output_refs: dict[str, ValueRef] = {}
+    more_outputs: str | None = None
     revision: int | None = None
 
 

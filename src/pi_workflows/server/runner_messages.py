@@ -168,6 +168,13 @@ def answer(db: Database, runner: RunnerIdentity, message: RunnerMessage) -> Runn
             return _reply(
                 message.message_id, Outcome.ACCEPTED, revision=state["revision"], payload=state
             )
+        if message.kind == "state.outputs":
+            after = str(_field(message.payload, "after", str))
+            with db.read() as conn:
+                page = views.runner_outputs(conn, runner.run_id, after)
+            return _reply(
+                message.message_id, Outcome.ACCEPTED, revision=page["revision"], payload=page
+            )
         if message.kind == "blob.read":
             payload = message.payload
             with db.read() as conn:

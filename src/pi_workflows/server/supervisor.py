@@ -22,6 +22,8 @@ import psutil
 from pi_workflows.protocol import (
     PROTOCOL_VERSION,
     RUNNER_SCHEMA,
+    ErrorInfo,
+    FrameTooLarge,
     Outcome,
     RunnerCommand,
     RunnerCommandKind,
@@ -256,7 +258,27 @@ class Supervisor:
         )
 
     async def _send(self, child: Child, message: object) -> None:
-        child.writer.write(encode_frame(message))
+        try:
+            frame = encode_frame(message)
+        except FrameTooLarge:
+            if not isinstance(message, RunnerReply):
+                raise
+            # A reply that cannot be framed is refused, never dropped: the runner hears why.
+            log.error(
+                "a reply to a runner (message %s) is over the frame limit", message.message_id
+            )
+            frame = encode_frame(
+                RunnerReply(
+                    schema=RUNNER_SCHEMA,
+                    message_id=message.message_id,
+                    outcome=Outcome.REJECTED,
+                    error=ErrorInfo(
+                        code="responseTooLarge",
+                        message="the reply is larger than a protocol frame",
+                    ),
+                )
+            )
+        child.writer.write(frame)
         await child.writer.drain()
 
     async def _finish(self, handle: RunnerHandle) -> None:

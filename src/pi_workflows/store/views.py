@@ -309,37 +309,86 @@ def node_output(conn: sqlite3.Connection, run_id: str, node_id: str) -> dict[str
     }
 
 
-def runner_state(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
-    """What a runner needs to continue a run (``state.get``): never whole histories."""
-    run = read_run(conn, run_id)
-    input_row = conn.execute(
-        "SELECT input_json, input_ref FROM runs WHERE run_id = ?", (run_id,)
-    ).fetchone()
+RUNNER_STATE_BUDGET = 256 * 1024
+"""Bytes of inline node outputs one ``state.get`` (or ``state.outputs``) reply carries at
+most; the rest follow in further ``state.outputs`` pages. Every value is at most
+``values.INLINE_LIMIT`` inline (larger ones travel as references), so any page fits a frame
+however many nodes a run has settled."""
+
+_REF_COST = 128  # budget bytes one output reference ({"digest", "bytes"}) is counted as
+
+
+def _settled_outputs(
+    conn: sqlite3.Connection, run_id: str, round_no: int
+) -> tuple[dict[str, tuple[str | None, str | None]], dict[str, Any], dict[str, int]]:
+    """The latest settled visit of each node of round ``round_no``: its stored output
+    (inline text, blob digest) when it completed, every node's result, and visit counts."""
     settled = conn.execute(
         "SELECT node_id, status, output_json, error, output_ref FROM node_attempts"
         " WHERE run_id = ? AND round = ? AND status IN ('completed', 'failed', 'timed_out')"
         " ORDER BY finished_at, rowid",
-        (run_id, run.round),
+        (run_id, round_no),
     ).fetchall()
-    outputs: dict[str, Any] = {}
-    output_refs: dict[str, Any] = {}
+    stored: dict[str, tuple[str | None, str | None]] = {}
     results: dict[str, Any] = {}
     visits: dict[str, int] = {}
     for node_id, status, output_json, error, output_ref in settled:
         visits[node_id] = visits.get(node_id, 0) + 1
-        outputs.pop(node_id, None)  # a node's output is that of its latest settled visit
-        output_refs.pop(node_id, None)
+        stored.pop(node_id, None)  # a node's output is that of its latest settled visit
         if status == "completed":
-            if output_ref is None:
-                outputs[node_id] = jsoncol.loads(output_json)
-            else:
-                output_refs[node_id] = values.reference(conn, output_ref).to_json()
+            stored[node_id] = (output_json, output_ref)
             results[node_id] = {"outcome": "ok"}
         else:
             results[node_id] = {
                 "outcome": "failed" if status == "failed" else "timed_out",
                 "error": error,
             }
+    return stored, results, visits
+
+
+def _outputs_page(
+    conn: sqlite3.Connection,
+    stored: dict[str, tuple[str | None, str | None]],
+    after: str | None,
+) -> dict[str, Any]:
+    """``{outputs, outputRefs, moreOutputs}``: the outputs of the nodes after ``after`` in
+    node-id order, up to ``RUNNER_STATE_BUDGET`` bytes; ``moreOutputs`` is the cursor of
+    the next page (the last node id included) or None."""
+    outputs: dict[str, Any] = {}
+    refs: dict[str, Any] = {}
+    spent = 0
+    for node_id in sorted(stored):
+        if after is not None and node_id <= after:
+            continue
+        inline, ref = stored[node_id]
+        cost = _REF_COST if ref is not None else len(inline or "null")
+        if (outputs or refs) and spent + cost > RUNNER_STATE_BUDGET:
+            last = max([*outputs, *refs])
+            return {"outputs": outputs, "outputRefs": refs, "moreOutputs": last}
+        spent += cost
+        if ref is None:
+            outputs[node_id] = jsoncol.loads(inline)
+        else:
+            refs[node_id] = values.reference(conn, ref).to_json()
+    return {"outputs": outputs, "outputRefs": refs, "moreOutputs": None}
+
+
+def runner_outputs(conn: sqlite3.Connection, run_id: str, after: str) -> dict[str, Any]:
+    """A further page of node outputs (``state.outputs``) after the cursor ``after``, with
+    the run's revision so the runner can check nothing moved between pages."""
+    run = read_run(conn, run_id)
+    stored, _, _ = _settled_outputs(conn, run_id, run.round)
+    return {**_outputs_page(conn, stored, after), "revision": run.revision}
+
+
+def runner_state(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
+    """What a runner needs to continue a run (``state.get``): never whole histories, and
+    node outputs only up to ``RUNNER_STATE_BUDGET`` (``moreOutputs`` says a page follows)."""
+    run = read_run(conn, run_id)
+    input_row = conn.execute(
+        "SELECT input_json, input_ref FROM runs WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    stored, results, visits = _settled_outputs(conn, run_id, run.round)
     active_id = run.unrouted_attempt
     if active_id is None:
         row = conn.execute(
@@ -356,8 +405,7 @@ def runner_state(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         "stepCount": run.step_count,
         "round": run.round,
         "currentNode": run.current_node,
-        "outputs": outputs,
-        "outputRefs": output_refs,
+        **_outputs_page(conn, stored, None),
         "results": results,
         "visits": visits,
         "active": None if active_id is None else _active(conn, active_id),

@@ -267,8 +267,10 @@ async def serve_client(
             request, size = item
             inbox.dispatched(size)
             response = await dispatch(server, request)
-            sent = await _send(server, writer, response)
+            # Answered once it is handed to the transport: the client may read the reply and
+            # send its next request before ``_send`` returns from draining.
             inbox.outstanding -= 1
+            sent = await _send(server, writer, response)
             if not sent:
                 return
     except (ConnectionError, asyncio.IncompleteReadError):

@@ -46,6 +46,8 @@ class RunTrack:
     answered: dict[str, str] = field(default_factory=dict)  # request id -> "ok" | "refused"
     decision: str | None = None  # the choice the server accepted from us
     decision_refused: bool = False
+    submitted_valid: bool = False  # the server accepted our valid agent-step submission
+    wrong_sent: set[str] = field(default_factory=set)  # requests we first answered wrongly
     waiting_since: dict[str, float] = field(default_factory=dict)
     resolutions: list[Resolution] = field(default_factory=list)
     resumes: int = 0

@@ -1,7 +1,9 @@
 """The operator model: what a careful person does with the runs of a seed.
 
 Runs in the campaign driver, once per tick, after observation. It starts the planned runs,
-answers checkpoints and human decisions, resolves ambiguous effects from the witnesses
+answers checkpoints and human decisions, submits agent steps through `interaction submit`
+(sometimes a wrong output first, which must come back with the validation's message, and
+again when a fault killed the validating runner), resolves ambiguous effects from the witnesses
 (applied when a body's witness shows it applied, with the result it applied; otherwise
 rejected, or sometimes `--retry`), resumes parked runs, and resumes the runs a fault paused.
 Each command goes through the CLI or the Python client (a seeded choice per command) with one
@@ -104,6 +106,23 @@ def _command(ctx: SeedContext, track: RunTrack, what: str, *args: Any) -> Answer
             if via_cli
             else surfaces.call("answer_decision", run_id, choice, idempotency_key=key)
         )
+    elif what == "submit":
+        request_id, output = args
+        answer = (
+            surfaces.cli_command(
+                "interaction",
+                "submit",
+                run_id,
+                "--request-id",
+                request_id,
+                "--output",
+                json.dumps(output),
+                "--idempotency-key",
+                key,
+            )
+            if via_cli
+            else surfaces.call("submit", request_id, output, run_id=run_id, idempotency_key=key)
+        )
     elif what == "resolve":
         effect_id, resolution, result, reason = args
         if via_cli:
@@ -192,11 +211,62 @@ def _answer(ctx: SeedContext, track: RunTrack) -> None:
             track.decision = choice
         else:
             track.decision_refused = True
+    elif kind == "agent":
+        if not _submit(ctx, track, request_id, first_seen):
+            return
+        answer = Answer("ok") if track.submitted_valid else Answer("refused")
     else:
         ctx.violation("unexpectedWait", f"the run waits on a {kind!r}", track.run_id)
         track.answered[request_id] = "refused"
         return
     track.answered[request_id] = "ok" if answer.ok else "refused"
+
+
+def _submit(ctx: SeedContext, track: RunTrack, request_id: str, first_seen: float) -> bool:
+    """Hand in an agent step's output, sometimes a wrong one first; True once the request
+    is done with (accepted, or closed by its deadline), False to come back next tick."""
+    x = int(track.planned.input["x"])
+    rng = rng_for(ctx.seed, "agent", track.planned.index, len(track.answered))
+    delay = rng.uniform(0.0, 6.0 if track.planned.workflow.endswith("-t") else 2.0)
+    if time.monotonic() - first_seen < delay:
+        return False
+    if request_id not in track.wrong_sent and rng.random() < 0.4:
+        track.wrong_sent.add(request_id)
+        wrong = _command(ctx, track, "submit", request_id, {"score": 2 * x + 1})
+        if wrong.ok:
+            ctx.violation(
+                "invalidAccepted", f"a wrong output of request {request_id} was accepted",
+                track.run_id,
+            )  # fmt: skip
+            return True
+        # The CLI's JSON error reads "code: message"; the client's is the message alone.
+        message = wrong.message.removeprefix(f"{wrong.code}: ")
+        if (
+            wrong.code == "validationRejected"
+            and message
+            not in (
+                "score must be twice the item",
+                "the step's deadline passed before the submission was validated",
+            )
+            and not message.startswith("validation did not finish")
+        ):
+            ctx.violation(
+                "rejectionMessage",
+                f"a rejected output came back as {wrong.message!r}, not the validation's",
+                track.run_id,
+            )
+        return False  # the valid output follows next tick (or the request closed meanwhile)
+    answer = _command(ctx, track, "submit", request_id, {"score": 2 * x})
+    if answer.ok:
+        track.submitted_valid = True
+        return True
+    if answer.code == "validationRejected":
+        if "did not finish" in answer.message:
+            return False  # a fault killed the validating runner: submit again
+        ctx.violation(
+            "validRejected", f"a valid output was rejected: {answer.message}", track.run_id
+        )
+    return True  # refused: the request closed (its deadline passed, or the run ended)
 
 
 def _resolve_all(ctx: SeedContext, track: RunTrack, *, resume: bool = True) -> bool:

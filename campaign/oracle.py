@@ -10,7 +10,8 @@ rest runs once the seed's runs have settled:
   of a run, applied at most once; each idempotent node visit applied at most once; no body
   applied after the operator resolved its effect from evidence that it had not;
 - outputs: a chain's arithmetic, a charge's amount, a deployment's choice and whoever made
-  it; an output that claims an effect applied matches the body that applied it, and one
+  it, an agent step's score (only the operator's valid submission is ever accepted, and a
+  step without a deadline never times out); an output that claims an effect applied matches the body that applied it, and one
   that says it did not is backed by the witnesses (or by a command the campaign killed);
 - one `run start` key made one run; `run list` and `run show` agree;
 - after `server stop`: no process of ours alive (`after_stop`);
@@ -193,6 +194,8 @@ def _output(ctx: SeedContext, track: RunTrack) -> None:
             wrong.append(f"amount {output.get('amount')} is not {3 * x}")
     elif workflow.startswith("deploy"):
         wrong += _decision(track, output)
+    elif workflow.startswith("review"):
+        wrong += _review(track, output, x)
     elif workflow == "sync":
         if output.get("fetched") != x * x:
             wrong.append(f"fetched {output.get('fetched')} is not {x * x}")
@@ -202,6 +205,21 @@ def _output(ctx: SeedContext, track: RunTrack) -> None:
         wrong += _manual_output(ctx, track, output, MANUAL_NODES[workflow])
     for problem in wrong:
         ctx.violation("output", f"{workflow}: {problem}", run_id)
+
+
+def _review(track: RunTrack, output: dict[str, Any], x: int) -> list[str]:
+    """An agent step ends with the operator's valid score, or by its deadline (``-t``)."""
+    if output.get("timedOut"):
+        if not track.planned.workflow.endswith("-t"):
+            return ["an agent step without a deadline timed out"]
+        if track.submitted_valid:
+            return ["the step timed out although the operator's valid submission was accepted"]
+        return []
+    if output.get("score") != 2 * x:
+        return [f"score {output.get('score')} is not {2 * x}"]
+    if not track.submitted_valid:
+        return ["the step completed, but no valid submission of the operator was accepted"]
+    return []
 
 
 def _decision(track: RunTrack, output: dict[str, Any]) -> list[str]:

@@ -133,7 +133,16 @@ def make_plan(seed: int, lease_seconds: float) -> Plan:
     """Draw the plan of `seed`."""
     rng = rng_for(seed, "plan")
     plan = Plan(seed)
-    weights = (3, 2, 2, 2, 2, 3)  # chain payment payment-t deploy deploy-t sync
+    weights = (
+        3,
+        2,
+        2,
+        2,
+        2,
+        3,
+        2,
+        2,
+    )  # chain payment payment-t deploy deploy-t sync review review-t
     for index in range(rng.randint(4, 7)):
         workflow = rng.choices(WORKFLOW_NAMES, weights=weights)[0]
         plan.runs.append(
@@ -180,6 +189,8 @@ def _input(workflow: str, rng: random.Random) -> dict[str, Any]:
     if workflow.startswith(("payment", "deploy")):
         before = round(rng.uniform(0.1, 2.6 if workflow.endswith("-t") else 1.2), 2)
         return {"x": x, "hold": [before, round(rng.uniform(0.1, 0.8), 2)]}
+    if workflow.startswith("review"):
+        return {"x": x, "validateHold": round(rng.uniform(0.05, 1.5), 2)}
     return {
         "x": x,
         "fetchHold": round(rng.uniform(0.1, 0.8), 2),

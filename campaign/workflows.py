@@ -257,6 +257,44 @@ workflow = Workflow(
 """
 
 
+REVIEW: Final = """
+from pi_workflows import Rejected, Workflow, agent, compute, edge, switch
+
+import witness
+
+
+def check(output, ctx):
+    # A window for faults while the submission is being validated in its runner.
+    witness.hold(ctx, ctx.input["validateHold"])
+    if not isinstance(output, dict) or output.get("score") != ctx.input["x"] * 2:
+        raise Rejected("score must be twice the item")
+
+
+workflow = Workflow(
+    "{name}",
+    start="prep",
+    max_steps=40,
+    nodes={{
+        "prep": compute(lambda ctx: {{"item": ctx.input["x"]}}),
+        "review": agent(
+            prompt=lambda ctx: f"Score item {{ctx.outputs['prep']['item']}}",
+            expected_output='{{"score": <twice the item>}}',
+            validate=check,
+            timeout={timeout},
+        ),
+        "done": compute(lambda ctx: {{"score": ctx.outputs["review"]["score"],
+                                      "timedOut": False}}),
+        "late": compute(lambda ctx: {{"score": None, "timedOut": True}}),
+    }},
+    edges=[
+        edge("prep", "review"),
+        switch("review", on="$result.outcome",
+               cases={{"ok": "done", "failed": "late", "timed_out": "late"}}),
+    ],
+)
+"""
+
+
 @dataclass(frozen=True)
 class Variant:
     """One workflow file the campaign writes: its name, template and template values."""
@@ -277,6 +315,10 @@ VARIANTS: Final = (
         "deploy-t", DEPLOY, {"name": "deploy-t", "on_timeout": '(3.0, "hold")', "timeout": "2.0"}
     ),
     Variant("sync", SYNC, {"timeout": "2.0"}),
+    # An agent step the operator submits (sometimes wrongly first) through interaction.submit.
+    Variant("review", REVIEW, {"name": "review", "timeout": "None"}),
+    # The same with a deadline that can pass before the operator submits: the timeout route.
+    Variant("review-t", REVIEW, {"name": "review-t", "timeout": "4.0"}),
 )
 WORKFLOW_NAMES: Final = tuple(v.name for v in VARIANTS)
 MANUAL_NODES: Final = {

@@ -27,10 +27,20 @@ workflow = Workflow("step", start="a",
 """
 
 STAND_IN = """#!{python}
-import json, os, sys, time
+import json, os, sqlite3, sys, time
+from pi_workflows.client import Client
+home = os.environ.get("PI_WORKFLOWS_HOME")
+# First thing, ask the server something: it answers only after it committed this agent's
+# record (the OS may run this process before that commit; the server handles nothing first).
+with Client(home, autostart=False, timeout=30) as client:
+    client.status()
+db = sqlite3.connect("file:" + home + "/state.sqlite?mode=ro", uri=True)
+recorded = db.execute("SELECT COUNT(*) FROM agent_processes WHERE pid = ? AND status = 'live'",
+                      (os.getpid(),)).fetchone()[0] == 1
+db.close()
 with open({record!r}, "a") as out:
     out.write(json.dumps({{"pid": os.getpid(), "argv": sys.argv[1:], "cwd": os.getcwd(),
-                          "home": os.environ.get("PI_WORKFLOWS_HOME")}}) + "\\n")
+                          "home": home, "recorded": recorded}}) + "\\n")
 if {exit_code!r} is not None:
     sys.exit({exit_code!r})
 while True:
@@ -62,8 +72,8 @@ def _alive(pid: int) -> bool:
 def test_a_detached_run_gets_a_supervised_agent_that_goes_with_its_run(
     server_process: ServerProcess, tmp_path: Path
 ) -> None:
-    """The agent starts on ``detached-<run>`` in the project directory, is recorded, and is
-    stopped when the run is cancelled."""
+    """The agent starts on ``detached-<run>`` in the project directory, is recorded before
+    the server answers its first request, and is stopped when the run is cancelled."""
     program, record = _stand_in(tmp_path)
     server_process.write_workflow("step", STEP)
     server_process.start(PI_WORKFLOWS_PI=str(program))
@@ -78,6 +88,7 @@ def test_a_detached_run_gets_a_supervised_agent_that_goes_with_its_run(
     assert argv[:2] == ["--mode", "rpc"]
     assert start["cwd"] == str(server_process.project)
     assert start["home"] == str(server_process.home)
+    assert start["recorded"] is True
     pid = int(str(start["pid"]))
     assert server_process.query("SELECT pid, status FROM agent_processes") == [(pid, "live")]
     with server_process.client() as client:

@@ -24,6 +24,7 @@ import psutil
 import pytest
 
 from pi.support.mock_provider import (
+    REQUEST_ID,
     ChatRequest,
     MockProvider,
     Reply,
@@ -530,6 +531,81 @@ def test_a_submission_for_a_request_that_is_no_longer_open_is_refused(
     assert result_text(end) == closed.value.message
     assert server.run(run_id)["output"] == {"route": "skip"}
     assert len(server.query("SELECT 1 FROM interactive_submissions")) == 1
+
+
+def test_a_submission_for_an_earlier_attempt_of_the_step_is_refused_and_the_new_one_stays_open(
+    server: ServerProcess, make_pi: MakePi, provider: MockProvider
+) -> None:
+    """The run is restarted while its step waits, so the step opens a new request in a new
+    attempt; the model submits with the old attempt's request id: the tool returns the
+    server's refusal, the new request stays open, and the model's submission for it then
+    completes the run."""
+    write_step(server)
+    run_id = start_from_origin(server, "step")
+    seen_after_refusal: list[dict[str, Any]] = []
+
+    def request_ids(request: ChatRequest) -> list[str]:
+        found = REQUEST_ID.findall("\n".join(request.user_texts()))
+        return list(dict.fromkeys(found))  # distinct, in the order the steps came
+
+    def stale(request: ChatRequest) -> dict[str, Any]:
+        return {
+            "action": "submit",
+            "requestId": request_ids(request)[0],
+            "output": {"route": "fix"},
+        }
+
+    def corrected(request: ChatRequest) -> dict[str, Any]:
+        seen_after_refusal.append(server.run(run_id)["waitingOn"])
+        return {
+            "action": "submit",
+            "requestId": request_ids(request)[-1],
+            "output": {"route": "fix"},
+        }
+
+    provider.on(
+        last_tool_result_contains("cannot take this answer"), tool_call("workflow", corrected)
+    )
+    provider.on(
+        lambda r: user_text_contains(STEP_MARK)(r) and len(request_ids(r)) == 2,
+        tool_call("workflow", stale),
+        name="the second attempt's step",
+    )
+    provider.on(user_text_contains(STEP_MARK), text("Later."), name="the first attempt's step")
+    finish_rules(provider)
+    pi = make_pi(session_id=SESSION)
+    entries_until(pi, lambda es: workflow_messages(es, "step"), "the first step")
+    wait_for(lambda: requests_with(provider, STEP_MARK), 30, "the first step's turn")
+    first = server.run(run_id)
+    old_request = first["waitingOn"]["requestId"]
+    with server.client() as client:
+        client.pause(run_id)
+        server.wait_status(run_id, "paused")
+        client.restart(run_id)
+
+    done = server.wait_status(run_id, {"completed", "failed"})
+
+    assert done["output"] == {"route": "fix"}
+    wait_for(lambda: len(tool_results(pi.records)) >= 2, 30, "both tool results")
+    stale_end, corrected_end = tool_results(pi.records)[:2]
+    calls = tool_calls(pi.records)
+    new_request = calls[1]["requestId"]
+    assert calls[0]["requestId"] == old_request != new_request
+    assert stale_end["isError"] is True
+    with server.client() as client, pytest.raises(RejectedError) as closed:
+        client.submit(old_request, {"route": "fix"})
+    assert closed.value.code == "requestClosed"
+    assert result_text(stale_end) == closed.value.message
+    assert old_request in result_text(stale_end)
+    assert "cancelled" in result_text(stale_end)
+    [waiting] = seen_after_refusal
+    assert (waiting["requestId"], waiting["status"]) == (new_request, "pending")
+    assert corrected_end["isError"] is False
+    classify = [a for a in done["attempts"] if a["nodeId"] == "classify"]
+    assert [a["status"] for a in classify] == ["interrupted", "completed"]
+    assert server.query("SELECT request_id, status FROM interactive_submissions") == [
+        (new_request, "accepted")
+    ]
 
 
 def test_the_model_continues_a_presented_checkpoint_with_the_answer_action(

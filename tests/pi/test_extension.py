@@ -475,7 +475,7 @@ def test_a_command_whose_reply_is_lost_is_retried_with_the_same_key(
             note = pi.slash('/workflow start quick {"n": 1}')
 
     assert note["notifyType"] == "info", note
-    assert note["message"] == "Started run run_retried of quick."
+    assert note["message"] == "Started run run_retried of workflow quick."
     first, second = starts
     assert first.request_id != second.request_id
     assert first.client_id == second.client_id == "pi:retry-session"

@@ -5,8 +5,9 @@
  * Owns parsing the command line and showing results as Pi notifications; every failure is one
  * line at the `error` level. Runs in the Pi process, in the command's handler. Project workflows
  * are found from Pi's working directory (sent as `projectDir`), and a run started here records
- * this Pi session as its origin (`originSession`). Notifications go through `notify`, which never
- * throws, because a context used after the session ended throws in Pi 1.x.
+ * this Pi session as its origin (`originSession`), unless it is started `--detached` (then a
+ * headless Pi the server runs presents its steps). Notifications go through `notify`, which
+ * never throws, because a context used after the session ended throws in Pi 1.x.
  */
 
 import type { ExtensionAPI, ExtensionCommandContext } from "@earendil-works/pi-coding-agent";
@@ -14,12 +15,15 @@ import type { ExtensionAPI, ExtensionCommandContext } from "@earendil-works/pi-c
 import { newIdempotencyKey } from "./client.ts";
 import type { JsonValue } from "./connection.ts";
 import { describeError, UsageError } from "./errors.ts";
-import { formatRun, formatRuns, formatWorkflows } from "./format.ts";
+import { formatRun, formatRuns, formatStarted, formatWorkflows } from "./format.ts";
 import { DECISION_KIND, decisionChoices, type DecisionChoice } from "./operations.ts";
 import type { SessionSlot } from "./session.ts";
 
 /** The command's name: `/workflow`. */
 export const COMMAND_NAME = "workflow";
+
+/** `/workflow start NAME [JSON] --detached`: run it in a headless Pi the server runs. */
+const DETACHED_FLAG = "--detached";
 
 /** How many runs `/workflow status` lists without a run id. */
 const STATUS_LIST_LIMIT = 10;
@@ -29,7 +33,9 @@ const SUBCOMMANDS = ["list", "start", "status", "pause", "resume", "cancel", "an
 export const USAGE = [
 	"Usage: /workflow <subcommand>",
 	"  list                    workflows you can start (project, user, built-in)",
-	"  start NAME [JSON]       start a run of NAME with JSON input (default {})",
+	"  start NAME [JSON] [--detached]",
+	"                          start a run of NAME with JSON input (default {});",
+	"                          --detached: a headless Pi the server runs does its steps",
 	"  status [RUN]            one run, or the latest runs",
 	"  pause RUN | resume RUN  pause or resume a run",
 	"  cancel RUN [REASON]     cancel a run",
@@ -81,15 +87,16 @@ async function runSubcommand(subcommand: string, rest: string, ctx: ExtensionCom
 			return;
 		}
 		case "start": {
-			const [name, inputText] = splitWord(rest);
-			if (!name) throw new UsageError("usage: /workflow start NAME [JSON]");
+			const [detached, words] = takeFlag(rest, DETACHED_FLAG);
+			const [name, inputText] = splitWord(words);
+			if (!name || name.startsWith("--")) throw new UsageError("usage: /workflow start NAME [JSON] [--detached]");
 			const input = inputText ? parseJson(inputText, "the input") : {};
 			const session = slot.current();
 			const receipt = await session.operations.startRun(
-				{ workflow: name, input, projectDir: ctx.cwd, originSession: session.sessionId },
+				{ workflow: name, input, projectDir: ctx.cwd, originSession: session.sessionId, detached },
 				newIdempotencyKey("command.start"),
 			);
-			notify(ctx, `Started run ${String(receipt.body.runId)} of ${String(receipt.body.workflow ?? name)}.`);
+			notify(ctx, formatStarted(receipt.body, name));
 			return;
 		}
 		case "status": {
@@ -176,6 +183,20 @@ async function pickChoice(
 	if (selected === undefined) return undefined;
 	const index = options.indexOf(selected);
 	return index >= 0 ? choices[index]?.id : undefined;
+}
+
+/**
+ * Whether `flag` is the first or the last word of `text`, and `text` without it (trimmed).
+ * Only those two places are looked at, so JSON in between is never taken apart.
+ */
+export function takeFlag(text: string, flag: string): [boolean, string] {
+	const trimmed = text.trim();
+	if (trimmed === flag) return [true, ""];
+	if (trimmed.startsWith(`${flag} `)) return [true, trimmed.slice(flag.length).trim()];
+	if (/\s$/.test(trimmed.slice(0, -flag.length)) && trimmed.endsWith(flag)) {
+		return [true, trimmed.slice(0, -flag.length).trim()];
+	}
+	return [false, trimmed];
 }
 
 /** The first whitespace-separated word of `text` and the rest (trimmed). */

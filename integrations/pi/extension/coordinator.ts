@@ -13,8 +13,9 @@
  *   `pi.sendMessage(..., {triggerTurn: true})`), a notification without a turn (also only
  *   while idle, so its entry is in the branch at once), a decision as a card the model never
  *   sees. The branch is reported again once a sent entry shows up.
- *   Turns started by our messages are reported started and ended (`workflowTurn.report`); an
- *   assistant-message step's final reply is submitted as its output.
+ *   Turns started by our messages are reported started and ended (`workflowTurn.report`, with
+ *   the provider's error text when one ended with an error); an assistant-message step's
+ *   final reply is submitted as its output.
  * - a lost connection goes back to `connecting` after a short, growing delay (a restarted
  *   server gets a new attach); `fenced` (a newer coordinator attached) stops presenting for
  *   good; `closed` at `session_shutdown`.
@@ -63,6 +64,7 @@ import {
 	findPresented,
 	MESSAGE_TYPE,
 	type MessageDetails,
+	providerError,
 	rejectionText,
 	startsTurn,
 	statusText,
@@ -237,8 +239,9 @@ export class SessionCoordinator {
 			this.turn = undefined;
 			if (turn) {
 				const stopReason: StopReason = event.aborted ? "aborted" : endedWithError(turn.messages) ? "error" : "completed";
+				const errorMessage = stopReason === "error" ? providerError(turn.messages) : "";
 				this.send("turn", (epoch) =>
-					reportTurn(this.client, this.sessionId, epoch, "ended", { stopReason }).then(() => undefined),
+					reportTurn(this.client, this.sessionId, epoch, "ended", { stopReason, errorMessage }).then(() => undefined),
 				);
 				if (turn.requestKind === "assistant" && turn.requestId && stopReason === "completed") {
 					this.submitReply(turn, turn.requestId, finalReplyText(turn.messages));

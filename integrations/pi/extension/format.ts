@@ -1,6 +1,6 @@
 /**
  * Text for the person (`/workflow` notifications) and the model (`workflow` tool results):
- * workflow lists, run lists and run views.
+ * workflow lists, run lists, run views and a started run.
  *
  * Owns every rendering of server data. Values that came from the server or from workflows are
  * shown as compact JSON or plain strings and bounded in length. Pure functions: this module
@@ -8,7 +8,7 @@
  */
 
 import { oneLine } from "./errors.ts";
-import type { JsonValue } from "./connection.ts";
+import type { JsonObject, JsonValue } from "./connection.ts";
 import { decisionChoices, type RunSummary, type RunView, type WorkflowInfo } from "./operations.ts";
 
 /** The longest JSON value shown inline. */
@@ -21,6 +21,18 @@ export const MAX_TOOL_TEXT = 40_000;
 export function compactJson(value: JsonValue | undefined, limit: number = MAX_INLINE_JSON): string {
 	const text = value === undefined ? "null" : JSON.stringify(value);
 	return text.length > limit ? `${text.slice(0, limit - 1)}…` : text;
+}
+
+/**
+ * The sentence for a run `run.start` just started (its receipt's `body`): `Started run R of
+ * workflow W.`, and for a detached run that a headless Pi on its own session runs its steps.
+ */
+export function formatStarted(body: JsonObject, workflow: string): string {
+	const runId = String(body.runId);
+	const name = String(body.workflow ?? workflow);
+	if (body.detached !== true) return `Started run ${runId} of workflow ${name}.`;
+	const session = String(body.originSession ?? `detached-${runId}`);
+	return `Started detached run ${runId} of workflow ${name}; a headless Pi the server runs does its steps (session ${session}).`;
 }
 
 /** `workflows.list` as lines: `name (origin) path`, and a load error when there is one. */

@@ -66,8 +66,13 @@ export interface StartSpec {
 	input: JsonValue;
 	/** Absolute; the server looks for project workflows in `<projectDir>/.pi/workflows`. */
 	projectDir: string;
-	/** The Pi session the run is started from. */
+	/** The Pi session the run is started from (its origin, which presents its steps). */
 	originSession: string;
+	/**
+	 * Run it detached instead: the server presents its steps to a headless Pi of its own, on
+	 * the session `detached-<run id>`, and the run has no origin session here.
+	 */
+	detached?: boolean;
 }
 
 /** The waiting request kind only a person may answer (the tool refuses it). */
@@ -147,18 +152,16 @@ export class WorkflowOperations {
 		return asArray(receipt.body.workflows) as unknown as WorkflowInfo[];
 	}
 
-	/** `run.start`; the receipt holds `runId`, `workflow` and `revision`. */
+	/**
+	 * `run.start`; the receipt holds `runId`, `workflow`, `originSession` and `revision`. A
+	 * detached run is sent with `detached: true` and without `originSession` (the server
+	 * refuses both together).
+	 */
 	startRun(spec: StartSpec, idempotencyKey: string): Promise<Receipt> {
-		return this.client.call({
-			operation: "run.start",
-			payload: {
-				workflow: spec.workflow,
-				input: spec.input,
-				projectDir: spec.projectDir,
-				originSession: spec.originSession,
-			},
-			idempotencyKey,
-		});
+		const payload: JsonObject = { workflow: spec.workflow, input: spec.input, projectDir: spec.projectDir };
+		if (spec.detached) payload.detached = true;
+		else payload.originSession = spec.originSession;
+		return this.client.call({ operation: "run.start", payload, idempotencyKey });
 	}
 
 	/** `run.list`, newest first. */
@@ -268,16 +271,23 @@ export async function reportMessages(
 	return receipt.body;
 }
 
-/** `workflowTurn.report`: a model turn started (for `workflowMessageId`) or ended (with `stopReason`). */
+/** How much of a provider's error text a turn report carries. */
+export const MAX_TURN_ERROR_CHARS = 500;
+
+/**
+ * `workflowTurn.report`: a model turn started (for `workflowMessageId`) or ended (with
+ * `stopReason`, and for `error` the provider's error text as Pi reported it, if any).
+ */
 export async function reportTurn(
 	client: WorkflowClient,
 	sessionId: string,
 	epoch: number,
 	event: "started" | "ended",
-	detail: { stopReason?: StopReason; workflowMessageId?: string },
+	detail: { stopReason?: StopReason; workflowMessageId?: string; errorMessage?: string },
 ): Promise<JsonObject> {
 	const payload: JsonObject = { sessionId, coordinatorEpoch: epoch, event };
 	if (detail.stopReason) payload.stopReason = detail.stopReason;
+	if (detail.errorMessage) payload.errorMessage = detail.errorMessage.slice(0, MAX_TURN_ERROR_CHARS);
 	if (detail.workflowMessageId) payload.workflowMessageId = detail.workflowMessageId;
 	const receipt = await client.call({ operation: "workflowTurn.report", payload, autostart: false });
 	return receipt.body;

@@ -217,6 +217,7 @@ interface MessageLike {
 	role?: unknown;
 	content?: unknown;
 	stopReason?: unknown;
+	errorMessage?: unknown;
 }
 
 /** The last assistant message of `messages`, if any. */
@@ -244,4 +245,11 @@ export function finalReplyText(messages: readonly unknown[]): string {
 /** True when the final assistant reply in `messages` ended with a provider error. */
 export function endedWithError(messages: readonly unknown[]): boolean {
 	return lastAssistant(messages)?.stopReason === "error";
+}
+
+/** The provider's error text of a final reply that ended with an error ("" when there is none). */
+export function providerError(messages: readonly unknown[]): string {
+	const last = lastAssistant(messages);
+	if (last?.stopReason !== "error") return "";
+	return typeof last.errorMessage === "string" ? last.errorMessage.trim() : "";
 }

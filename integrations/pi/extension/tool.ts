@@ -1,7 +1,7 @@
 /**
- * The `workflow` tool for the model: one tool whose `action` field selects list, start,
- * status, pause, resume, cancel, answer (an ordinary checkpoint), submit (an agent step's
- * output) or update (an agent step's progress).
+ * The `workflow` tool for the model: one tool whose `action` field selects list, start (from
+ * this session, or `detached` in a headless Pi), status, pause, resume, cancel, answer (an
+ * ordinary checkpoint), submit (an agent step's output) or update (an agent step's progress).
  *
  * Owns what the model may do and what it sees back. A refused command is thrown, so the model
  * sees the server's one-line message as the tool error and can correct itself. A human
@@ -17,7 +17,7 @@ import { Type, type Static } from "typebox";
 import { newIdempotencyKey, type Receipt } from "./client.ts";
 import type { JsonObject, JsonValue } from "./connection.ts";
 import { UsageError, WorkflowError } from "./errors.ts";
-import { bound, formatRuns, formatWorkflows, runForModel } from "./format.ts";
+import { bound, formatRuns, formatStarted, formatWorkflows, runForModel } from "./format.ts";
 import { DECISION_KIND } from "./operations.ts";
 import type { SessionSlot } from "./session.ts";
 
@@ -35,12 +35,19 @@ const STATUS_LIST_LIMIT = 20;
 export const workflowToolParameters = Type.Object({
 	action: StringEnum(ACTIONS, {
 		description:
-			"list: workflows you can start; start: start `workflow` with `input`; status: one run (`runId`) or the latest runs; " +
+			"list: workflows you can start; start: start `workflow` with `input` (optionally `detached`); status: one run (`runId`) or the latest runs; " +
 			"pause/resume/cancel: control `runId`; answer: answer the checkpoint `runId` waits on with `value`; " +
 			"submit: hand in `output` for the agent step `requestId`; update: report progress `body` for `requestId`",
 	}),
 	workflow: Type.Optional(Type.String({ description: "start: the workflow's name (or builtin:NAME)" })),
 	input: Type.Optional(Type.Unknown({ description: "start: the run's input, a JSON value (default {})" })),
+	detached: Type.Optional(
+		Type.Boolean({
+			description:
+				"start: true runs it detached: its steps go to a headless Pi the pi-workflows server runs " +
+				"(session detached-<run id>), not to this session (default false)",
+		}),
+	),
 	runId: Type.Optional(Type.String({ description: "status, pause, resume, cancel, answer: the run" })),
 	requestId: Type.Optional(
 		Type.String({ description: "submit, update: the step's request id (from the step text); answer: optional" }),
@@ -99,22 +106,18 @@ async function runAction(
 		}
 		case "start": {
 			const workflow = required(params.workflow, "workflow", "start");
+			const detached = params.detached === true;
 			const receipt = await operations.startRun(
 				{
 					workflow,
 					input: (params.input ?? {}) as JsonValue,
 					projectDir: cwd,
 					originSession: session.sessionId,
+					detached,
 				},
 				key,
 			);
-			const runId = String(receipt.body.runId);
-			return result(
-				params.action,
-				runId,
-				receipt,
-				`Started run ${runId} of workflow ${String(receipt.body.workflow ?? workflow)}.`,
-			);
+			return result(params.action, String(receipt.body.runId), receipt, formatStarted(receipt.body, workflow));
 		}
 		case "status": {
 			if (!params.runId) {

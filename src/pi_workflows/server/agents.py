@@ -4,10 +4,14 @@ Runs in the server. A detached run (``run start --detached``) has no person's Pi
 its session is a headless Pi the server runs in the run's project directory, with the
 pi-workflows extension loaded and the user's own Pi model configuration, on the session id
 ``detached-<run id>``. The extension in it attaches to that session like any origin
-session and presents and submits the run's steps. The agent is a supervised process like a
-runner: its own process group, pid and start time recorded before it can act, bounded
-output, and stopped (SIGTERM, grace, SIGKILL, then reaped) when its run finishes, is
-cancelled or paused, or no longer needs it. A missing ``pi`` or an agent that dies while
+session and presents and submits the run's steps.
+
+The agent is a supervised process like a runner: its own process group; its pid and start
+time committed right after the exec, before the server handles anything from it (the
+extension can do nothing for the run without the server; an agent whose server died before
+that commit reads the end of its stdin, which only the server held, and shuts down);
+bounded output; and stopped (SIGTERM, grace, SIGKILL, then reaped) when its run finishes,
+is cancelled or paused, or no longer needs it. A missing ``pi`` or an agent that dies while
 its run waits parks the run ``agentUnavailable`` with the reason; ``run resume`` retries.
 """
 
@@ -144,18 +148,27 @@ class HeadlessAgents:
 
     async def _spawn(self, want: agents.Wanted) -> None:
         argv, env, cwd = self._command(want)
-        process = await children.spawn_command(
-            argv, cwd=cwd, env=env, tail_bytes=self.config.runner_output_tail_bytes
-        )
-        try:
-            start = psutil.Process(process.pid).create_time()
-            agent_id = agents.record_started(
-                self.db, want.run_id, want.session_id, self.server_epoch, process.pid, start
+        recorded: list[str] = []
+
+        def record(pid: int) -> None:
+            # Runs between the exec and the server's next await: nothing from the agent
+            # (its session attach, a submission) is handled before this commit. If it
+            # raises (a full disk), ``spawn_command`` kills and reaps the agent.
+            start = psutil.Process(pid).create_time()
+            recorded.append(
+                agents.record_started(
+                    self.db, want.run_id, want.session_id, self.server_epoch, pid, start
+                )
             )
-        except BaseException:  # unrecorded (a full disk): it must not outlive this call
-            await children.stop(process, 0.1)
-            raise
-        agent = Agent(agent_id, want.run_id, process)
+
+        process = await children.spawn_command(
+            argv,
+            cwd=cwd,
+            env=env,
+            tail_bytes=self.config.runner_output_tail_bytes,
+            spawned=record,
+        )
+        agent = Agent(recorded[0], want.run_id, process)
         self.agents[want.run_id] = agent
         agent.task = asyncio.create_task(self._watch(agent), name=f"agent-watch-{want.run_id}")
         log.info("started the headless Pi of run %s (pid %d)", want.run_id, process.pid)

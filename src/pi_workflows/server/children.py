@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING
 
@@ -228,10 +229,19 @@ async def _supervise_output(child: Process, stdout: IO[bytes], stderr: IO[bytes]
 
 
 async def spawn_command(
-    argv: list[str], *, cwd: str | None, env: dict[str, str], tail_bytes: int
+    argv: list[str],
+    *,
+    cwd: str | None,
+    env: dict[str, str],
+    tail_bytes: int,
+    spawned: Callable[[int], None] | None = None,
 ) -> Process:
     """Start ``argv`` in a new session with stdin on a pipe the server holds open (closing
-    it asks the program to end) and stdout/stderr drained into bounded tails."""
+    it asks the program to end) and stdout/stderr drained into bounded tails.
+
+    ``spawned(pid)`` runs right after the exec, before this coroutine first yields, so the
+    server handles nothing from the child before it returns; if it raises, the child's group
+    is killed and reaped and the error propagates."""
     popen = subprocess.Popen(  # noqa: ASYNC220 - see ``spawn``
         argv,
         stdin=subprocess.PIPE,
@@ -241,6 +251,13 @@ async def spawn_command(
         env=env,
         start_new_session=True,
     )
+    if spawned is not None:
+        try:
+            spawned(popen.pid)
+        except BaseException:
+            signal_group(popen.pid, signal.SIGKILL)
+            popen.communicate()  # reaped, and the pipes closed
+            raise
     child = Process(popen.pid, tail_bytes, popen=popen)
     assert popen.stdout is not None
     assert popen.stderr is not None

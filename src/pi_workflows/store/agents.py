@@ -1,9 +1,9 @@
 """Headless Pi agents of detached runs: which runs want one, and the process records.
 
 Owns ``agent_processes``. A detached run's session is a headless ``pi --mode rpc`` the
-server runs; it is recorded (pid and process start time) right after it is spawned and
-before it can act, so a later server can stop it by identity, and marked ended when the
-server has stopped and reaped it.
+server runs; it is recorded (pid and process start time) right after its exec, before
+the server handles any request from it, so a later server can stop it by identity, and
+marked ended when the server has stopped and reaped it.
 """
 
 from __future__ import annotations

@@ -232,11 +232,13 @@ def report_turn(
     event: str,
     stop_reason: str | None,
     workflow_message_id: str | None,
+    error_message: str | None = None,
 ) -> dict[str, Any]:
     """A model turn of the session started or ended (``completed``, ``aborted``, ``error``,
     ``lost``). A turn started for a step that ends ``aborted`` pauses that step's run with
     ``turnAborted`` (its request stays open; ``run resume`` presents it again); one of a
-    detached run's headless agent that ends with ``error`` pauses it ``agentUnavailable``."""
+    detached run's headless agent that ends with ``error`` pauses it ``agentUnavailable``,
+    quoting ``error_message`` (the provider's error as Pi reported it) when there is one."""
     with db.atomic("sessions.report_turn") as tx:
         check_epoch(tx.conn, session_id, epoch)
         run_id = None
@@ -285,8 +287,9 @@ def report_turn(
                     db,
                     turn_run,
                     ParkReason.AGENT_UNAVAILABLE,
-                    "the headless Pi's model turn ended with an error (check its provider"
-                    " configuration); run resume tries again",
+                    "the headless Pi's model turn ended with an error"
+                    + (f": {error_message}" if error_message else "")
+                    + " (check its provider configuration); run resume tries again",
                 )
                 paused = turn_run
         return {"turnId": open_turn[0], "paused": paused}

@@ -5,8 +5,8 @@ answers `POST /v1/chat/completions` with a streamed reply (SSE `data:` chunks, t
 then argument deltas, a `finish_reason`, a usage chunk, `data: [DONE]`). What it replies is a
 function of the request: the first matching `Rule` wins, so a test scripts the model as
 "when the last message is a tool result, say X" or "when the user asks to start, call the
-`workflow` tool with these arguments". Every request is logged for assertions. It never opens
-a connection itself and serves only the loopback interface.
+`workflow` tool with these arguments", or "answer HTTP 500". Every request is logged for
+assertions. It never opens a connection itself and serves only the loopback interface.
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 __all__ = [
+    "REQUEST_ID",
     "ChatRequest",
     "MockProvider",
     "Reply",
     "Rule",
+    "failure",
     "last_is_tool_result",
     "last_tool_result_contains",
     "request_id_in",
@@ -105,16 +107,23 @@ def message_text(message: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class Reply:
-    """What the model answers: some text, or one tool call (with optional text before it)."""
+    """What the model answers: some text, or one tool call (with optional text before it);
+    with an HTTP `status` other than 200, an OpenAI-style error whose message is `text`."""
 
     text: str = ""
     tool_name: str | None = None
     tool_arguments: dict[str, Any] | None = None
+    status: int = 200
 
 
 def text(value: str) -> Callable[[ChatRequest], Reply]:
     """A reply that is just `value`."""
     return lambda _request: Reply(text=value)
+
+
+def failure(status: int, message: str) -> Callable[[ChatRequest], Reply]:
+    """A provider error: HTTP `status` with `{"error": {"message": message}}`."""
+    return lambda _request: Reply(text=message, status=status)
 
 
 def tool_call(
@@ -269,6 +278,10 @@ class MockProvider:
                     return
                 reply, rule = provider._choose(ChatRequest(body))
                 provider._record(self.path, body, reply, rule)
+                if reply.status != 200:
+                    error = {"message": reply.text, "type": "server_error", "code": None}
+                    self._send_json(reply.status, {"error": error})
+                    return
                 self._stream(reply, bool(body.get("stream", True)))
 
             def _send_json(self, status: int, value: Any) -> None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 MAX_SESSION_ID_CHARS = 200
 MAX_PRESENT = 20_000
+MAX_TURN_ERROR_CHARS = 500
 
 
 def _session(payload: dict[str, Any]) -> str:
@@ -103,7 +104,8 @@ async def message_report(server: Server, request: Request) -> dict[str, Any]:
 
 @operation("workflowTurn.report")
 async def turn_report(server: Server, request: Request) -> dict[str, Any]:
-    """``{sessionId, coordinatorEpoch, event: started|ended, stopReason?, workflowMessageId?}``."""
+    """``{sessionId, coordinatorEpoch, event: started|ended, stopReason?, workflowMessageId?,
+    errorMessage?}`` (``errorMessage``: the provider's error text of a turn ended ``error``)."""
     session_id = _session(request.payload)
     epoch = _epoch(request.payload)
     event = request.payload.get("event")
@@ -113,6 +115,9 @@ async def turn_report(server: Server, request: Request) -> dict[str, Any]:
     if event == "ended" and stop_reason not in sessions.STOP_REASONS:
         raise bad("payload field 'stopReason' must be completed, aborted, error or lost")
     message_id = text(request.payload, "workflowMessageId", required=False)
+    error = request.payload.get("errorMessage")
+    if error is not None and not isinstance(error, str):
+        raise bad("payload field 'errorMessage' must be a string")
     result = sessions.report_turn(
         server.db,
         session_id,
@@ -120,6 +125,7 @@ async def turn_report(server: Server, request: Request) -> dict[str, Any]:
         event=str(event),
         stop_reason=stop_reason if event == "ended" else None,
         workflow_message_id=message_id,
+        error_message=" ".join(error.split())[:MAX_TURN_ERROR_CHARS] if error else None,
     )
     server.wake()
     return result

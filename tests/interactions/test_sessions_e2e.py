@@ -200,3 +200,107 @@ def test_runs_without_an_origin_keep_their_messages_in_run_show(
     assert view["originSession"] is None
     assert [m["kind"] for m in view["messages"]] == ["notification", "step"]
     assert view["messages"][0]["text"] == "Starting solo"
+
+
+def test_a_fenced_coordinators_turn_report_is_refused_and_changes_nothing(
+    server: ServerProcess,
+) -> None:
+    """After a newer attach, the older coordinator's ``workflowTurn.report`` (a start, or an
+    aborted end that would pause the run) is ``coordinatorFenced`` and records nothing."""
+    run_id = _start(server)
+    with server.client() as client:
+        old = client.attach_session(SESSION)
+        step = wait_for(lambda: client.get_session(SESSION)["activeRequest"], 30, "the step")
+        new = client.attach_session(SESSION)
+        message = step["workflowMessageId"]
+        with pytest.raises(RejectedError) as fenced:
+            client.report_turn(SESSION, old, "started", workflow_message_id=message)
+        assert fenced.value.code == "coordinatorFenced"
+        assert server.query("SELECT COUNT(*) FROM workflow_turns") == [(0,)]
+        started = client.report_turn(SESSION, new, "started", workflow_message_id=message)
+        with pytest.raises(RejectedError) as fenced_end:
+            client.report_turn(SESSION, old, "ended", stop_reason="aborted")
+        assert fenced_end.value.code == "coordinatorFenced"
+        assert server.run(run_id)["status"] == "waiting"
+        assert server.query("SELECT turn_id, status FROM workflow_turns") == [
+            (started["turnId"], "started")
+        ]
+        ended = client.report_turn(SESSION, new, "ended", stop_reason="completed")
+    assert (ended["turnId"], ended["paused"]) == (started["turnId"], None)
+    assert server.run(run_id)["status"] == "waiting"
+
+
+CHATTY = """
+from pi_workflows import Workflow, compute, edge, notify, switch
+
+def count(ctx):
+    return {"left": ctx.outputs.get("count", {"left": ctx.input["n"]})["left"] - 1}
+
+workflow = Workflow(
+    "chatty",
+    start="count",
+    max_steps=200,
+    nodes={
+        "count": compute(count),
+        "say": notify(lambda ctx: f"tick {ctx.outputs['count']['left']} " + "x" * 12000),
+        "done": compute(lambda ctx: {"finished": True}),
+    },
+    edges=[switch("count", on="$.left", cases={0: "done"}, default="say"),
+           edge("say", "count")],
+)
+"""
+
+
+def test_a_slow_session_watcher_gets_the_latest_view_not_every_one(
+    server: ServerProcess,
+) -> None:
+    """Window: the session's watcher reads nothing while its run makes dozens of changes
+    (each view ~0.5 MB of pending notifications), then reads: it gets far fewer views than
+    changes, and the last one is the session's final view (the run completed, its terminal
+    message pending)."""
+    server.write_workflow("chatty", CHATTY)
+    with server.client() as client:
+        epoch = client.attach_session(SESSION)
+        with client.watch_session(SESSION, epoch) as watch:
+            run_id = server.start_run("chatty", {"n": 30}, origin_session=SESSION)
+            final = server.wait_status(run_id, "completed", 60)
+            views: list[dict[str, Any]] = []
+
+            def finished(view: dict[str, Any]) -> bool:
+                views.append(view)
+                return "terminal" in _kinds(view)
+
+            last = watch.wait_for(finished, 30)
+    assert len(views) < final["revision"] / 2, (len(views), final["revision"])
+    assert [r["status"] for r in last["runs"]] == ["completed"]
+    notes = [m for m in last["messages"] if m["kind"] == "notification"]
+    assert len(notes) == 29
+    assert notes[-1]["text"].startswith("tick 1 ")
+    revisions = [v["revision"] for v in views]
+    assert revisions == sorted(set(revisions))
+
+
+def test_the_active_requests_contract_names_its_request_id(server: ServerProcess) -> None:
+    """The session view's ``activeRequest.request.contract`` has the real request id in
+    place of the runner's ``<requestId>`` placeholder, like the step's text."""
+    _start(server)
+    with server.client() as client:
+        active = wait_for(lambda: client.get_session(SESSION)["activeRequest"], 30, "the step")
+    contract = active["request"]["contract"]
+    assert active["requestId"] in contract
+    assert "<requestId>" not in contract
+    assert contract in active["text"]
+
+
+def test_run_show_and_interaction_list_name_the_request_id_in_the_contract(
+    server: ServerProcess,
+) -> None:
+    """``waitingOn.request.contract`` (``run show``) and each ``interaction.list`` item's
+    contract have the real request id in place of ``<requestId>``."""
+    run_id = _start(server)
+    waiting = server.wait_status(run_id, "waiting")["waitingOn"]
+    with server.client() as client:
+        [listed] = client.list_interactions(SESSION)
+    for shown in (waiting, listed):
+        assert shown["requestId"] in shown["request"]["contract"]
+        assert "<requestId>" not in shown["request"]["contract"]

@@ -312,3 +312,61 @@ def test_a_server_killed_after_recording_a_submission_validates_that_same_one_on
     assert done["output"] == {"route": "fix", "result": "ok"}
     assert server_process.query("SELECT status FROM interactive_submissions") == [("accepted",)]
     assert server_process.diagnose() == []
+
+
+LOOP = """
+from pi_workflows import Workflow, agent, compute, switch
+
+workflow = Workflow(
+    "loop",
+    start="ask",
+    nodes={
+        "ask": agent(prompt="Once more?", expected_output='{"next": "again"}'),
+        "done": compute(lambda ctx: ctx.outputs["ask"]),
+    },
+    edges=[switch("ask", on="$.next", cases={"again": "ask"}, default="done")],
+)
+"""
+
+
+def test_a_submission_for_an_earlier_visits_request_is_refused_and_the_new_one_stays_open(
+    server: ServerProcess,
+) -> None:
+    """A stale attempt: the step looped through a switch and opened a new request; a
+    submission for the first visit's request is a typed ``requestClosed`` rejection, and
+    the new request stays open for its own answer."""
+    server.write_workflow("loop", LOOP)
+    run_id = server.start_run("loop")
+    first = server.wait_status(run_id, "waiting")["waitingOn"]["requestId"]
+    with server.client() as client:
+        client.submit(first, {"next": "again"})
+        second = wait_for(
+            lambda: (
+                (server.run(run_id).get("waitingOn") or {}).get("requestId") not in (None, first)
+                and server.run(run_id)["waitingOn"]["requestId"]
+            ),
+            30,
+            "the second visit's request",
+        )
+        revision = server.run(run_id)["revision"]
+        with pytest.raises(RejectedError) as stale:
+            client.submit(first, {"next": "stop"})
+        assert stale.value.code == "requestClosed"
+        assert first in stale.value.message
+        view = server.run(run_id)
+        assert (view["status"], view["revision"]) == ("waiting", revision)
+        assert (view["waitingOn"]["requestId"], view["waitingOn"]["status"]) == (
+            second,
+            "pending",
+        )
+        assert [i["requestId"] for i in client.list_interactions()] == [second]
+        client.submit(second, {"next": "stop"})
+    done = server.wait_status(run_id, {"completed", "failed"})
+    assert done["output"] == {"next": "stop"}
+    asks = [(a["visit"], a["status"]) for a in done["attempts"] if a["nodeId"] == "ask"]
+    assert asks == [(1, "completed"), (2, "completed")]
+    assert server.query("SELECT status FROM interactive_submissions ORDER BY rowid") == [
+        ("accepted",),
+        ("accepted",),
+    ]
+    assert server.diagnose() == []

@@ -15,6 +15,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
+from pi_workflows.protocol import REQUEST_ID_PLACEHOLDER
 from pi_workflows.store import jsoncol, messages, values
 from pi_workflows.store.database import Transaction
 from pi_workflows.store.errors import DecisionResolvedError, InvalidTransitionError
@@ -95,6 +96,15 @@ def read_request(conn: sqlite3.Connection, request_id: str) -> Interaction | Non
     return None if row is None else _interaction(conn, row)
 
 
+def request_for_clients(request: Any, request_id: str) -> Any:
+    """The stored ``request`` as clients see it: an agent step's ``contract`` was rendered
+    by the runner before the id existed, so its ``REQUEST_ID_PLACEHOLDER`` is filled in."""
+    contract = request.get("contract") if isinstance(request, dict) else None
+    if not isinstance(contract, str) or REQUEST_ID_PLACEHOLDER not in contract:
+        return request
+    return {**request, "contract": contract.replace(REQUEST_ID_PLACEHOLDER, request_id)}
+
+
 def open_request_of(conn: sqlite3.Connection, run_id: str) -> Interaction | None:
     """The run's open (pending or validating) request, if any."""
     row = conn.execute(
@@ -116,7 +126,20 @@ def open_request(
     origin_session: str | None,
 ) -> str:
     """Record a pending request (its decision row, and the message that presents it to the
-    run's origin session) and return the request id."""
+    run's origin session) and return the request id.
+
+    A run waits on at most one open request: while one is pending or validating, opening
+    another is ``InvalidTransitionError`` naming it (the unique index is only the backstop).
+    """
+    existing = open_request_of(tx.conn, run_id)
+    if existing is not None:
+        raise InvalidTransitionError(
+            run_id,
+            f"open a {draft.kind} request for node {node_id} of",
+            "waiting",
+            f"request {existing.request_id} of node {existing.node_id} is still"
+            f" {existing.status}; a run waits on at most one request at a time",
+        )
     request_id = new_id("req")
     deadline_at = None if draft.timeout_ms is None else tx.now + draft.timeout_ms
     tx.conn.execute(

@@ -119,7 +119,7 @@ def view(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
             "nodeId": active.node_id,
             "kind": active.kind,
             "status": active.status,
-            "request": active.request,
+            "request": interactions.request_for_clients(active.request, active.request_id),
             "deadlineAt": active.deadline_at,
             "workflowMessageId": None if message is None else message["workflowMessageId"],
             "messageStatus": None if message is None else message["status"],

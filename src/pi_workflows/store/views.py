@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from pi_workflows.store import attempt_logs, effects, jsoncol, values
+from pi_workflows.store import attempt_logs, effects, interactions, jsoncol, values
 from pi_workflows.store.errors import RunNotFoundError
 from pi_workflows.store.runs import read_run
 from pi_workflows.store.states import view_status
@@ -110,7 +110,7 @@ def list_interactions(
             "nodeId": row[3],
             "kind": row[4],
             "status": row[5],
-            "request": jsoncol.loads(row[6]),
+            "request": interactions.request_for_clients(jsoncol.loads(row[6]), row[0]),
             "deadlineAt": row[7],
             "originSession": row[8],
             "createdAt": row[9],
@@ -177,7 +177,7 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
             "requestId": waiting[0],
             "nodeId": waiting[1],
             "kind": waiting[2],
-            "request": jsoncol.loads(waiting[3]),
+            "request": interactions.request_for_clients(jsoncol.loads(waiting[3]), waiting[0]),
             "deadlineAt": waiting[4],
             "status": waiting[5],
         },

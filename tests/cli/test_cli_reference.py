@@ -1,4 +1,5 @@
-"""docs/cli.md documents every command and option that `--help` shows, and nothing else."""
+"""docs/cli.md documents every command and option that `--help` shows, and nothing else:
+both directions are checked, so neither a new option nor a removed one can drift."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pi_workflows.cli.main import cli
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 HEADING = re.compile(r"^### (pi-workflows .+)$", re.MULTILINE)
+OPTION_ROW = re.compile(r"^\| *(`-[^|]*)\|", re.MULTILINE)
+LONG_OPTION = re.compile(r"`(--[a-z][a-z0-9-]*)")
 
 
 def _leaf_commands(
@@ -67,10 +70,33 @@ def test_every_command_and_its_options_are_documented(path: tuple[str, ...]) -> 
         assert f"`{option}" in sections[title], f"{option} of '{title}' is not documented"
 
 
+def _documented_options(section: str) -> set[str]:
+    """The long options a section's option table lists (its rows' first cells)."""
+    return {option for cell in OPTION_ROW.findall(section) for option in LONG_OPTION.findall(cell)}
+
+
 def test_the_reference_documents_no_command_that_does_not_exist() -> None:
     """Every command section in docs/cli.md names a real command."""
     real = {"pi-workflows " + " ".join(path) for path in COMMANDS}
-    assert set(_sections()) == real
+    assert set(_sections()) - real == set(), "sections for commands that do not exist"
+    assert real - set(_sections()) == set(), "commands without a section"
+
+
+@pytest.mark.parametrize("path", sorted(COMMANDS), ids=" ".join)
+def test_the_reference_documents_no_option_a_command_does_not_have(path: tuple[str, ...]) -> None:
+    """Every option in a command's table in docs/cli.md is an option of that command."""
+    section = _sections()["pi-workflows " + " ".join(path)]
+    extra = _documented_options(section) - set(_long_options(COMMANDS[path]))
+    assert extra == set(), f"docs/cli.md lists options 'pi-workflows {' '.join(path)}' lacks"
+
+
+def test_the_option_check_sees_an_option_that_no_longer_exists() -> None:
+    """The table parser finds every option of a row, so a stale row would be reported."""
+    section = (
+        "| option | meaning |\n|---|---|\n| `--verbose`, `-v` | more |\n"
+        '| `--gone SECONDS` | removed |\n| `--json` | print `{"--not": 1}` |\n'
+    )
+    assert _documented_options(section) == {"--verbose", "--gone", "--json"}
 
 
 def test_global_options_and_exit_codes_are_documented() -> None:

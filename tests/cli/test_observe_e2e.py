@@ -6,12 +6,14 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from itertools import takewhile
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
 from pi_workflows.cli.main import cli
+from pi_workflows.cli.output import format_time
 
 from support.server import ServerProcess
 
@@ -124,9 +126,6 @@ def test_run_show_verbose_and_output_of_one_node(server: ServerProcess) -> None:
     output = invoke(server, "run", "show", run_id, "--output", "hello")
     assert output.exit_code == 0
     assert json.loads(output.stdout) == {"greeting": "hi"}
-    failed = invoke(server, "run", "show", run_id, "--output", "boom")
-    assert failed.exit_code == 1
-    assert "node boom failed: ValueError: the answer was no" in failed.stderr
     missing = invoke(server, "run", "show", run_id, "--output", "nowhere")
     assert missing.exit_code == 1
     assert "has no result" in missing.stderr
@@ -163,9 +162,10 @@ def test_run_logs_shows_prints_records_shell_output_and_the_bounded_tail(
 
 
 def test_run_history_is_readable_and_paged(server: ServerProcess) -> None:
-    """Each event is one line with its revision, node and actor; --json has every event."""
+    """Each event is one line with its revision, node and actor (in a terminal wide enough
+    for every detail); --json has every event."""
     run_id = failed_run(server)
-    result = invoke(server, "run", "history", run_id)
+    result = invoke_at(server, 120, "run", "history", run_id)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["time", "rev", "event", "node", "actor", "detail"]
@@ -177,7 +177,7 @@ def test_run_history_is_readable_and_paged(server: ServerProcess) -> None:
     events = json.loads(invoke(server, "run", "history", run_id, "--json").stdout)["events"]
     assert [e["revision"] for e in events] == list(range(1, len(events) + 1))
     assert events[-1]["runStatus"] == "failed"
-    limited = invoke(server, "run", "history", run_id, "--after", "2", "--limit", "3")
+    limited = invoke_at(server, 120, "run", "history", run_id, "--after", "2", "--limit", "3")
     assert [line.split()[1] for line in limited.stdout.splitlines()[1:]] == ["3", "4", "5"]
 
 
@@ -204,7 +204,8 @@ def test_history_and_logs_follow_a_run_until_it_ends(server: ServerProcess) -> N
     assert history.returncode == 0
     assert logs.returncode == 0
     assert "interaction.submitted" in history_out
-    assert history_out.splitlines()[-1].split()[2] == "run.failed"
+    event_lines = [line for line in history_out.splitlines() if not line.startswith(" ")]
+    assert event_lines[-1].split()[2] == "run.failed"  # (a long detail wraps below it)
     assert "── node boom · visit 1 ──" in logs_out
     assert "about to fail" in logs_out
     assert "ValueError: the answer was later" in logs_out
@@ -243,18 +244,164 @@ def test_run_list_filters_and_pages_newest_first(server: ServerProcess) -> None:
     assert bad.exit_code == 2
 
 
-def test_run_list_fits_80_columns_without_cutting_ids_or_statuses(server: ServerProcess) -> None:
-    """Long workflow names give way; run ids, statuses and times are printed whole."""
-    server.write_workflow(
-        "a-very-long-workflow-name-for-the-list",
-        "from pi_workflows import Workflow, compute\n"
-        "workflow = Workflow('a-very-long-workflow-name-for-the-list', start='a-rather-long-node',"
-        " nodes={'a-rather-long-node': compute(lambda ctx: 1)}, edges=[])\n",
+LONG_WORKFLOW = "a-very-long-workflow-name-for-the-list"  # 38 characters
+LONG_NODE = "classify-every-incoming-ticket-x"  # 32 characters
+LONG = f"""
+from pi_workflows import Workflow, checkpoint, compute, edge, idempotent_effect, action
+
+def fail(ctx):
+    raise ValueError("the ticket could not be classified because " + "it was unclear " * 6)
+
+workflow = Workflow(
+    "{LONG_WORKFLOW}",
+    start="{LONG_NODE}",
+    nodes={{
+        "{LONG_NODE}": action(lambda ctx: {{"sent": True}},
+                              effect=idempotent_effect("write-the-classification-record")),
+        "wait-for-a-person-to-look-at-it": checkpoint(lambda ctx: {{"question": "Fine?"}}),
+        "fail-with-a-rather-long-message": compute(fail),
+    }},
+    edges=[edge("{LONG_NODE}", "wait-for-a-person-to-look-at-it"),
+           edge("wait-for-a-person-to-look-at-it", "fail-with-a-rather-long-message")],
+)
+"""
+
+
+def invoke_at(server: ServerProcess, columns: int, *args: str) -> Result:
+    """`pi-workflows --home HOME ARGS` in-process in a terminal `columns` wide."""
+    env = {"HOME": str(server.user_home), "COLUMNS": str(columns)}
+    return CliRunner().invoke(cli, ["--home", str(server.home), *args], env=env)
+
+
+def column(lines: list[str], start: int, end: int | None) -> str:
+    """The text between two character offsets of `lines`, joined without spaces (a wrapped
+    cell whole)."""
+    return "".join("".join(line[start:end].split()) for line in lines)
+
+
+def test_run_list_shows_every_column_whole_at_80_columns_with_long_names(
+    server: ServerProcess,
+) -> None:
+    """At 80 columns a run with a 38-character workflow name and a 32-character node keeps
+    its id, status and time whole on its first line, and its workflow and node (moved under
+    the workflow) wrap whole in their column."""
+    server.write_workflow(LONG_WORKFLOW, LONG)
+    run_id = server.start_run(LONG_WORKFLOW)
+    server.wait_status(run_id, "waiting")
+    short = server.start_run("logs")
+    server.wait_status(short, "waiting")
+    result = invoke_at(server, 80, "run", "list")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    header = lines[0]
+    assert header.split() == ["run", "workflow", "/", "node", "status", "updated"]
+    starts = [header.index(name) for name in ("workflow", "status", "updated")]
+    first = next(i for i, line in enumerate(lines) if line.startswith(run_id))
+    block = [lines[first]]
+    for line in lines[first + 1 :]:
+        if line.startswith("run_"):
+            break
+        block.append(line)
+    updated = server.run(run_id)["updatedAt"]
+    assert lines[first][starts[1] :].split()[0] == "waiting"
+    assert lines[first][starts[2] :].strip() == format_time(updated, short=True)
+    assert column(block, starts[0], starts[1]) == f"{LONG_WORKFLOW}↳wait-for-a-person-to-look-at-it"
+    short_row = next(line for line in lines if line.startswith(short))
+    assert short_row.split()[1:3] == ["logs", "waiting"]
+
+
+def test_run_list_at_60_columns_keeps_ids_statuses_and_times_and_drops_the_names(
+    server: ServerProcess,
+) -> None:
+    """Too narrow for the names, `run list` leaves out workflow and node and says so;
+    ids, statuses and times stay whole."""
+    run_id = server.start_run("logs")
+    view = server.wait_status(run_id, "waiting")
+    result = invoke_at(server, 60, "run", "list")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["run", "status", "updated"]
+    assert lines[2].split() == [
+        run_id,
+        "waiting",
+        *format_time(view["updatedAt"], short=True).split(),
+    ]
+    assert lines[-1] == "(workflow and node left out at 60 columns; --json has them)"
+    assert all(len(line) <= 60 for line in lines)
+
+
+def test_run_show_keeps_long_node_ids_and_effect_types_whole_at_80_columns(
+    server: ServerProcess,
+) -> None:
+    """Node ids and effect ids and types are printed whole; errors give way instead; the
+    execution mode and the origin session are shown."""
+    server.write_workflow(LONG_WORKFLOW, LONG)
+    run_id = server.start_run(LONG_WORKFLOW, origin_session="session-for-show")
+    server.wait_status(run_id, "waiting")
+    with server.client() as client:
+        client.answer_checkpoint(run_id, "yes")
+    server.wait_status(run_id, "failed")
+    for verbose in ((), ("--verbose",)):
+        result = invoke_at(server, 80, "run", "show", run_id, *verbose)
+        assert result.exit_code == 0, result.output
+        lines = result.stdout.splitlines()
+        assert all(len(line) <= 80 for line in lines), [x for x in lines if len(x) > 80]
+        words = result.stdout.split()
+        for node in (
+            LONG_NODE,
+            "wait-for-a-person-to-look-at-it",
+            "fail-with-a-rather-long-message",
+        ):
+            assert node in words, node
+        assert "write-the-classification-record" in words
+        (effect,) = server.run(run_id)["effects"]
+        assert effect["effectId"] in words
+        assert any(line.split() == ["mode", "attached"] for line in lines)
+        assert any(line.split() == ["session", "session-for-show"] for line in lines)
+        assert any(
+            line.startswith("fail-with-a-rather-long-message (visit 1): ValueError: the ticket")
+            for line in lines
+        )
+    assert "(idempotent)" in result.stdout  # with --verbose, the effect's kind
+
+
+def test_run_show_output_of_a_failed_node_prints_only_its_error(server: ServerProcess) -> None:
+    """`--output NODE` of a failed node prints one error line and nothing else, exit 1."""
+    run_id = failed_run(server)
+    failed = invoke(server, "run", "show", run_id, "--output", "boom")
+    assert failed.exit_code == 1
+    assert failed.stdout == ""
+    assert failed.stderr == "pi-workflows: error: node boom failed: ValueError: the answer was no\n"
+
+
+def test_run_history_fits_80_columns_and_says_json_details_in_words(
+    server: ServerProcess,
+) -> None:
+    """Every history line fits 80 columns; a submitted answer reads as words, not JSON."""
+    run_id = failed_run(server)
+    result = invoke_at(server, 80, "run", "history", run_id)
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), [x for x in lines if len(x) > 80]
+    at = next(i for i, line in enumerate(lines) if "interaction.submitted" in line)
+    detail_at = lines[0].index("detail")
+    wrapped = [lines[at], *takewhile(lambda line: line.startswith(" "), lines[at + 1 :])]
+    assert " ".join(line[detail_at:].strip() for line in wrapped) == "answer submitted, validating"
+    assert "{" not in result.stdout
+    assert not any(line.startswith("── ") for line in lines)  # every event is from today
+
+
+def test_run_logs_for_a_node_the_run_does_not_have_names_its_nodes(
+    server: ServerProcess,
+) -> None:
+    """`run logs RUN --node nosuch` is one error line listing the run's nodes, exit 1."""
+    run_id = failed_run(server)
+    result = invoke(server, "run", "logs", run_id, "--node", "nosuch")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"pi-workflows: error: run {run_id} has no node 'nosuch'; its nodes: hello, chatty,"
+        " say, ask, boom\n"
     )
-    run_id = server.start_run("a-very-long-workflow-name-for-the-list")
-    server.wait_status(run_id, "completed")
-    result = invoke(server, "run", "list")
-    rows = [line for line in result.stdout.splitlines() if run_id in line]
-    assert len(rows) == 1
-    assert "completed" in rows[0]
-    assert all(len(line) <= 80 for line in result.stdout.splitlines())
+    quiet = invoke(server, "run", "logs", run_id, "--node", "ask")
+    assert (quiet.exit_code, quiet.stdout) == (0, "no output captured for node ask\n")

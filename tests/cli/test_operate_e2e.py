@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import shutil
+import sqlite3
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,6 +112,19 @@ def test_workflows_show_prints_the_graph_as_text_and_mermaid(server: ServerProce
     assert "    n_ask -->|$.way = #quot;left#quot;| n_left" in lines
 
 
+def test_mermaid_lists_edges_in_graph_order(server: ServerProcess) -> None:
+    """Edges follow the workflow's nodes in the order it declares them, not the alphabet."""
+    mermaid = invoke(server, "workflows", "show", "builtin:demo", "--mermaid").stdout.splitlines()
+    assert [line for line in mermaid if "-->" in line] == [
+        "    n_prepare --> n_summarize",
+        "    n_summarize --> n_announce",
+        "    n_announce --> n_python_version",
+        "    n_python_version --> n_parse_version",
+        "    n_parse_version --> n_ask",
+        "    n_ask --> n_report",
+    ]
+
+
 def test_workflows_check_validates_files_for_editors_and_ci(
     server: ServerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -118,12 +136,21 @@ def test_workflows_check_validates_files_for_editors_and_ci(
         0,
         f"{workflows_dir / 'good.workflow.py'}: ok (workflow good)\n",
     )
-    both = invoke(server, "workflows", "check", "good.workflow.py", "broken.workflow.py")
+    (workflows_dir / "syntax.workflow.py").write_text("from pi_workflows import Workflow\nx = (\n")
+    both = invoke(
+        server, "workflows", "check", "good.workflow.py", "broken.workflow.py", "syntax.workflow.py"
+    )
     assert both.exit_code == 1
     lines = both.stdout.splitlines()
-    assert len(lines) == 2
-    assert lines[1].startswith(f"{workflows_dir / 'broken.workflow.py'}: error: ")
-    assert "nowhere" in lines[1]
+    assert len(lines) == 3
+    broken, syntax = workflows_dir / "broken.workflow.py", workflows_dir / "syntax.workflow.py"
+    assert re.fullmatch(
+        rf"{re.escape(str(broken))}:\d+: error: workflow 'broken', node 'a': edge to unknown"
+        r" node 'nowhere'",
+        lines[1],
+    ), lines[1]
+    assert lines[2] == f"{syntax}:2: error: syntax error: '(' was never closed"
+    assert all(line.count(str(workflows_dir)) == 1 for line in lines)  # the path once
 
 
 def test_a_relative_path_and_the_project_are_found_from_the_working_directory(
@@ -238,3 +265,58 @@ def test_a_damaged_state_file_gives_the_reset_instruction_not_a_traceback(tmp_pa
     assert "Back it up and move it away together with its -wal and -shm files" in lines[0]
     assert f"mv {database} {database}-wal {database}-shm" in lines[0]
     assert os.environ.get("PI_WORKFLOWS_DEBUG") != "1"
+
+
+BIG = """
+from pi_workflows import Workflow, compute, edge
+workflow = Workflow("big", start="small", nodes={
+    "small": compute(lambda ctx: {"text": "q" * 40000}),  # stored apart, sent inline
+    "large": compute(lambda ctx: {"text": "y" * 100000}),  # stored apart, sent by reference
+}, edges=[edge("small", "large")])
+"""
+
+
+def test_a_damaged_stored_value_gives_the_reset_instruction_of_a_damaged_page() -> None:
+    """A blob whose bytes no longer match their digest (damaged inside the state file, where
+    SQLite cannot see it) answers `stateDamaged` with the one-line reset instruction, and
+    the CLI exits 3, as for a damaged database page."""
+    # A short state path, so the instruction (which names it four times) is not shortened.
+    root = Path(tempfile.mkdtemp(prefix="pw-", dir="/tmp"))
+    server = ServerProcess(root)
+    try:
+        server.write_workflow("big", BIG)
+        server.start()
+        run_id = server.start_run("big")
+        server.wait_status(run_id, "completed")
+        server.stop()
+        database = server.home / "state.sqlite"
+        with contextlib.closing(sqlite3.connect(database)) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        data = database.read_bytes()
+        for letter in (b"q", b"y"):  # every copy in the file, so the blob's for certain
+            data = data.replace(letter * 1000, b"z" * 1000)
+        database.write_bytes(data)
+        server.start()
+        shown = {
+            "inline": invoke(server, "run", "show", run_id, "--output", "small"),
+            "by reference": invoke(server, "run", "show", run_id, "--output", "large"),
+            "run output": invoke(server, "run", "show", run_id),
+        }
+        as_json = invoke(server, "run", "show", run_id, "--json")
+    finally:
+        server.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+    instruction = (
+        f"the state database {database} is damaged; stop the server, back the file up and"
+        f" move it away with its -wal and -shm files (mv {database} {database}-wal"
+        f" {database}-shm /some/backup/dir/), then run the command again to start with an"
+        " empty one"
+    )
+    for how, human in shown.items():
+        assert (human.exit_code, human.stdout, human.stderr) == (
+            3,
+            "",
+            f"pi-workflows: error: {instruction}\n",
+        ), how
+    assert as_json.exit_code == 3
+    assert json.loads(as_json.stdout) == {"error": {"code": "stateDamaged", "message": instruction}}

@@ -49,6 +49,7 @@ def test_state_prune_removes_ended_runs_after_a_verified_backup(tmp_path: Path) 
         report = json.loads(result.stdout)
         assert report["runs"] == 2
         assert report["attempts"] == 4
+        assert report["receipts"] == 2  # the two ended runs' `run.start` receipts
         assert report["blobs"] >= 2  # the definition of `quick` and both large outputs
         assert report["backup"]["verified"] is True
         backup = Path(report["backup"]["path"])
@@ -76,6 +77,21 @@ def test_state_prune_removes_ended_runs_after_a_verified_backup(tmp_path: Path) 
             not (server.home / "backups").exists()
             or len(list((server.home / "backups").iterdir())) == 1
         )
+
+
+def test_state_prune_counts_the_receipts_of_the_runs_it_removed(tmp_path: Path) -> None:
+    """The human report names the pruned runs' command receipts, not 0."""
+    with running_server(tmp_path) as server:
+        run_id = server.start_run("builtin:demo")
+        server.wait_status(run_id, "waiting")
+        with server.client() as client:
+            client.answer_checkpoint(run_id, "yes")  # a second receipt of the same run
+        server.wait_status(run_id, "completed")
+        wait_for(lambda: server.run(run_id)["runner"] is None, 30, "the runner to be gone")
+        result = invoke(server, "state", "prune", "--older-than", "0s", "--no-backup")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("removed 1 run(s) that ended before ")
+    assert ", 2 receipts, " in result.stdout
 
 
 def test_prune_refuses_bad_durations_and_conflicting_backup_options(tmp_path: Path) -> None:

@@ -130,6 +130,31 @@ def test_the_list_shows_runs_live_and_enter_opens_one(server: ServerProcess) -> 
     drive(app, script)
 
 
+def test_escape_on_a_run_opened_directly_goes_to_the_run_list(server: ServerProcess) -> None:
+    """`watch RUN` then escape shows the run list (as the footer says), not an exit; enter
+    opens the run again and escape comes back to that list."""
+    run_id = server.start_run("slow")
+    server.wait_status(run_id, "waiting")
+    app = WatchApp(server.home, run_id=run_id, client_factory=server.client)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: run_status(app) == "waiting", "the run view")
+        footer = app.screen.active_bindings
+        assert footer["escape"].binding.description == "runs"
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, RunsScreen), "the run list")
+        table = app.screen.query_one("#runs", DataTable)
+        await until(pilot, lambda: run_id in table.rows, "the run in the list")
+        assert app.is_running
+        await pilot.press("enter")
+        await until(pilot, lambda: run_status(app) == "waiting", "the run again")
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, RunsScreen), "back to the list")
+        assert len(app.screen_stack) == 2
+
+    drive(app, script)
+
+
 def test_answer_pause_resume_and_a_confirmed_cancel(server: ServerProcess) -> None:
     """`a` answers the checkpoint; `p`/`r` pause and resume; `c` cancels only after `y`."""
     run_id = server.start_run("slow")

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,7 +94,7 @@ def test_the_async_client_has_the_same_surface(server: ServerProcess) -> None:
                 client.wait(run_id, timeout=60), client.list_runs(limit=5)
             )
             assert waiting["status"] == "waiting"
-            assert run_id in [run["runId"] for run in listed[0]]
+            assert run_id in [run["runId"] for run in listed]
             await client.answer_checkpoint(run_id, "together")
             output = await client.result(run_id, timeout=60)
             events = [event["type"] for event in await client.history(run_id)]
@@ -133,3 +134,80 @@ def test_the_example_programs_run_against_a_server(server: ServerProcess) -> Non
     assert "answered by a program" in answers.stdout
     with Client(server.home, autostart=False) as client:
         assert {run["status"] for run in client.list_runs()} == {"completed"}
+
+
+LOCAL = """
+from pi_workflows import Workflow, compute
+
+workflow = Workflow("local", start="a", nodes={"a": compute(lambda ctx: {"here": True})}, edges=[])
+"""
+
+
+def test_relative_workflow_paths_and_the_project_resolve_from_the_working_directory(
+    server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From a project subdirectory, `./local.workflow.py` is that file and a bare name is a
+    workflow of the nearest `.pi/workflows` upwards, for both clients, as in the CLI."""
+    below = server.project / "src" / "deep"
+    below.mkdir(parents=True)
+    (below / "local.workflow.py").write_text(LOCAL)
+    monkeypatch.chdir(below)
+    with server.client() as client:
+        local = client.start("./local.workflow.py")
+        assert client.result(local, timeout=60) == {"here": True}
+        named = client.start("flow")  # found in <project>/.pi/workflows, two levels up
+        assert client.wait(named, timeout=60)["status"] == "waiting"
+        assert "flow" in {w["name"] for w in client.list_workflows()}
+        assert client.show_workflow("local.workflow.py")["workflow"] == "local"
+
+    async def scenario() -> tuple[object, str]:
+        async with AsyncClient(server.home, autostart=False) as client:
+            run_id = await client.start("local.workflow.py")
+            named = await client.start("flow")
+            return await client.result(run_id, timeout=60), (await client.wait(named))["workflow"]
+
+    assert asyncio.run(scenario()) == ({"here": True}, "flow")
+    sources = server.query("SELECT source_ref, project_dir FROM run_sources")
+    assert (str(below / "local.workflow.py"), str(server.project)) in sources
+    assert all(project == str(server.project) for _, project in sources)
+
+
+def test_the_async_client_answers_every_read_as_the_blocking_client_does(
+    server: ServerProcess,
+) -> None:
+    """Each read method of `AsyncClient` returns what the same method of `Client` returns
+    for the same run (history limits, pages, node outputs, workflows, effects, state)."""
+    with server.client() as client:
+        run_id = client.start("flow", project=server.project)
+        client.wait(run_id, timeout=60)
+        client.answer_checkpoint(run_id, "compared")
+        client.result(run_id, timeout=60)
+        calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
+            ("get_run_complete", (run_id,), {}),
+            ("list_runs", (), {"limit": 5}),
+            ("list_runs_page", ("completed",), {"limit": 1}),
+            ("history", (run_id,), {"after": 1, "limit": 3}),
+            ("logs", (run_id,), {"node": "finish"}),
+            ("node_output", (run_id, "finish"), {}),
+            ("list_effects", (run_id,), {}),
+            ("list_interactions", (), {}),
+            ("list_workflows", (server.project,), {}),
+            ("show_workflow", ("flow",), {"project": server.project}),
+            ("check_workflow", (server.project / ".pi" / "workflows" / "flow.workflow.py",), {}),
+            ("diagnose", (), {}),
+        ]
+        expected = {name: getattr(client, name)(*args, **kw) for name, args, kw in calls}
+        every = list(client.iter_runs())
+
+    async def scenario() -> tuple[dict[str, Any], list[Any]]:
+        async with AsyncClient(server.home, autostart=False) as client:
+            got = {name: await getattr(client, name)(*args, **kw) for name, args, kw in calls}
+            return got, [run async for run in client.iter_runs()]
+
+    got, iterated = asyncio.run(scenario())
+    for name, value in expected.items():
+        assert got[name] == value, name
+    assert iterated == every
+    assert [e["revision"] for e in got["history"]] == [2, 3, 4]
+    assert got["node_output"]["output"]["big"] == "y" * 100000
+    assert got["list_runs_page"][0][0]["runId"] == run_id

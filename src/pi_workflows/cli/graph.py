@@ -36,7 +36,9 @@ STATE_GLYPHS: Final = {
 
 
 def _edges(definition: Mapping[str, Any]) -> list[tuple[str, str, str | None]]:
-    """`(from, to, label)` for every edge and switch case of a definition snapshot."""
+    """`(from, to, label)` for every edge and switch case of a definition snapshot, in graph
+    order: by their source node's place among the workflow's nodes (the order it declares
+    them), a source's cases as the switch lists them."""
     found: list[tuple[str, str, str | None]] = []
     for route in definition.get("edges") or []:
         if not isinstance(route, Mapping):
@@ -50,7 +52,8 @@ def _edges(definition: Mapping[str, Any]) -> list[tuple[str, str, str | None]]:
             found.append((source, plain(case.get("to")), label))
         if route.get("default"):
             found.append((source, plain(route.get("default")), "default"))
-    return found
+    order = {node_id: index for index, node_id in enumerate(definition.get("nodes") or {})}
+    return sorted(found, key=lambda edge: order.get(edge[0], len(order)))
 
 
 def _node_note(spec: Mapping[str, Any]) -> str:
@@ -84,9 +87,7 @@ def render_graph(shown: Mapping[str, Any]) -> RenderableType:
     edges.add_column("", no_wrap=True)
     edges.add_column("to", no_wrap=True)
     edges.add_column("when", overflow="fold")
-    order = {node_id: index for index, node_id in enumerate(definition.get("nodes") or {})}
-    ranked = sorted(_edges(definition), key=lambda edge: order.get(edge[0], len(order)))
-    for source_id, target, label in ranked:
+    for source_id, target, label in _edges(definition):
         edges.add_row(Text(source_id), Text("→"), Text(target), Text(label or ""))
     return Group(head, Text(""), nodes, Text(""), edges)
 

@@ -1,8 +1,10 @@
 """Shared pieces of the commands: the CLI state object, option types and client construction.
 
 Owns how a command finds its state directory (`--home`, else the `PI_WORKFLOWS_HOME` rule),
-the `JSON` option type (parsed and checked before any server is contacted), the default
-project directory, and the client id the CLI uses. It never contacts a server by itself.
+the `JSON` option type (parsed and checked before any server is contacted), the
+`--project` option, and the client id the CLI uses. A workflow path and the project are
+resolved by the client (`pi_workflows.client.projects`, the same rule for programs). It
+never contacts a server by itself.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -30,12 +31,10 @@ __all__ = [
     "JsonValue",
     "Since",
     "cli_state",
-    "default_project",
     "json_option",
     "make_client",
     "parse_duration",
     "project_option",
-    "workflow_spec",
 ]
 
 CLI_CLIENT_ID: Final = "cli"
@@ -132,7 +131,7 @@ def json_option(function: F) -> F:
 
 
 def project_option(function: F) -> F:
-    """Add `--project DIR` (see `default_project`)."""
+    """Add `--project DIR` (without it, the client finds the project: `resolve_project`)."""
     return click.option(
         "--project",
         "project",
@@ -141,28 +140,6 @@ def project_option(function: F) -> F:
         help="Project directory for workflow lookup (default: the nearest directory from the "
         "current one upwards that contains .pi/workflows, else none). Sent as an absolute path.",
     )(function)
-
-
-def default_project(project: Path | None) -> Path | None:
-    """`project` made absolute (and normalised); without one, the nearest directory from the
-    current one upwards that has `.pi/workflows` (as git finds `.git`), else None."""
-    if project is not None:
-        return Path(os.path.abspath(project.expanduser()))
-    cwd = Path(os.path.abspath(Path.cwd()))
-    for directory in (cwd, *cwd.parents):
-        if (directory / ".pi" / "workflows").is_dir():
-            return directory
-    return None
-
-
-def workflow_spec(spec: str) -> str:
-    """A workflow argument as the server should get it: a path (it has a `/` or ends in
-    `.py`) made absolute against the current directory; a name or `builtin:NAME` as is."""
-    if spec.startswith("builtin:"):
-        return spec
-    if spec.endswith(".py") or "/" in spec or (os.altsep is not None and os.altsep in spec):
-        return os.path.abspath(os.path.expanduser(spec))
-    return spec
 
 
 _UNITS: Final = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final, Literal
 
 import click
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -32,6 +33,7 @@ __all__ = [
     "render_runs",
     "render_status",
     "render_workflows",
+    "run_list_layout",
     "status_text",
 ]
 
@@ -94,26 +96,100 @@ def status_text(status: Any) -> Text:
     return Text(name, style=_STATUS_STYLES.get(name, ""))
 
 
+RUN_LIST_MIN_FREE: Final = 12
+"""Narrowest the workflow column of `run list` may get; below it, workflow and node go."""
+
+_GAP: Final = 3  # characters between two columns of a `SIMPLE_HEAD` table without edges
+
+
+RunListLayout = Literal["wide", "stacked", "narrow"]
+
+
+def run_list_layout(runs: Sequence[Mapping[str, Any]], width: int) -> RunListLayout:
+    """How `run list` fits `width` columns, ids, statuses and times always whole:
+
+    - `wide`: run, workflow, status, node, updated, each on one line;
+    - `stacked`: the node moves under the workflow (`↳ node`), both wrapping in the
+      column left between the id and the status;
+    - `narrow`: only run, status and updated (when that column would be narrower than
+      `RUN_LIST_MIN_FREE`); a note says so.
+    """
+    fixed = sum(_run_list_widths(runs)[key] for key in ("run", "status", "updated"))
+    names = max((len(_plain(run.get("workflow"))) for run in runs), default=0)
+    nodes = max((len(_plain(run.get("currentNode"))) for run in runs), default=0)
+    if fixed + max(names, 8) + max(nodes, 4) + 4 * _GAP <= width:
+        return "wide"
+    if width - fixed - 3 * _GAP >= RUN_LIST_MIN_FREE:
+        return "stacked"
+    return "narrow"
+
+
+def _run_list_widths(runs: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """The width of the columns that are never cut: the widest value or the heading."""
+    times = [format_time(run.get("updatedAt"), short=True) for run in runs]
+    return {
+        "run": max(3, _widest(runs, "runId")),
+        "status": max(6, _widest(runs, "status")),
+        "updated": max([7, *(len(t) for t in times)]),
+    }
+
+
+class _RunList:
+    """`run list`'s table, laid out for the width it is printed at (`run_list_layout`)."""
+
+    def __init__(self, runs: Sequence[Mapping[str, Any]]) -> None:
+        self.runs = runs
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        layout = run_list_layout(self.runs, width)
+        widths = _run_list_widths(self.runs)
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+        table.add_column("run", no_wrap=True, min_width=widths["run"])
+        free = width - sum(widths.values()) - 3 * _GAP
+        if layout == "wide":
+            table.add_column("workflow", no_wrap=True)
+        elif layout == "stacked":
+            table.add_column("workflow / node", overflow="fold", width=free)
+        table.add_column("status", no_wrap=True, min_width=widths["status"])
+        if layout == "wide":
+            table.add_column("node", no_wrap=True)
+        table.add_column("updated", no_wrap=True, min_width=widths["updated"])
+        for run in self.runs:
+            row = [Text(_plain(run.get("runId")))]
+            workflow, node = _plain(run.get("workflow")), run.get("currentNode")
+            if layout == "stacked":
+                cell = Text(_wrap(workflow, free))
+                if node is not None:
+                    cell.append("\n" + _wrap(f"↳ {_plain(node)}", free), style="dim")
+                row.append(cell)
+            elif layout == "wide":
+                row.append(Text(workflow))
+            row.append(status_text(run.get("status")))
+            if layout == "wide":
+                row.append(Text(_plain(node)))
+            row.append(Text(format_time(run.get("updatedAt"), short=True)))
+            table.add_row(*row)
+        yield table
+        if layout == "narrow":
+            yield Text(
+                f"(workflow and node left out at {width} columns; --json has them)", style="dim"
+            )
+
+
+def _wrap(text: str, width: int) -> str:
+    """`text` in lines of at most `width` characters, broken after a hyphen where it can be
+    (`a-long-` / `name`) and inside a word only where it must; nothing is left out."""
+    return "\n".join(textwrap.wrap(text, max(1, width), break_on_hyphens=True)) or text
+
+
 def render_runs(runs: Sequence[Mapping[str, Any]]) -> RenderableType:
-    """`run list`: one row per `RunSummary`; ids, statuses and times are never cut (the
-    workflow and node names give way first), so it fits 80 columns."""
+    """`run list`: one row per `RunSummary`; ids, statuses and times are never cut or
+    dropped: at the printed width the node moves under the workflow, and below that both
+    are left out (`run_list_layout`)."""
     if not runs:
         return Text("no runs")
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("run", no_wrap=True, min_width=_widest(runs, "runId"))
-    table.add_column("workflow", overflow="ellipsis", no_wrap=True, ratio=1)
-    table.add_column("status", no_wrap=True, min_width=_widest(runs, "status"))
-    table.add_column("node", overflow="ellipsis", no_wrap=True, ratio=1)
-    table.add_column("updated", no_wrap=True, min_width=11)
-    for run in runs:
-        table.add_row(
-            Text(_plain(run.get("runId"))),
-            Text(_plain(run.get("workflow"))),
-            status_text(run.get("status")),
-            Text(_plain(run.get("currentNode"))),
-            Text(format_time(run.get("updatedAt"), short=True)),
-        )
-    return table
+    return _RunList(runs)
 
 
 def render_workflows(workflows: Sequence[Mapping[str, Any]]) -> RenderableType:

@@ -1,8 +1,11 @@
 """`run show` for people: one run's status, attempts with their timings, errors and
 tracebacks, messages, effects, what it waits on, and its output.
 
-Owns the human rendering of a `RunView`. It fits an 80-column terminal: ids, statuses and
-times are never cut or wrapped (free text such as errors wraps instead), and internal terms
+Owns the human rendering of a `RunView`. It fits the terminal it is printed to (80 columns
+when not a terminal): ids, statuses and times are never cut; the attempts and effects
+tables are laid out at print time, an effect's type moving under its node and an attempt's
+error being cut with `…` (or listed under the table) where they do not fit; free text such
+as the run's error and tracebacks wraps. Internal terms
 (the run and queue statuses, the revision, the claim generation, the runner, attempt ids)
 appear only with `verbose`. Text from the server or from workflows is wrapped in
 `rich.text.Text`, never interpreted as markup. Never contacts a server.
@@ -15,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, JustifyMethod, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
@@ -26,6 +29,11 @@ __all__ = ["render_run", "render_summary"]
 _SHOWN_MESSAGES: Final = frozenset({"notification", "terminal"})
 """Workflow messages `run show` lists: notify nodes and the run's end (the step and decision
 texts are what the Pi session shows; `--json` has every message)."""
+
+ERROR_MIN_WIDTH: Final = 16
+"""Narrowest the error column of the attempts table may get before errors move below it."""
+
+_GAP: Final = 3  # characters between two columns of a `SIMPLE_HEAD` table
 
 TRACEBACK_LINES: Final = 40
 """Lines of a traceback `run show` prints (its end); `run logs` has the rest."""
@@ -46,12 +54,15 @@ def _fields() -> Table:
 
 
 def _table(title: str) -> Table:
-    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    return Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False
+    )
 
 
 def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
-    """The run's fields: id, workflow, status, node, times and error (and, with
-    `verbose`, the internal run and queue statuses, revision, generation and runner)."""
+    """The run's fields: id, workflow, status, node, times, execution mode, origin session
+    and error (and, with `verbose`, the internal run and queue statuses, revision,
+    generation, runner and who started it)."""
     fields = _fields()
     status = status_text(view.get("status"))
     if view.get("parkReason"):
@@ -67,6 +78,10 @@ def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
         fields.add_row("finished", Text(f"{format_time(finished)} (took {took})"))
     else:
         fields.add_row("updated", Text(format_time(view.get("updatedAt"))))
+    if view.get("executionMode") is not None:
+        fields.add_row("mode", Text(plain(view.get("executionMode"))))
+    if view.get("originSession"):
+        fields.add_row("session", Text(plain(view.get("originSession"))))
     if view.get("error") is not None:
         fields.add_row("error", Text(plain(view.get("error")), style="red"))
     if verbose:
@@ -89,8 +104,6 @@ def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
                 ),
             )
         fields.add_row("origin", Text(plain(view.get("origin"))))
-        if view.get("originSession"):
-            fields.add_row("session", Text(plain(view.get("originSession"))))
     return fields
 
 
@@ -128,32 +141,62 @@ def _waiting(view: Mapping[str, Any]) -> RenderableType | None:
     return Group(Text("Waiting", style="bold"), fields)
 
 
-def _attempts(attempts: Sequence[Mapping[str, Any]], verbose: bool) -> Table:
-    table = _table("Attempts")
-    if verbose:
-        table.add_column("attempt", no_wrap=True)
-    table.add_column("node", overflow="ellipsis", max_width=18)
-    table.add_column("visit", no_wrap=True, justify="right")
-    table.add_column("started", no_wrap=True)
-    table.add_column("took", no_wrap=True, justify="right")
-    table.add_column("outcome", no_wrap=True)
-    table.add_column("error", overflow="fold")
-    for attempt in attempts:
+class _Attempts:
+    """The attempts table, laid out for the width it is printed at: node ids, visits, times
+    and outcomes are never cut (with `verbose`, each attempt id sits under its node); the
+    error takes the rest of the line and is cut with `…`, or, when less than
+    `ERROR_MIN_WIDTH` is left, is listed under the table instead."""
+
+    def __init__(self, attempts: Sequence[Mapping[str, Any]], verbose: bool) -> None:
+        self.attempts = attempts
+        self.verbose = verbose
+
+    def _cells(self, attempt: Mapping[str, Any]) -> list[Text]:
         visit = f"{plain(attempt.get('visit'))}"
         if attempt.get("attemptNo", 1) != 1:
             visit += f".{plain(attempt.get('attemptNo'))}"
-        row = [
-            Text(plain(attempt.get("nodeId"))),
+        node = Text(plain(attempt.get("nodeId")))
+        if self.verbose:
+            node.append(f"\n{plain(attempt.get('attemptId'))}", style="dim")
+        return [
+            node,
             Text(visit),
             Text(format_time(attempt.get("startedAt"), short=True)),
             Text(format_duration(attempt.get("startedAt"), attempt.get("finishedAt"))),
             status_text(attempt.get("status")),
-            Text(plain(attempt.get("error")) if attempt.get("error") else "", style="red"),
         ]
-        if verbose:
-            row.insert(0, Text(plain(attempt.get("attemptId"))))
-        table.add_row(*row)
-    return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        rows = [self._cells(attempt) for attempt in self.attempts]
+        headings = ["node", "visit", "started", "took", "outcome"]
+        widths = [
+            max([len(heading), *(cell.cell_len for row in rows for cell in _lines(row[i]))])
+            for i, heading in enumerate(headings)
+        ]
+        left = options.max_width - sum(widths) - _GAP * len(widths)
+        errors = [plain(a.get("error")) if a.get("error") else "" for a in self.attempts]
+        inline = left >= ERROR_MIN_WIDTH or not any(errors)
+        table = _table("Attempts")
+        for index, heading in enumerate(headings):
+            justify: JustifyMethod = "right" if heading in ("visit", "took") else "left"
+            if heading == "node":  # an id wraps rather than being cut in a very narrow view
+                table.add_column(heading, overflow="fold", min_width=min(widths[0], 12))
+            else:
+                table.add_column(heading, no_wrap=True, min_width=widths[index], justify=justify)
+        if inline:
+            table.add_column("error", no_wrap=True, overflow="ellipsis", max_width=max(left, 1))
+        for row, error in zip(rows, errors, strict=True):
+            table.add_row(*row, *([Text(error, style="red")] if inline else []))
+        yield table
+        if not inline:
+            for attempt, error in zip(self.attempts, errors, strict=True):
+                if error:
+                    where = f"{plain(attempt.get('nodeId'))} (visit {plain(attempt.get('visit'))})"
+                    yield Text(f"{where}: {error}", style="red")
+
+
+def _lines(text: Text) -> list[Text]:
+    return list(text.split("\n"))
 
 
 def _tracebacks(attempts: Sequence[Mapping[str, Any]], run_id: str) -> list[RenderableType]:
@@ -190,25 +233,52 @@ def _messages(messages: Sequence[Mapping[str, Any]]) -> Table:
     return table
 
 
-def _effects(effects: Sequence[Mapping[str, Any]], verbose: bool) -> Table:
-    table = _table("Effects")
-    table.add_column("effect", no_wrap=True)
-    table.add_column("node", overflow="ellipsis", max_width=16)
-    table.add_column("type", overflow="fold")
-    if verbose:
-        table.add_column("kind", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    for effect in effects:
-        row = [
-            Text(plain(effect.get("effectId"))),
-            Text(plain(effect.get("nodeId"))),
-            Text(plain(effect.get("type"))),
-            status_text(effect.get("status")),
-        ]
-        if verbose:
-            row.insert(3, Text(plain(effect.get("kind"))))
-        table.add_row(*row)
-    return table
+class _Effects:
+    """The effects table, laid out for the width it is printed at: effect ids, node ids,
+    types and statuses are never cut; when they do not fit side by side, each effect's type
+    moves under its node (with `verbose`, followed by its kind)."""
+
+    def __init__(self, effects: Sequence[Mapping[str, Any]], verbose: bool) -> None:
+        self.effects = effects
+        self.verbose = verbose
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        def widest(key: str, heading: str) -> int:
+            return max([len(heading), *(len(plain(e.get(key))) for e in self.effects)])
+
+        effect_w, node_w = widest("effectId", "effect"), widest("nodeId", "node")
+        type_w = widest("type", "type")
+        kind_w = widest("kind", "kind") if self.verbose else 0
+        status_w = widest("status", "status")
+        columns = 4 + (1 if self.verbose else 0)
+        wide = (
+            effect_w + node_w + type_w + kind_w + status_w + _GAP * (columns - 1)
+            <= options.max_width
+        )
+        table = _table("Effects")
+        table.add_column("effect", no_wrap=True, min_width=effect_w)
+        if wide:
+            table.add_column("node", no_wrap=True)
+            table.add_column("type", no_wrap=True)
+            if self.verbose:
+                table.add_column("kind", no_wrap=True)
+            table.add_column("status", no_wrap=True)
+        else:  # the type (and kind) under the node; ids wrap, never cut
+            table.add_column("node / type", overflow="fold", min_width=12)
+            table.add_column("status", no_wrap=True)
+        for effect in self.effects:
+            node, kind = Text(plain(effect.get("nodeId"))), Text(plain(effect.get("kind")))
+            status = status_text(effect.get("status"))
+            row = [Text(plain(effect.get("effectId"))), node]
+            if wide:
+                row.append(Text(plain(effect.get("type"))))
+                row.extend([kind, status] if self.verbose else [status])
+            else:
+                kind_note = f" ({kind.plain})" if self.verbose else ""
+                node.append(f"\n{plain(effect.get('type'))}{kind_note}", style="dim")
+                row.append(status)
+            table.add_row(*row)
+        yield table
 
 
 def render_run(view: Mapping[str, Any], *, verbose: bool = False) -> RenderableType:
@@ -220,7 +290,7 @@ def render_run(view: Mapping[str, Any], *, verbose: bool = False) -> RenderableT
         parts.extend([Text(""), waiting])
     attempts = records(view.get("attempts"))
     if attempts:
-        parts.append(_attempts(attempts, verbose))
+        parts.append(_Attempts(attempts, verbose))
         omitted = view.get("attemptsOmitted")
         if isinstance(omitted, int) and omitted:
             parts.append(Text(f"({omitted} older attempts not shown)", style="dim"))
@@ -230,7 +300,7 @@ def render_run(view: Mapping[str, Any], *, verbose: bool = False) -> RenderableT
         parts.append(_messages(messages))
     effects = records(view.get("effects"))
     if effects:
-        parts.append(_effects(effects, verbose))
+        parts.append(_Effects(effects, verbose))
     if view.get("output") is not None:
         parts.append(Text("Output", style="bold"))
         parts.append(Text(json.dumps(view.get("output"), indent=2, sort_keys=True)))

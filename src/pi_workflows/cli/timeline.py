@@ -1,49 +1,156 @@
 """`run history` and `run logs` for people: event lines and attempt output, also streamed.
 
-Owns the line formats: one line per event (`time  rev  event  node  actor  detail`, fixed
-columns so a followed history lines up with what came before), and per attempt a header
-(`── node N · visit V · STATUS · B bytes ──`) followed by its output exactly as captured.
-`LogFollower` prints only what is new in each attempt's output, from the byte counts the
-server keeps, so following never repeats or loses a line that is still kept. Never
-contacts a server; control characters other than newlines and tabs are dropped.
+Owns the line formats. History: one line per event (`time  rev  event  node  actor
+detail`), its columns sized once (from the first page and the terminal width, 80 when
+output is not a terminal) so a followed history lines up with what came before; a long
+node or actor is shortened with `…` (`--json` has them whole), a long detail wraps under
+its column, a detail the server sent as JSON is said in words, and a day line
+(`── 2026-01-31 ──`) comes before the first event of each day that is not today. Logs:
+per attempt a header (`── node N · visit V · STATUS · B bytes ──`) followed by its output
+exactly as captured. `LogFollower` prints only what is new in each attempt's output, from
+the byte counts the server keeps, so following never repeats or loses a line that is still
+kept. Never contacts a server; control characters other than newlines and tabs are dropped.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import re
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from pi_workflows.cli.output import plain
 
-__all__ = ["HISTORY_HEADER", "LogFollower", "event_line", "log_header", "log_text"]
+__all__ = ["HistoryFormat", "LogFollower", "event_detail", "event_line", "log_header", "log_text"]
 
-_ACTOR_CHARS: Final = 16
-HISTORY_HEADER: Final = (
-    f"{'time':<8}  {'rev':>4}  {'event':<21}  {'node':<12}  {'actor':<10}  detail"
-)
+NODE_CHARS: Final = 12
+"""Widest the node column of `run history` gets; longer node ids are shortened with `…`."""
+
+ACTOR_CHARS: Final = 10
+"""Widest the actor column gets (`client:cli`, `client:py…`); `--json` has the whole id."""
+
+DETAIL_MIN_CHARS: Final = 16
+"""Narrowest the detail column gets, however narrow the terminal (with the widest node and
+actor columns, a line is then exactly 80 characters)."""
+
+_EVENT_CHARS: Final = 21  # the longest event type, `interaction.submitted`
+
+_READABLE: Final = {
+    "interaction.submitted": "answer submitted, validating",
+    "interaction.rejected": "submission rejected by its validation",
+    "interaction.abandoned": "validation did not finish; submission rejected",
+    "interaction.timedOut": "request timed out",
+    "node.timedOut": "attempt timed out",
+    "message.resumed": "step presented again",
+}
+"""Details for events whose server detail is their JSON data."""
 
 
-def _clock(value: Any) -> str:
+def _moment(value: Any) -> dt.datetime | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        return "-"
-    return dt.datetime.fromtimestamp(value / 1000, tz=dt.UTC).astimezone().strftime("%H:%M:%S")
+        return None
+    return dt.datetime.fromtimestamp(value / 1000, tz=dt.UTC).astimezone()
 
 
 def _clean(text: str) -> str:
     return "".join(c for c in text if c in "\n\t" or c.isprintable())
 
 
-def event_line(event: Mapping[str, Any]) -> str:
-    """One `HistoryEvent` as a line; a long client id is shortened (`--json` has it whole)."""
-    actor = plain(event.get("actor"))
-    if len(actor) > _ACTOR_CHARS:
-        actor = actor[: _ACTOR_CHARS - 1] + "…"
-    node = "-" if event.get("nodeId") is None else plain(event.get("nodeId"))
-    return _clean(
-        f"{_clock(event.get('at')):<8}  {plain(event.get('revision')):>4}  "
-        f"{plain(event.get('type')):<21}  {node:<12}  {actor:<10}  {plain(event.get('detail'))}"
-    ).rstrip()
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _words(key: str) -> str:
+    """`submissionId` -> `submission`, `effectType` -> `effect type`."""
+    return re.sub(r"(?<!^)(?=[A-Z])", " ", key.removesuffix("Id")).lower()
+
+
+def event_detail(event: Mapping[str, Any]) -> str:
+    """The event's detail in words: the server's line, unless that is the event's JSON
+    data, which is then said in words (`key value, ...`)."""
+    detail = plain(event.get("detail")) if event.get("detail") is not None else ""
+    if not detail.startswith("{"):
+        return detail
+    known = _READABLE.get(plain(event.get("type")))
+    if known is not None:
+        return known
+    data = event.get("data")
+    if not isinstance(data, Mapping):
+        return detail
+    parts = []
+    for key, value in data.items():
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        parts.append(f"{_words(str(key))} {_cut(shown, 40)}")
+    return ", ".join(parts)
+
+
+class HistoryFormat:
+    """The columns of one `run history` listing, fixed by its first page and the width.
+
+    `lines(event)` gives the event's line (with a day line before it when its day differs
+    from the previous event's, and today's date counting as the day before the first) and
+    the continuation lines of a long detail. With `growing` (a followed history) the node
+    and actor columns take their widest size, since later events may need it.
+    """
+
+    def __init__(
+        self,
+        events: Sequence[Mapping[str, Any]],
+        width: int = 80,
+        *,
+        growing: bool = False,
+        today: dt.date | None = None,
+    ) -> None:
+        last = max((int(e.get("revision") or 0) for e in events), default=0)
+        self.rev = max(3, len(str(last)))
+        nodes = [NODE_CHARS if growing else 4, *(len(plain(e.get("nodeId"))) for e in events)]
+        actors = [ACTOR_CHARS if growing else 5, *(len(plain(e.get("actor"))) for e in events)]
+        self.node = min(NODE_CHARS, max(nodes))
+        self.actor = min(ACTOR_CHARS, max(actors))
+        self.prefix = 8 + 2 + self.rev + 2 + _EVENT_CHARS + 2 + self.node + 2 + self.actor + 2
+        self.detail = max(DETAIL_MIN_CHARS, width - self.prefix)
+        self.day = today or dt.datetime.now().astimezone().date()
+
+    def header(self) -> str:
+        """The column names."""
+        return self._row("time", "rev", "event", "node", "actor", "detail")
+
+    def _row(self, time: str, rev: str, event: str, node: str, actor: str, detail: str) -> str:
+        return (
+            f"{time:<8}  {rev:>{self.rev}}  {event:<{_EVENT_CHARS}}  {node:<{self.node}}  "
+            f"{actor:<{self.actor}}  {detail}"
+        ).rstrip()
+
+    def lines(self, event: Mapping[str, Any]) -> list[str]:
+        """The lines of one `HistoryEvent`."""
+        found: list[str] = []
+        moment = _moment(event.get("at"))
+        if moment is not None and moment.date() != self.day:
+            self.day = moment.date()
+            found.append(f"── {self.day.isoformat()} ──")
+        node = "-" if event.get("nodeId") is None else plain(event.get("nodeId"))
+        detail = textwrap.wrap(_clean(event_detail(event)), self.detail) or [""]
+        found.append(
+            _clean(
+                self._row(
+                    "-" if moment is None else moment.strftime("%H:%M:%S"),
+                    plain(event.get("revision")),
+                    plain(event.get("type")),
+                    _cut(node, self.node),
+                    _cut(plain(event.get("actor")), self.actor),
+                    detail[0],
+                )
+            )
+        )
+        found.extend(" " * self.prefix + more for more in detail[1:])
+        return found
+
+
+def event_line(event: Mapping[str, Any], width: int = 80) -> str:
+    """One `HistoryEvent` as text, its columns sized for it alone (see `HistoryFormat`)."""
+    return "\n".join(HistoryFormat([event], width).lines(event))
 
 
 def log_header(log: Mapping[str, Any], *, final: bool = True) -> str:

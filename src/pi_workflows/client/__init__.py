@@ -3,12 +3,18 @@
 Layout:
 
 - `paths`: where the state directory and the socket are (the same rule as the store's).
+- `projects`: a workflow path and the project, resolved from the caller's directory (the
+  CLI uses the same functions).
 - `connection`: one blocking connection: connect, check the hello, exchange one request.
 - `autostart`: `ensure_server`, which starts a detached server when none answers.
-- `sync_client`: `Client`, one method per operation, with durable retries, and `Receipt`;
-  `run_methods` (start, wait, result, history, logs, watches) and `interactions` are mixed in.
-- `async_client`: `AsyncClient`, the same surface for asyncio programs (`async_connection`).
-- `watch`: `Watch`, server-pushed run and run-list views on a connection of their own.
+- `operations`: what each method sends and how it reads the answers, written once as
+  programs both clients run, and `Receipt`.
+- `sync_client`: `Client`, one method per operation, with durable retries; `run_methods`
+  (start, wait, result, history, logs, watches) and `interactions` are mixed in.
+- `async_client`: `AsyncClient`, the same surface for asyncio programs (`async_connection`);
+  the async twins of the mixins sit next to the blocking ones.
+- `watch`: `Watch` and `AsyncWatch`, server-pushed run and run-list views on a connection of
+  their own.
 - `payloads`: payloads and run-status sets shared by both clients.
 - `errors`: `ClientError` and its subclasses.
 
@@ -16,7 +22,7 @@ This package imports only `pi_workflows.protocol` among internal packages (impor
 enforces it); it never opens the database.
 """
 
-from pi_workflows.client.async_client import AsyncClient, AsyncWatch
+from pi_workflows.client.async_client import AsyncClient
 from pi_workflows.client.autostart import ServerInfo, ensure_server, server_command
 from pi_workflows.client.connection import Connection
 from pi_workflows.client.errors import (
@@ -38,16 +44,13 @@ from pi_workflows.client.errors import (
     UnavailableError,
     WaitTimeoutError,
 )
+from pi_workflows.client.interactions import AsyncSessionWatch, SessionWatch
+from pi_workflows.client.operations import JsonObject, Receipt
 from pi_workflows.client.paths import log_path, socket_path, state_home
 from pi_workflows.client.payloads import SETTLED_STATUSES, TERMINAL_STATUSES
-from pi_workflows.client.sync_client import (
-    MAX_RETRIES,
-    READ_OPERATIONS,
-    Client,
-    JsonObject,
-    Receipt,
-)
-from pi_workflows.client.watch import Watch
+from pi_workflows.client.projects import find_project, resolve_project, workflow_spec
+from pi_workflows.client.sync_client import MAX_RETRIES, READ_OPERATIONS, Client
+from pi_workflows.client.watch import AsyncWatch, Watch
 
 __all__ = [
     # the client
@@ -55,6 +58,8 @@ __all__ = [
     "AsyncClient",
     "Watch",
     "AsyncWatch",
+    "SessionWatch",
+    "AsyncSessionWatch",
     "Receipt",
     "TERMINAL_STATUSES",
     "SETTLED_STATUSES",
@@ -69,6 +74,10 @@ __all__ = [
     "state_home",
     "socket_path",
     "log_path",
+    # workflow paths and projects, as the CLI resolves them
+    "find_project",
+    "resolve_project",
+    "workflow_spec",
     # errors
     "ClientError",
     "CommandError",

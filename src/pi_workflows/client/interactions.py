@@ -1,36 +1,46 @@
-"""Client methods for interactive requests and origin sessions (mixed into `Client`).
+"""Client methods for interactive requests and origin sessions, blocking
+(`InteractionMethods`, mixed into `Client`) and asyncio (`AsyncInteractionMethods`, mixed
+into `AsyncClient`) side by side, with the session watches.
 
 Submissions are validated by a runner the server supervises; `submit` holds on until the
 outcome is durable, asking again with the same idempotency key while the server answers
 `validating`. A rejected submission raises `RejectedError` with code `validationRejected`
-and the validation message. `SessionWatch` is one connection that receives the
-server-pushed views of one session (what the Pi extension does, for programs and tests).
+and the validation message. `SessionWatch` (and `AsyncSessionWatch`) is one connection
+that receives the server-pushed views of one session (what the Pi extension does, for
+programs and tests).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
+from pi_workflows.client import operations as ops
+from pi_workflows.client.async_connection import AsyncConnection
 from pi_workflows.client.connection import Connection
-from pi_workflows.protocol import CLIENT_SCHEMA, Request
+from pi_workflows.client.operations import SUBMIT_POLL_SECONDS
+from pi_workflows.protocol import CLIENT_SCHEMA, Event, Request, Response
 
 if TYPE_CHECKING:
-    from pi_workflows.client.sync_client import JsonObject, Receipt
+    from pi_workflows.client.operations import JsonObject, Program, Receipt, T
 
-SUBMIT_POLL_SECONDS: Final = 0.2
-"""Pause between asking again for a submission that is still validating."""
+__all__ = [
+    "SUBMIT_POLL_SECONDS",
+    "AsyncInteractionMethods",
+    "AsyncSessionWatch",
+    "InteractionMethods",
+    "SessionWatch",
+]
 
 
 class InteractionMethods:
-    """`interaction.*`, `session.*` and report operations; needs `call` and a socket."""
+    """`interaction.*`, `session.*` and report operations; needs `_run` and a socket."""
 
     if TYPE_CHECKING:
-        call: Callable[..., Receipt]
         timeout: float
         start_timeout: float
 
@@ -39,6 +49,8 @@ class InteractionMethods:
 
         @property
         def client_id(self) -> str: ...
+
+        def _run(self, program: Program[T]) -> T: ...
 
     def submit(
         self,
@@ -55,54 +67,30 @@ class InteractionMethods:
         still `validating`: ask again with the same key). Raises `RejectedError` (code
         `validationRejected`, the message is the validation's) when it was rejected.
         """
-        key = idempotency_key or f"submit-{uuid.uuid4()}"
-        payload: JsonObject = {"requestId": request_id, "output": output}
-        until = None if wait is None else time.monotonic() + wait
-        while True:
-            receipt = self.call("interaction.submit", payload, run_id=run_id, idempotency_key=key)
-            if receipt.get("status") != "validating" or (
-                until is not None and time.monotonic() >= until
-            ):
-                return receipt
-            time.sleep(SUBMIT_POLL_SECONDS)
+        return self._run(ops.submit(request_id, output, run_id, idempotency_key, wait))
 
     def update(self, request_id: str, body: Any, *, idempotency_key: str | None = None) -> Receipt:
         """`interaction.update`: record progress on an open step (an event of its run)."""
         payload: JsonObject = {"requestId": request_id, "body": body}
-        return self.call("interaction.update", payload, idempotency_key=idempotency_key)
+        return self._run(ops.call("interaction.update", payload, None, idempotency_key))
 
     def list_interactions(self, session_id: str | None = None) -> list[JsonObject]:
         """`interaction.list`: open requests, oldest first (of one origin session)."""
-        payload: JsonObject = {} if session_id is None else {"sessionId": session_id}
-        return list(self.call("interaction.list", payload).body.get("interactions", []))
+        return self._run(ops.list_interactions(session_id))
 
     def attach_session(self, session_id: str, *, idempotency_key: str | None = None) -> int:
         """`session.attach`: become the session's coordinator; returns the epoch."""
-        receipt = self.call(
-            "session.attach", {"sessionId": session_id}, idempotency_key=idempotency_key
-        )
-        return int(receipt["coordinatorEpoch"])
+        return self._run(ops.attach_session(session_id, idempotency_key))
 
     def get_session(self, session_id: str) -> JsonObject:
         """`session.get`: the session's view (active request, messages, runs)."""
-        return dict(self.call("session.get", {"sessionId": session_id}).body.get("session", {}))
+        return self._run(ops.get_session(session_id))
 
     def report_messages(
-        self,
-        session_id: str,
-        epoch: int,
-        present: dict[str, str],
-        *,
-        idle: bool = False,
+        self, session_id: str, epoch: int, present: Mapping[str, str], *, idle: bool = False
     ) -> JsonObject:
         """`workflowMessage.report`: `present` maps workflow message ids to session entry ids."""
-        payload: JsonObject = {
-            "sessionId": session_id,
-            "coordinatorEpoch": epoch,
-            "present": [{"workflowMessageId": m, "entryId": e} for m, e in present.items()],
-            "idle": idle,
-        }
-        return dict(self.call("workflowMessage.report", payload, idempotency_key=None).body)
+        return self._run(ops.report_messages(session_id, epoch, present, idle))
 
     def report_turn(
         self,
@@ -114,12 +102,9 @@ class InteractionMethods:
         workflow_message_id: str | None = None,
     ) -> JsonObject:
         """`workflowTurn.report`: a model turn `started` or `ended` (with its stop reason)."""
-        payload: JsonObject = {"sessionId": session_id, "coordinatorEpoch": epoch, "event": event}
-        if stop_reason is not None:
-            payload["stopReason"] = stop_reason
-        if workflow_message_id is not None:
-            payload["workflowMessageId"] = workflow_message_id
-        return dict(self.call("workflowTurn.report", payload, idempotency_key=None).body)
+        return self._run(
+            ops.report_turn(session_id, epoch, event, stop_reason, workflow_message_id)
+        )
 
     def watch_session(self, session_id: str, epoch: int) -> SessionWatch:
         """`session.watch` on a connection of its own; read views from the returned watch."""
@@ -132,33 +117,105 @@ class InteractionMethods:
         )
 
 
-class SessionWatch:
-    """One connection that receives the server-pushed views of one session."""
+class AsyncInteractionMethods:
+    """`InteractionMethods` for asyncio: the same names, arguments and results, awaitable."""
 
-    def __init__(
-        self, connection: Connection, client_id: str, session_id: str, epoch: int, timeout: float
-    ) -> None:
-        self._connection = connection
-        self.session_id = session_id
-        request = Request(
-            schema=CLIENT_SCHEMA,
-            request_id=f"req-{uuid.uuid4().hex}",
-            client_id=client_id,
-            operation="session.watch",
-            payload={"sessionId": session_id, "coordinatorEpoch": epoch},
+    if TYPE_CHECKING:
+        timeout: float
+        start_timeout: float
+
+        @property
+        def socket_path(self) -> Path: ...
+
+        @property
+        def client_id(self) -> str: ...
+
+        async def _run(self, program: Program[T]) -> T: ...
+
+    async def submit(
+        self,
+        request_id: str,
+        output: Any,
+        *,
+        run_id: str | None = None,
+        idempotency_key: str | None = None,
+        wait: float | None = 120.0,
+    ) -> Receipt:
+        """`interaction.submit`, held until the submission's validation settled."""
+        return await self._run(ops.submit(request_id, output, run_id, idempotency_key, wait))
+
+    async def update(
+        self, request_id: str, body: Any, *, idempotency_key: str | None = None
+    ) -> Receipt:
+        """`interaction.update`: record progress on an open step (an event of its run)."""
+        payload: JsonObject = {"requestId": request_id, "body": body}
+        return await self._run(ops.call("interaction.update", payload, None, idempotency_key))
+
+    async def list_interactions(self, session_id: str | None = None) -> list[JsonObject]:
+        """`interaction.list`: open requests, oldest first (of one origin session)."""
+        return await self._run(ops.list_interactions(session_id))
+
+    async def attach_session(self, session_id: str, *, idempotency_key: str | None = None) -> int:
+        """`session.attach`: become the session's coordinator; returns the epoch."""
+        return await self._run(ops.attach_session(session_id, idempotency_key))
+
+    async def get_session(self, session_id: str) -> JsonObject:
+        """`session.get`: the session's view (active request, messages, runs)."""
+        return await self._run(ops.get_session(session_id))
+
+    async def report_messages(
+        self, session_id: str, epoch: int, present: Mapping[str, str], *, idle: bool = False
+    ) -> JsonObject:
+        """`workflowMessage.report`: `present` maps workflow message ids to session entry ids."""
+        return await self._run(ops.report_messages(session_id, epoch, present, idle))
+
+    async def report_turn(
+        self,
+        session_id: str,
+        epoch: int,
+        event: str,
+        *,
+        stop_reason: str | None = None,
+        workflow_message_id: str | None = None,
+    ) -> JsonObject:
+        """`workflowTurn.report`: a model turn `started` or `ended` (with its stop reason)."""
+        return await self._run(
+            ops.report_turn(session_id, epoch, event, stop_reason, workflow_message_id)
         )
-        response = connection.exchange(request, timeout=timeout)
-        if not response.ok:
-            connection.close()
-            message = response.error.message if response.error else str(response.outcome)
-            raise ValueError(f"session.watch was refused: {message}")
+
+    async def watch_session(self, session_id: str, epoch: int) -> AsyncSessionWatch:
+        """`session.watch` on a connection of its own (use with `async with`)."""
+        connection = await AsyncConnection.open(self.socket_path, timeout=self.start_timeout)
+        return await AsyncSessionWatch.open(
+            connection, self.client_id, session_id, epoch, self.timeout
+        )
+
+
+def _session_request(client_id: str, session_id: str, epoch: int) -> Request:
+    return Request(
+        schema=CLIENT_SCHEMA,
+        request_id=f"req-{uuid.uuid4().hex}",
+        client_id=client_id,
+        operation="session.watch",
+        payload={"sessionId": session_id, "coordinatorEpoch": epoch},
+    )
+
+
+def _refused(response: Response) -> ValueError:
+    message = response.error.message if response.error else str(response.outcome)
+    return ValueError(f"session.watch was refused: {message}")
+
+
+class _SessionViews:
+    """What both session watches keep: the newest view, and whether they were fenced."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
         self.fenced = False
+        """True once a later `session.attach` took over (no more views come)."""
         self.view: JsonObject | None = None
 
-    def next_view(self, timeout: float) -> JsonObject | None:
-        """The next view pushed within `timeout` seconds (None if none came). A
-        `session.fenced` event marks the watch fenced and returns None."""
-        event = self._connection.next_event(timeout)
+    def _take(self, event: Event | None) -> JsonObject | None:
         if event is None:
             return None
         if event.name == "session.fenced":
@@ -166,6 +223,27 @@ class SessionWatch:
             return None
         self.view = dict(event.payload)
         return self.view
+
+
+class SessionWatch(_SessionViews):
+    """One connection that receives the server-pushed views of one session."""
+
+    def __init__(
+        self, connection: Connection, client_id: str, session_id: str, epoch: int, timeout: float
+    ) -> None:
+        super().__init__(session_id)
+        self._connection = connection
+        response = connection.exchange(
+            _session_request(client_id, session_id, epoch), timeout=timeout
+        )
+        if not response.ok:
+            connection.close()
+            raise _refused(response)
+
+    def next_view(self, timeout: float) -> JsonObject | None:
+        """The next view pushed within `timeout` seconds (None if none came). A
+        `session.fenced` event marks the watch fenced and returns None."""
+        return self._take(self._connection.next_event(timeout))
 
     def wait_for(self, predicate: Callable[[JsonObject], bool], timeout: float) -> JsonObject:
         """The first pushed view (or the current one) that satisfies `predicate`."""
@@ -194,3 +272,64 @@ class SessionWatch:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class AsyncSessionWatch(_SessionViews):
+    """`SessionWatch` for asyncio: open it with `await AsyncSessionWatch.open(...)`."""
+
+    def __init__(self, connection: AsyncConnection, session_id: str) -> None:
+        super().__init__(session_id)
+        self._connection = connection
+
+    @classmethod
+    async def open(
+        cls,
+        connection: AsyncConnection,
+        client_id: str,
+        session_id: str,
+        epoch: int,
+        timeout: float,  # noqa: ASYNC109 - the blocking twin's timeout=
+    ) -> AsyncSessionWatch:
+        """Send `session.watch` on `connection` (closed if the server refuses)."""
+        request = _session_request(client_id, session_id, epoch)
+        response = await connection.exchange(request, timeout=timeout)
+        if not response.ok:
+            await connection.close()
+            raise _refused(response)
+        return cls(connection, session_id)
+
+    async def next_view(self, timeout: float) -> JsonObject | None:  # noqa: ASYNC109 - the blocking twin's timeout=
+        """The next view pushed within `timeout` seconds (see `SessionWatch.next_view`)."""
+        return self._take(await self._connection.next_event(timeout))
+
+    async def wait_for(
+        self,
+        predicate: Callable[[JsonObject], bool],
+        timeout: float,  # noqa: ASYNC109 - the blocking twin's timeout=
+    ) -> JsonObject:
+        """The first pushed view (or the current one) that satisfies `predicate`."""
+        until = time.monotonic() + timeout
+        if self.view is not None and predicate(self.view):
+            return self.view
+        while True:
+            left = until - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no view of session {self.session_id} matched in {timeout} s")
+            view = await self.next_view(left)
+            if view is not None and predicate(view):
+                return view
+
+    async def close(self) -> None:
+        """Close the watch connection."""
+        await self._connection.close()
+
+    async def __aenter__(self) -> AsyncSessionWatch:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

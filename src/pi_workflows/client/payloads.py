@@ -1,8 +1,9 @@
 """Request payloads and run-status rules shared by the blocking and the async client.
 
-Owns how a program's arguments become the payload of an operation (absolute paths, optional
-fields left out) and which statuses a wait stops at, so `Client` and `AsyncClient` send
-exactly the same requests. Pure functions; no I/O.
+Owns how a program's arguments become the payload of an operation (absolute paths, the
+workflow and project resolved from the caller's directory, optional fields left out) and
+which statuses a wait stops at, so `Client` and `AsyncClient` send exactly the same
+requests. No I/O beyond looking for the project directory (`projects`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
+
+from pi_workflows.client.projects import resolve_project, workflow_spec
 
 __all__ = [
     "SETTLED_STATUSES",
@@ -41,13 +44,16 @@ def start_payload(
     origin_session: str | None,
     detached: bool,
 ) -> dict[str, Any]:
-    """The `run.start` payload (input defaults to `{}`)."""
+    """The `run.start` payload: a workflow path made absolute against the current directory,
+    the project given (made absolute) or found from the current directory (`projects`), and
+    the input (default `{}`)."""
     payload: dict[str, Any] = {
-        "workflow": workflow,
+        "workflow": workflow_spec(workflow),
         "input": {} if run_input is None else run_input,
     }
-    if project_dir is not None:
-        payload["projectDir"] = absolute(project_dir)
+    project = resolve_project(project_dir)
+    if project is not None:
+        payload["projectDir"] = str(project)
     if origin_session is not None:
         payload["originSession"] = origin_session
     if detached:

@@ -1,45 +1,46 @@
-"""Client methods for programs and viewers (mixed into `Client`): start a run and wait for
-its result, read its history and logs, page the run list, watch live views, show and check
-workflows, and prune old runs.
+"""Client methods for programs and viewers, blocking (`RunMethods`, mixed into `Client`) and
+asyncio (`AsyncRunMethods`, mixed into `AsyncClient`) side by side: start a run and wait
+for its result, read its history and logs, page the run list, watch live views, show and
+check workflows, and prune old runs.
 
 `wait` and `result` follow the run through `run.watch` (server-pushed views on a second
-connection), so they never poll. Every method is one or a few operations of client
-protocol v1 (docs/protocol.md); none interprets run state beyond the documented statuses.
+connection), so they never poll. Everything else is a program of `operations`, run by
+each client's driver, so both flavours send the same requests and return the same shapes;
+`tests/client/test_surface.py` checks that their names and signatures stay the same.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
+from pi_workflows.client import operations as ops
+from pi_workflows.client.async_connection import AsyncConnection
 from pi_workflows.client.connection import Connection
-from pi_workflows.client.errors import NotFoundError, RunFailedError, WaitTimeoutError
-from pi_workflows.client.payloads import (
-    SETTLED_STATUSES,
-    TERMINAL_STATUSES,
-    absolute,
-    history_payload,
-    list_payload,
-    logs_payload,
-    start_payload,
-)
-from pi_workflows.client.watch import Watch
+from pi_workflows.client.errors import NotFoundError, WaitTimeoutError
+from pi_workflows.client.payloads import SETTLED_STATUSES, TERMINAL_STATUSES, list_payload
+from pi_workflows.client.watch import AsyncWatch, Watch
 from pi_workflows.protocol import Hello
 
 if TYPE_CHECKING:
-    from pi_workflows.client.sync_client import JsonObject, Receipt
+    from pi_workflows.client.operations import JsonObject, Program, T
 
-_WATCH_SLICE = 30.0  # seconds per wait on the watch connection when there is no deadline
+__all__ = ["AsyncRunMethods", "RunMethods"]
+
+_WATCH_SLICE: Final = 30.0  # seconds per wait on the watch connection when there is no deadline
+
+
+def _removed(run_id: str) -> NotFoundError:
+    return NotFoundError(f"run {run_id} was removed", code="notFound", operation="run.watch")
 
 
 class RunMethods:
     """`start`, `wait`, `result`, `history`, `logs`, watches, workflows and prune; needs
-    `call`, `connect` and a socket."""
+    `_run`, `connect` and a socket."""
 
     if TYPE_CHECKING:
-        call: Callable[..., Receipt]
         timeout: float
         start_timeout: float
 
@@ -51,7 +52,7 @@ class RunMethods:
 
         def connect(self, *, autostart: bool | None = None) -> Hello: ...
 
-        def read_value(self, ref: Mapping[str, Any]) -> Any: ...
+        def _run(self, program: Program[T]) -> T: ...
 
     # -- starting and following runs -----------------------------------------------------
 
@@ -65,13 +66,16 @@ class RunMethods:
         detached: bool = False,
         idempotency_key: str | None = None,
     ) -> str:
-        """Start `workflow` (a name, `builtin:NAME` or a path) with `input`; its run id.
+        """Start `workflow` (a name, `builtin:NAME` or a path, relative to the current
+        directory) with `input`; its run id.
 
-        The same `idempotency_key` (with the same client id and arguments) returns the same
-        run instead of starting another.
+        Without `project`, the project is the nearest directory from the current one upwards
+        that contains `.pi/workflows`. The same `idempotency_key` (with the same client id
+        and arguments) returns the same run instead of starting another.
         """
-        payload = start_payload(workflow, input, project, session, detached)
-        receipt = self.call("run.start", payload, idempotency_key=idempotency_key)
+        receipt = self._run(
+            ops.start_run(workflow, input, project, idempotency_key, session, detached)
+        )
         return str(receipt["runId"])
 
     def watch_run(self, run_id: str) -> Watch:
@@ -121,9 +125,7 @@ class RunMethods:
                     raise WaitTimeoutError(run_id, status, timeout)
                 pushed = watch.next_view(left)
                 if watch.gone:
-                    raise NotFoundError(
-                        f"run {run_id} was removed", code="notFound", operation="run.watch"
-                    )
+                    raise _removed(run_id)
                 if pushed is not None:
                     view = dict(pushed["run"])
                     status = str(view.get("status"))
@@ -139,11 +141,7 @@ class RunMethods:
                 for an answer: see `wait`).
         """
         view = self.wait(run_id, timeout=timeout, until=TERMINAL_STATUSES)
-        status = str(view.get("status"))
-        if status != "completed":
-            raise RunFailedError(run_id, status, view.get("error"), view)
-        ref = view.get("outputRef")
-        return self.read_value(ref) if isinstance(ref, dict) else view.get("output")
+        return self._run(ops.final_output(run_id, view))
 
     # -- what a run did ------------------------------------------------------------------
 
@@ -160,9 +158,7 @@ class RunMethods:
 
         `since` is epoch milliseconds (runs created then or later).
         """
-        body = self.call("run.list", list_payload(status, workflow, since, after, limit)).body
-        cursor = body.get("next")
-        return list(body.get("runs", [])), None if cursor is None else str(cursor)
+        return self._run(ops.list_runs_page(status, workflow, since, after, limit))
 
     def iter_runs(
         self,
@@ -175,7 +171,7 @@ class RunMethods:
         after: str | None = None
         while True:
             page, after = self.list_runs_page(
-                status, workflow=workflow, since=since, after=after, limit=1000
+                status, workflow=workflow, since=since, after=after, limit=ops.PAGE
             )
             yield from page
             if after is None:
@@ -183,54 +179,188 @@ class RunMethods:
 
     def history(self, run_id: str, *, after: int = 0, limit: int | None = None) -> list[JsonObject]:
         """The run's events after revision `after`, oldest first (every page, or `limit`)."""
-        events: list[JsonObject] = []
-        while True:
-            want = None if limit is None else min(1000, limit - len(events))
-            body = self.call("run.history", history_payload(after, want), run_id=run_id).body
-            events.extend(body.get("events", []))
-            cursor = body.get("next")
-            if cursor is None or (limit is not None and len(events) >= limit):
-                return events
-            after = int(cursor)
+        return self._run(ops.history(run_id, after, limit))
 
     def logs(self, run_id: str, *, node: str | None = None) -> list[JsonObject]:
         """Every attempt's captured output (of one `node`), oldest first: `AttemptLog`s."""
-        found: list[JsonObject] = []
-        after = 0
-        while True:
-            body = self.call("run.logs", logs_payload(node, after), run_id=run_id).body
-            found.extend(body.get("logs", []))
-            cursor = body.get("next")
-            if cursor is None:
-                return found
-            after = int(cursor)
+        return self._run(ops.logs(run_id, node))
 
     def node_output(self, run_id: str, node: str) -> JsonObject:
         """`run.output`: the latest output of `node` in the run's current round, read in full:
-        `{runId, nodeId, attemptId, visit, status, output}`."""
-        body = dict(self.call("run.output", {"nodeId": node}, run_id=run_id).body)
-        ref = body.get("outputRef")
-        if isinstance(ref, dict):
-            body["output"] = self.read_value(ref)
-            body["outputRef"] = None
-        return body
+        `{runId, nodeId, attemptId, visit, status, output, error}`."""
+        return self._run(ops.node_output(run_id, node))
 
     # -- workflows and retention ---------------------------------------------------------
 
     def show_workflow(self, workflow: str, *, project: Path | str | None = None) -> JsonObject:
-        """`workflows.show`: `{workflow, source, definition, definitionDigest}`."""
-        payload: JsonObject = {"workflow": workflow}
-        if project is not None:
-            payload["projectDir"] = absolute(project)
-        return dict(self.call("workflows.show", payload).body)
+        """`workflows.show`: `{workflow, source, definition, definitionDigest}` (`workflow`
+        and `project` are resolved as for `start`)."""
+        return self._run(ops.show_workflow(workflow, project))
 
     def check_workflow(self, path: Path | str) -> JsonObject:
         """`workflows.check`: `{path, ok, workflow, problems: [{code, message}]}`."""
-        return dict(self.call("workflows.check", {"path": absolute(path)}).body)
+        return self._run(ops.check_workflow(path))
 
     def prune(self, older_than_ms: int, *, backup: Path | str | bool = True) -> JsonObject:
         """`state.prune`: back up (`True`: into `<home>/backups`; a path; or `False`), then
         remove ended runs that finished more than `older_than_ms` ago; the totals."""
-        chosen: str | bool = backup if isinstance(backup, bool) else absolute(backup)
-        payload = {"olderThanMs": older_than_ms, "backup": chosen}
-        return dict(self.call("state.prune", payload).body)
+        return self._run(ops.prune(older_than_ms, backup))
+
+
+class AsyncRunMethods:
+    """`RunMethods` for asyncio: the same names, arguments and results, awaitable
+    (`iter_runs` is an async iterator); needs `_run`, `connect` and a socket."""
+
+    if TYPE_CHECKING:
+        timeout: float
+        start_timeout: float
+
+        @property
+        def socket_path(self) -> Path: ...
+
+        @property
+        def client_id(self) -> str: ...
+
+        async def connect(self, *, autostart: bool | None = None) -> Hello: ...
+
+        async def _run(self, program: Program[T]) -> T: ...
+
+    # -- starting and following runs -----------------------------------------------------
+
+    async def start(
+        self,
+        workflow: str,
+        input: Any = None,
+        *,
+        project: Path | str | None = None,
+        session: str | None = None,
+        detached: bool = False,
+        idempotency_key: str | None = None,
+    ) -> str:
+        """Start `workflow` with `input`; its run id (see `Client.start`)."""
+        receipt = await self._run(
+            ops.start_run(workflow, input, project, idempotency_key, session, detached)
+        )
+        return str(receipt["runId"])
+
+    async def _watch(
+        self, operation: str, run_id: str | None, payload: JsonObject | None
+    ) -> AsyncWatch:
+        await self.connect()  # starts a server if allowed, so the watch connection finds one
+        connection = await AsyncConnection.open(self.socket_path, timeout=self.start_timeout)
+        return await AsyncWatch.open(
+            connection,
+            self.client_id,
+            operation,
+            run_id=run_id,
+            payload=payload,
+            timeout=self.timeout,
+        )
+
+    async def watch_run(self, run_id: str) -> AsyncWatch:
+        """`run.watch` on a connection of its own (use with `async with`)."""
+        return await self._watch("run.watch", run_id, None)
+
+    async def watch_runs(
+        self,
+        status: Iterable[str] | str | None = None,
+        *,
+        workflow: str | None = None,
+        limit: int = 100,
+    ) -> AsyncWatch:
+        """`runs.watch`: pushed `{runs, counts}` views of the newest matching runs."""
+        return await self._watch(
+            "runs.watch", None, list_payload(status, workflow, None, None, limit)
+        )
+
+    async def wait(
+        self,
+        run_id: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the blocking twin's timeout=
+        until: Collection[str] = SETTLED_STATUSES,
+    ) -> JsonObject:
+        """Wait until the run's status is in `until`; that `RunView` (see `Client.wait`)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        status = "unknown"
+        async with await self.watch_run(run_id) as watch:
+            while True:
+                left = _WATCH_SLICE if deadline is None else deadline - time.monotonic()
+                if left <= 0:
+                    assert timeout is not None
+                    raise WaitTimeoutError(run_id, status, timeout)
+                pushed = await watch.next_view(left)
+                if watch.gone:
+                    raise _removed(run_id)
+                if pushed is not None:
+                    view = dict(pushed["run"])
+                    status = str(view.get("status"))
+                    if status in until:
+                        return view
+
+    async def result(self, run_id: str, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109 - the blocking twin's timeout=
+        """Wait until the run ends and return its output (see `Client.result`)."""
+        view = await self.wait(run_id, timeout=timeout, until=TERMINAL_STATUSES)
+        return await self._run(ops.final_output(run_id, view))
+
+    # -- what a run did ------------------------------------------------------------------
+
+    async def list_runs_page(
+        self,
+        status: Iterable[str] | str | None = None,
+        *,
+        workflow: str | None = None,
+        since: int | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> tuple[list[JsonObject], str | None]:
+        """One page of `run.list` (newest first) and the cursor of the next page, or None."""
+        return await self._run(ops.list_runs_page(status, workflow, since, after, limit))
+
+    async def iter_runs(
+        self,
+        status: Iterable[str] | str | None = None,
+        *,
+        workflow: str | None = None,
+        since: int | None = None,
+    ) -> AsyncIterator[JsonObject]:
+        """Every matching run summary, newest first, one page (1,000) at a time."""
+        after: str | None = None
+        while True:
+            page, after = await self.list_runs_page(
+                status, workflow=workflow, since=since, after=after, limit=ops.PAGE
+            )
+            for run in page:
+                yield run
+            if after is None:
+                return
+
+    async def history(
+        self, run_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[JsonObject]:
+        """The run's events after revision `after`, oldest first (every page, or `limit`)."""
+        return await self._run(ops.history(run_id, after, limit))
+
+    async def logs(self, run_id: str, *, node: str | None = None) -> list[JsonObject]:
+        """Every attempt's captured output (of one `node`), oldest first: `AttemptLog`s."""
+        return await self._run(ops.logs(run_id, node))
+
+    async def node_output(self, run_id: str, node: str) -> JsonObject:
+        """`run.output`: the latest output of `node` in the run's current round, read in full."""
+        return await self._run(ops.node_output(run_id, node))
+
+    # -- workflows and retention ---------------------------------------------------------
+
+    async def show_workflow(
+        self, workflow: str, *, project: Path | str | None = None
+    ) -> JsonObject:
+        """`workflows.show` (see `Client.show_workflow`)."""
+        return await self._run(ops.show_workflow(workflow, project))
+
+    async def check_workflow(self, path: Path | str) -> JsonObject:
+        """`workflows.check`: `{path, ok, workflow, problems: [{code, message}]}`."""
+        return await self._run(ops.check_workflow(path))
+
+    async def prune(self, older_than_ms: int, *, backup: Path | str | bool = True) -> JsonObject:
+        """`state.prune` (see `Client.prune`)."""
+        return await self._run(ops.prune(older_than_ms, backup))

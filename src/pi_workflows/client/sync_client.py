@@ -1,46 +1,40 @@
 """The blocking Python client: one method per client-protocol v1 operation, with durable retries.
 
-Owns building requests (request ids, the client id, idempotency keys), the retry policy, and
-turning outcomes into `Receipt`s or `CommandError`s. A state-changing call always carries an
-idempotency key (a fresh uuid4 unless the caller gives one); when the connection is lost before
-the reply arrives, the SAME key, client id and payload are sent again with a new request id, so
-a command that had committed is adopted instead of applied twice. It never interprets run
-state (that is the server's) and never reads the database.
+Owns building requests (request ids, the client id, idempotency keys) and the retry policy,
+both also used by `AsyncClient`. A state-changing call always carries an idempotency key (a
+fresh uuid4 unless the caller gives one); when the connection is lost before the reply
+arrives, the SAME key, client id and payload are sent again with a new request id, so a
+command that had committed is adopted instead of applied twice. What each method sends and
+how its answer becomes a result (a `Receipt`, a `CommandError`) is `operations`. It never
+interprets run state (that is the server's) and never reads the database.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 import os
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
 import psutil
 
+from pi_workflows.client import operations as ops
 from pi_workflows.client.autostart import connect_or_start
 from pi_workflows.client.connection import Connection
 from pi_workflows.client.errors import (
-    ClaimLostError,
-    CommandError,
-    ConflictError,
     ConnectionLostError,
     InvalidPayloadError,
-    NotFoundError,
-    RejectedError,
-    ServerProtocolError,
     ServerUnavailableError,
     StopTimeoutError,
     UnavailableError,
 )
 from pi_workflows.client.interactions import InteractionMethods
+from pi_workflows.client.operations import Call, JsonObject, Program, Receipt, T, new_key
 from pi_workflows.client.paths import socket_path, state_home
+from pi_workflows.client.payloads import absolute
 from pi_workflows.client.run_methods import RunMethods
 from pi_workflows.protocol import (
     CLIENT_SCHEMA,
@@ -48,14 +42,10 @@ from pi_workflows.protocol import (
     NotJsonError,
     Outcome,
     Request,
-    Response,
     canonical_json,
 )
 
-__all__ = ["MAX_RETRIES", "READ_OPERATIONS", "Client", "JsonObject", "Receipt"]
-
-JsonObject = dict[str, Any]
-"""A decoded JSON object as the server sent it (camelCase keys)."""
+__all__ = ["MAX_RETRIES", "READ_OPERATIONS", "Client", "JsonObject", "Receipt", "request_for"]
 
 MAX_RETRIES: Final = 3
 """How many times a request is sent again after a lost connection (so at most 4 sends)."""
@@ -86,46 +76,44 @@ READ_OPERATIONS: Final = frozenset(
 """Operations sent without an idempotency key: reads, and the idempotent session reports.
 Everything else carries one."""
 
-_RETRY_BACKOFF: Final = (0.05, 0.1, 0.2)
+RETRY_BACKOFF: Final = (0.05, 0.1, 0.2)
+"""Seconds to wait before each resend after a lost connection."""
+
 _STOP_POLL: Final = 0.02
 
-_ERROR_TYPES: Final[dict[Outcome, type[CommandError]]] = {
-    Outcome.REJECTED: RejectedError,
-    Outcome.CONFLICT: ConflictError,
-    Outcome.NOT_FOUND: NotFoundError,
-    Outcome.UNAVAILABLE: UnavailableError,
-    Outcome.CLAIM_LOST: ClaimLostError,
-}
+
+def request_for(
+    client_id: str,
+    operation: str,
+    payload: JsonObject,
+    *,
+    run_id: str | None,
+    idempotency_key: str | None,
+    expected_revision: int | None,
+) -> Request:
+    """A request with a new request id (every resend gets its own)."""
+    return Request(
+        schema=CLIENT_SCHEMA,
+        request_id=f"req-{uuid.uuid4().hex}",
+        client_id=client_id,
+        operation=operation,
+        idempotency_key=idempotency_key,
+        run_id=run_id,
+        expected_revision=expected_revision,
+        payload=payload,
+    )
 
 
-@dataclass(frozen=True)
-class Receipt:
-    """A successful answer: the command committed (or the read succeeded).
-
-    `body` is the server's receipt object, e.g. `{"runId": ..., "status": ..., "revision": ...}`;
-    `receipt["runId"]` reads from it.
-    """
-
-    operation: str
-    outcome: Outcome
-    """`accepted` (done now) or `adopted` (a retry of a command that had committed before)."""
-    revision: int | None
-    """The run revision after the command, when it concerns a run."""
-    body: JsonObject = field(default_factory=dict)
-    idempotency_key: str | None = None
-    """The key the command was sent with (None for reads); reuse it to retry safely."""
-
-    @property
-    def adopted(self) -> bool:
-        """True when the server returned the stored receipt of an earlier, committed try."""
-        return self.outcome is Outcome.ADOPTED
-
-    def __getitem__(self, key: str) -> Any:
-        return self.body[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """`body.get(key, default)`."""
-        return self.body.get(key, default)
+def checked_key(operation: str, payload: JsonObject, idempotency_key: str | None) -> str | None:
+    """Check that `payload` is JSON (`InvalidPayloadError` before anything is sent) and give
+    a command without a key a fresh one (reads go without)."""
+    try:
+        canonical_json(payload)
+    except NotJsonError as exc:
+        raise InvalidPayloadError(operation, exc.path, exc.reason) from None
+    if idempotency_key is None and operation not in READ_OPERATIONS:
+        return new_key()
+    return idempotency_key
 
 
 class Client(InteractionMethods, RunMethods):
@@ -140,6 +128,7 @@ class Client(InteractionMethods, RunMethods):
         start_timeout: seconds to wait for a server to connect to or to start.
 
     Use it as a context manager, or call `close()`, to release the connection.
+    `AsyncClient` has the same methods for asyncio programs.
     """
 
     def __init__(
@@ -227,11 +216,19 @@ class Client(InteractionMethods, RunMethods):
             autostart=self.autostart,
         )
 
+    def _run(self, program: Program[T]) -> T:
+        """Run one program of `operations` with this client's calls."""
+
+        def send(step: Call) -> Receipt:
+            return self.call(step.operation, step.payload, step.run_id, step.idempotency_key)
+
+        return ops.run_blocking(program, send)
+
     # -- server -----------------------------------------------------------------------
 
     def status(self) -> JsonObject:
         """`server.status`: pid, epoch, runners, runs by status, claims, interactions."""
-        return self.call("server.status").body
+        return self._run(ops.body("server.status"))
 
     def stop(self, *, wait: bool = True, timeout: float = 30.0) -> Receipt:
         """`server.stop`: ask the server to stop; never starts one.
@@ -248,9 +245,8 @@ class Client(InteractionMethods, RunMethods):
         A server that answers `unavailable` is already stopping; that counts as success.
         """
         hello = self._ensure_connection(autostart=False).hello
-        # A server embedded in this very process cannot be waited for from here.
-        process = _process(hello.server_pid) if hello.server_pid != os.getpid() else None
-        key = _new_key()
+        process = server_process(hello)
+        key = new_key()
         try:
             receipt = self._call(
                 "server.stop",
@@ -261,21 +257,18 @@ class Client(InteractionMethods, RunMethods):
                 autostart=False,
             )
         except (ServerUnavailableError, ConnectionLostError, UnavailableError):
-            # Gone, or already stopping: either way the stop is in effect.
-            receipt = Receipt("server.stop", Outcome.ADOPTED, None, {"stopping": True}, key)
+            receipt = stopping_receipt(key)  # gone, or already stopping: the stop is in effect
         self.close()
-        if wait and process is not None and not _wait_gone(process, timeout):
+        if wait and process is not None and not wait_gone(process, timeout):
             raise StopTimeoutError(hello.server_pid, timeout)
         return receipt
 
     # -- workflows and runs -----------------------------------------------------------
 
     def list_workflows(self, project_dir: Path | str | None = None) -> list[JsonObject]:
-        """`workflows.list`: the workflows visible from `project_dir` (made absolute)."""
-        payload: JsonObject = {}
-        if project_dir is not None:
-            payload["projectDir"] = _absolute(project_dir)
-        return list(self.call("workflows.list", payload).body.get("workflows", []))
+        """`workflows.list`: the workflows visible from `project_dir` (made absolute; default:
+        the nearest directory from the current one upwards with `.pi/workflows`)."""
+        return self._run(ops.list_workflows(project_dir))
 
     def start_run(
         self,
@@ -287,61 +280,37 @@ class Client(InteractionMethods, RunMethods):
         origin_session: str | None = None,
         detached: bool = False,
     ) -> Receipt:
-        """`run.start`: start `workflow` (a name, `builtin:NAME` or a file path) with `input`.
+        """`run.start`: start `workflow` (a name, `builtin:NAME` or a file path, relative to
+        the current directory) with `input`.
 
-        `input` defaults to `{}`; `origin_session` names the Pi session that presents the
-        run's requests and messages; `detached` runs them in a headless Pi the server runs.
-        The receipt holds `runId`, `workflow`, `originSession` and `revision`.
+        `input` defaults to `{}`; `project_dir` defaults to the nearest directory from the
+        current one upwards with `.pi/workflows`; `origin_session` names the Pi session that
+        presents the run's requests and messages; `detached` runs them in a headless Pi the
+        server runs. The receipt holds `runId`, `workflow`, `originSession` and `revision`.
         """
-        payload: JsonObject = {"workflow": workflow, "input": {} if input is None else input}
-        if project_dir is not None:
-            payload["projectDir"] = _absolute(project_dir)
-        if origin_session is not None:
-            payload["originSession"] = origin_session
-        if detached:
-            payload["detached"] = True
-        return self.call("run.start", payload, idempotency_key=idempotency_key)
+        return self._run(
+            ops.start_run(workflow, input, project_dir, idempotency_key, origin_session, detached)
+        )
 
     def list_runs(
         self, status: Iterable[str] | str | None = None, limit: int | None = None
     ) -> list[JsonObject]:
-        """`run.list`: run summaries, newest first, optionally filtered by status."""
-        payload: JsonObject = {}
-        if status is not None:
-            payload["status"] = [status] if isinstance(status, str) else list(status)
-        if limit is not None:
-            payload["limit"] = limit
-        return list(self.call("run.list", payload).body.get("runs", []))
+        """`run.list`: the first page of run summaries, newest first, optionally filtered by
+        status (`list_runs_page` and `iter_runs` page further)."""
+        return self._run(ops.list_runs(status, limit))
 
     def get_run(self, run_id: str) -> JsonObject:
         """`run.get`: the run's `RunView` (see docs/protocol.md)."""
-        run = self.call("run.get", run_id=run_id).body.get("run")
-        return dict(run) if isinstance(run, dict) else {}
+        return self._run(ops.get_run(run_id))
 
     def read_value(self, ref: Mapping[str, Any]) -> Any:
         """The value behind a `*Ref` (`{digest, bytes}`) of a view, read with `blob.read` in
         chunks and checked against its digest."""
-        digest, size = str(ref["digest"]), int(ref["bytes"])
-        data = bytearray()
-        while len(data) < size:
-            chunk = self.call("blob.read", {"digest": digest, "offset": len(data)}).body
-            piece = base64.b64decode(str(chunk.get("data", "")))
-            if not piece:
-                break
-            data += piece
-        if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
-            raise ServerProtocolError(f"the stored value {digest} does not match its digest")
-        return json.loads(data)
+        return self._run(ops.read_value(ref))
 
     def get_run_complete(self, run_id: str) -> JsonObject:
         """`run.get` with every value sent by reference (`inputRef`, `outputRef`) read in."""
-        view = self.get_run(run_id)
-        for name in ("input", "output"):
-            ref = view.get(f"{name}Ref")
-            if isinstance(ref, dict):
-                view[name] = self.read_value(ref)
-                view[f"{name}Ref"] = None
-        return view
+        return self._run(ops.get_run_complete(run_id))
 
     def pause(self, run_id: str, *, idempotency_key: str | None = None) -> Receipt:
         """`run.pause`: park the run with `userPaused`; receipt `{runId, status, revision}`."""
@@ -369,24 +338,15 @@ class Client(InteractionMethods, RunMethods):
         request_id: str | None = None,
         *,
         idempotency_key: str | None = None,
-        wait: float = 120.0,
+        wait: float | None = 120.0,
     ) -> Receipt:
         """`checkpoint.answer`: answer the run's pending checkpoint with a JSON `value`.
 
         The answer is validated like a submission (`validate` of the node, in a runner):
-        returns once it is accepted (or still `validating` after `wait` seconds); raises
-        `RejectedError` with code `validationRejected` when it was refused.
+        returns once it is accepted (or still `validating` after `wait` seconds; None: no
+        bound); raises `RejectedError` with code `validationRejected` when it was refused.
         """
-        payload: JsonObject = {"value": value}
-        if request_id is not None:
-            payload["requestId"] = request_id
-        key = idempotency_key or _new_key()
-        until = time.monotonic() + wait
-        while True:
-            receipt = self.call("checkpoint.answer", payload, run_id=run_id, idempotency_key=key)
-            if receipt.get("status") != "validating" or time.monotonic() >= until:
-                return receipt
-            time.sleep(0.2)
+        return self._run(ops.answer_checkpoint(run_id, value, request_id, idempotency_key, wait))
 
     def answer_decision(
         self,
@@ -397,24 +357,13 @@ class Client(InteractionMethods, RunMethods):
         idempotency_key: str | None = None,
     ) -> Receipt:
         """`decision.answer`: choose `choice` (a choice id) in the run's pending human decision."""
-        payload: JsonObject = {"choice": choice}
-        if request_id is not None:
-            payload["requestId"] = request_id
-        return self.call("decision.answer", payload, run_id=run_id, idempotency_key=idempotency_key)
+        return self._run(ops.answer_decision(run_id, choice, request_id, idempotency_key))
 
     # -- effects ----------------------------------------------------------------------
 
     def list_effects(self, run_id: str | None = None) -> list[JsonObject]:
         """`effect.list`: the managed effects of one run, or of every run (every page)."""
-        found: list[JsonObject] = []
-        payload: JsonObject = {"limit": 1000}
-        while True:
-            page = self.call("effect.list", payload, run_id=run_id).body
-            found.extend(page.get("effects", []))
-            cursor = page.get("next")
-            if cursor is None:
-                return found
-            payload = {"limit": 1000, "after": cursor}
+        return self._run(ops.list_effects(run_id))
 
     def resolve_effect(
         self,
@@ -426,18 +375,13 @@ class Client(InteractionMethods, RunMethods):
         idempotency_key: str | None = None,
     ) -> Receipt:
         """`effect.resolve`: settle an ambiguous effect as `applied`, `rejected` or `retry`."""
-        payload: JsonObject = {"effectId": effect_id, "resolution": resolution}
-        if result is not None:
-            payload["result"] = result
-        if reason is not None:
-            payload["reason"] = reason
-        return self.call("effect.resolve", payload, idempotency_key=idempotency_key)
+        return self._run(ops.resolve_effect(effect_id, resolution, result, reason, idempotency_key))
 
     # -- state ------------------------------------------------------------------------
 
     def diagnose(self) -> list[JsonObject]:
         """`state.diagnose`: the problems found, each `{code, runId, message, repairable}`."""
-        return list(self.call("state.diagnose").body.get("problems", []))
+        return self._run(ops.diagnose())
 
     def repair(self, *, idempotency_key: str | None = None) -> Receipt:
         """`state.repair`: fix what has exact evidence; receipt `{fixed, remaining}`."""
@@ -445,7 +389,7 @@ class Client(InteractionMethods, RunMethods):
 
     def backup(self, path: Path | str, *, idempotency_key: str | None = None) -> Receipt:
         """`state.backup`: write a verified copy of the database to `path` (made absolute)."""
-        return self.call("state.backup", {"path": _absolute(path)}, idempotency_key=idempotency_key)
+        return self.call("state.backup", {"path": absolute(path)}, idempotency_key=idempotency_key)
 
     # -- internals --------------------------------------------------------------------
 
@@ -470,25 +414,18 @@ class Client(InteractionMethods, RunMethods):
         expected_revision: int | None,
         autostart: bool,
     ) -> Receipt:
-        try:
-            canonical_json(payload)
-        except NotJsonError as exc:
-            raise InvalidPayloadError(operation, exc.path, exc.reason) from None
-        if idempotency_key is None and operation not in READ_OPERATIONS:
-            idempotency_key = _new_key()
+        idempotency_key = checked_key(operation, payload, idempotency_key)
         lost: ConnectionLostError | None = None
         for attempt in range(MAX_RETRIES + 1):
             if attempt:
-                time.sleep(_RETRY_BACKOFF[min(attempt - 1, len(_RETRY_BACKOFF) - 1)])
-            request = Request(
-                schema=CLIENT_SCHEMA,
-                request_id=f"req-{uuid.uuid4().hex}",
-                client_id=self.client_id,
-                operation=operation,
-                idempotency_key=idempotency_key,
+                time.sleep(RETRY_BACKOFF[min(attempt - 1, len(RETRY_BACKOFF) - 1)])
+            request = request_for(
+                self.client_id,
+                operation,
+                payload,
                 run_id=run_id,
+                idempotency_key=idempotency_key,
                 expected_revision=expected_revision,
-                payload=payload,
             )
             try:
                 connection = self._ensure_connection(autostart)
@@ -497,7 +434,7 @@ class Client(InteractionMethods, RunMethods):
                 self.close()
                 lost = exc
                 continue
-            return _result(operation, request, response)
+            return ops.receipt_of(operation, request, response)
         assert lost is not None
         raise ConnectionLostError(
             lost.reason,
@@ -507,48 +444,23 @@ class Client(InteractionMethods, RunMethods):
         )
 
 
-def _result(operation: str, request: Request, response: Response) -> Receipt:
-    """Turn a response into a receipt, or raise the `CommandError` its outcome names."""
-    if response.outcome.ok:
-        return Receipt(
-            operation=operation,
-            outcome=response.outcome,
-            revision=response.revision,
-            body=dict(response.receipt or {}),
-            idempotency_key=request.idempotency_key,
-        )
-    error_type = _ERROR_TYPES[response.outcome]
-    if response.error is not None:
-        code, message = response.error.code, response.error.message
-    else:
-        code, message = str(response.outcome), f"{operation} was answered {response.outcome}"
-    raise error_type(
-        message,
-        code=code,
-        operation=operation,
-        run_id=request.run_id,
-        request_id=request.request_id,
-    )
+def stopping_receipt(key: str) -> Receipt:
+    """The receipt of a `server.stop` whose server is gone or already stopping."""
+    return Receipt("server.stop", Outcome.ADOPTED, None, {"stopping": True}, key)
 
 
-def _new_key() -> str:
-    return f"key-{uuid.uuid4()}"
-
-
-def _absolute(path: Path | str) -> str:
-    """`path` as an absolute, normalised path (`..` removed, symlinks kept)."""
-    return os.path.abspath(Path(path).expanduser())
-
-
-def _process(pid: int) -> psutil.Process | None:
-    """The server process by pid (its start time pins it), or None if it is already gone."""
+def server_process(hello: Hello) -> psutil.Process | None:
+    """The server process by pid (its start time pins it), or None if it is already gone or
+    is this very process (an embedded server cannot be waited for from here)."""
+    if hello.server_pid == os.getpid():
+        return None
     try:
-        return psutil.Process(pid)
+        return psutil.Process(hello.server_pid)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
 
 
-def _wait_gone(process: psutil.Process, timeout: float) -> bool:
+def wait_gone(process: psutil.Process, timeout: float) -> bool:
     """Poll until `process` has exited (a zombie counts as exited); False at the timeout."""
     deadline = time.monotonic() + timeout
     while True:

@@ -73,7 +73,8 @@ faults.declare("retention.prune", "a batch of ended runs is removed with all the
 
 @dataclass(frozen=True)
 class PruneReport:
-    """What one ``prune`` removed: runs, their events and attempts, and unreferenced blobs.
+    """What one ``prune`` removed: runs, their events, attempts and command receipts, and
+    unreferenced blobs.
 
     ``more`` is True when the batch was full, so more runs may be due.
     """
@@ -83,13 +84,16 @@ class PruneReport:
     attempts: int
     blobs: int
     more: bool
+    receipts: int = 0
+    """The removed runs' command receipts (``server_commands`` rows)."""
 
     def to_json(self) -> dict[str, int | bool]:
-        """The wire form ``{runs, events, attempts, blobs, more}``."""
+        """The wire form ``{runs, events, attempts, receipts, blobs, more}``."""
         return {
             "runs": self.runs,
             "events": self.events,
             "attempts": self.attempts,
+            "receipts": self.receipts,
             "blobs": self.blobs,
             "more": self.more,
         }
@@ -119,13 +123,16 @@ def prune(db: Database, older_than_ms: int, *, limit: int = PRUNE_BATCH) -> Prun
     transaction), then every blob nothing references any more."""
     with db.atomic("retention.prune") as tx:
         run_ids = prunable(tx, older_than_ms, limit)
-        events = attempts = 0
+        events = attempts = receipts = 0
         for run_id in run_ids:
             events += _count(tx, "SELECT COUNT(*) FROM events WHERE run_id = ?", run_id)
             attempts += _count(tx, "SELECT COUNT(*) FROM node_attempts WHERE run_id = ?", run_id)
+            receipts += _count(tx, "SELECT COUNT(*) FROM server_commands WHERE run_id = ?", run_id)
             _remove(tx, run_id)
         blobs = _collect_blobs(tx) if run_ids else 0
-    return PruneReport(len(run_ids), events, attempts, blobs, more=len(run_ids) == limit)
+    return PruneReport(
+        len(run_ids), events, attempts, blobs, more=len(run_ids) == limit, receipts=receipts
+    )
 
 
 def _count(tx: Transaction, sql: str, run_id: str) -> int:

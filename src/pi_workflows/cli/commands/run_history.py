@@ -7,14 +7,16 @@ run ends (completed, failed, timed out or cancelled) or Ctrl-C.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from typing import Any
 
 import click
 
+from pi_workflows.cli.errors import CliError
 from pi_workflows.cli.options import json_option, make_client
 from pi_workflows.cli.output import print_json
-from pi_workflows.cli.timeline import HISTORY_HEADER, LogFollower, event_line, log_header, log_text
+from pi_workflows.cli.timeline import HistoryFormat, LogFollower, log_header, log_text
 from pi_workflows.client import TERMINAL_STATUSES, Client, JsonObject
 
 __all__ = ["history", "logs"]
@@ -37,6 +39,16 @@ def _follow(client: Client, run_id: str, on_change: Callable[[JsonObject], None]
                 return
 
 
+def _check_node(client: Client, run_id: str, node_id: str) -> None:
+    """Raise a one-line `CliError` naming the run's nodes unless `node_id` is one of them
+    (they come from the run's graph, the first view `run.watch` pushes)."""
+    with client.watch_run(run_id) as watch:
+        view = watch.next_view(client.timeout) or {}
+    nodes = [str(node.get("id")) for node in (view.get("graph") or {}).get("nodes") or []]
+    if nodes and node_id not in nodes:
+        raise CliError(f"run {run_id} has no node {node_id!r}; its nodes: {', '.join(nodes)}")
+
+
 def _json_line(value: Any) -> None:
     import json  # noqa: PLC0415 - only the NDJSON path needs compact encoding
 
@@ -57,9 +69,11 @@ def history(
 ) -> None:
     """Print the run's event history: time, revision, event, node, who acted, and a detail.
 
-    Pages of events are fetched until the end (or --limit). With --follow, new events are
-    printed as they happen until the run has ended; with --json --follow each event is one
-    JSON line.
+    Pages of events are fetched until the end (or --limit). The columns fit the terminal
+    (80 columns when output is not a terminal): a long detail wraps, and a line with the
+    date comes before the first event of each day that is not today. With --follow, new
+    events are printed as they happen until the run has ended; with --json --follow each
+    event is one JSON line.
 
     \b
     Example:
@@ -70,9 +84,18 @@ def history(
     if as_json and not follow:
         print_json({"runId": run_id, "events": events})
         return
+    layout = None
     if not as_json:
-        click.echo(HISTORY_HEADER)
-    emit = _json_line if as_json else (lambda event: click.echo(event_line(event)))
+        width = shutil.get_terminal_size((80, 24)).columns
+        layout = HistoryFormat(events, width, growing=follow)
+        click.echo(layout.header())
+
+    def emit(event: JsonObject) -> None:
+        if layout is None:
+            _json_line(event)
+        else:
+            click.echo("\n".join(layout.lines(event)))
+
     for event in events:
         emit(event)
     if not follow:
@@ -107,6 +130,8 @@ def logs(ctx: click.Context, run_id: str, node_id: str | None, follow: bool, as_
     """
     client = make_client(ctx)
     found = client.logs(run_id, node=node_id)
+    if node_id is not None and not found:
+        _check_node(client, run_id, node_id)
     if as_json and not follow:
         print_json({"runId": run_id, "logs": found})
         return

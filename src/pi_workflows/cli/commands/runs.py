@@ -11,18 +11,16 @@ from typing import Any
 
 import click
 
-from pi_workflows.cli.errors import EXIT_FAILURE
+from pi_workflows.cli.errors import EXIT_FAILURE, CliError
 from pi_workflows.cli.options import (
     RUN_STATUSES,
     JsonValue,
     Since,
-    default_project,
     json_option,
     make_client,
     project_option,
-    workflow_spec,
 )
-from pi_workflows.cli.output import console, print_json, render_runs
+from pi_workflows.cli.output import console, plain, print_json, render_runs
 from pi_workflows.cli.show import render_run
 from pi_workflows.cli.waiting import FAILED_STATUSES, follow_run
 from pi_workflows.client import Receipt
@@ -93,9 +91,9 @@ def start(
     """
     client = make_client(ctx)
     receipt = client.start_run(
-        workflow_spec(workflow),
+        workflow,
         {} if input_value is None else input_value,
-        project_dir=default_project(project),
+        project_dir=project,
         idempotency_key=idempotency_key,
         origin_session=session_id,
         detached=detached,
@@ -187,7 +185,8 @@ def show(
     traceback), messages, effects and output.
 
     `--json` prints the RunView exactly as docs/protocol.md describes it, with a large
-    input or output read in full. `--output NODE` prints that node's latest output.
+    input or output read in full. `--output NODE` prints that node's latest output as
+    JSON, or, when its latest result is a failure, only the error line (exit 1).
 
     \b
     Example:
@@ -196,10 +195,17 @@ def show(
     client = make_client(ctx)
     if node_id is not None:
         found = client.node_output(run_id, node_id)
-        print_json(found if as_json else found.get("output"))
-        if found.get("status") != "completed":
-            click.echo(f"node {node_id} {found.get('status')}: {found.get('error')}", err=True)
-            ctx.exit(EXIT_FAILURE)
+        failed = found.get("status") != "completed"
+        if as_json:
+            print_json(found)
+            if failed:
+                ctx.exit(EXIT_FAILURE)
+            return
+        if failed:
+            raise CliError(
+                f"node {node_id} {plain(found.get('status'))}: {plain(found.get('error'))}"
+            )
+        print_json(found.get("output"))
         return
     view = client.get_run_complete(run_id)
     if as_json:

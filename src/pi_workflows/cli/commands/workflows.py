@@ -3,22 +3,32 @@ graph, and validating a file without running it, all as the server's resolver se
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Final
 
 import click
 
 from pi_workflows.cli.errors import EXIT_FAILURE
 from pi_workflows.cli.graph import render_graph, render_mermaid
-from pi_workflows.cli.options import (
-    default_project,
-    json_option,
-    make_client,
-    project_option,
-    workflow_spec,
-)
-from pi_workflows.cli.output import console, print_json, render_workflows
+from pi_workflows.cli.options import json_option, make_client, project_option
+from pi_workflows.cli.output import console, plain, print_json, render_workflows
 
-__all__ = ["workflows"]
+__all__ = ["problem_line", "workflows"]
+
+_AT_LINE: Final = re.compile(r"(\d+):\s*(.*)", re.DOTALL)
+
+
+def problem_line(path: str, message: str) -> str:
+    """One problem as editors read it: `PATH:LINE: error: MESSAGE`, or `PATH: error:
+    MESSAGE`; a message that already starts with the path (and line) names it once."""
+    if message.startswith(f"{path}:"):
+        rest = message[len(path) + 1 :].lstrip()
+        at_line = _AT_LINE.fullmatch(rest)
+        if at_line is not None:
+            return f"{path}:{at_line.group(1)}: error: {at_line.group(2)}"
+        return f"{path}: error: {rest}"
+    return f"{path}: error: {message}"
 
 
 @click.group()
@@ -43,7 +53,7 @@ def list_workflows(ctx: click.Context, project: Path | None, as_json: bool) -> N
     Example:
       pi-workflows workflows list --project ~/code/app --json
     """
-    found = make_client(ctx).list_workflows(default_project(project))
+    found = make_client(ctx).list_workflows(project)
     if as_json:
         print_json({"workflows": found})
     else:
@@ -67,9 +77,7 @@ def show_workflow(
     Example:
       pi-workflows workflows show triage --mermaid
     """
-    shown = make_client(ctx).show_workflow(
-        workflow_spec(workflow), project=default_project(project)
-    )
+    shown = make_client(ctx).show_workflow(workflow, project=project)
     if as_json:
         print_json(shown)
     elif mermaid:
@@ -85,8 +93,9 @@ def show_workflow(
 def check_workflow(ctx: click.Context, paths: tuple[Path, ...], as_json: bool) -> None:
     """Validate workflow files without running them: each loads and its graph is valid.
 
-    Prints one line per problem (`PATH: error: MESSAGE`) or `PATH: ok`, and exits 1 when any
-    file has a problem; for editors and CI.
+    Prints one line per problem (`PATH:LINE: error: MESSAGE`, or `PATH: error: MESSAGE`
+    when no line is known) or `PATH: ok`, and exits 1 when any file has a problem; for
+    editors and CI.
 
     \b
     Example:
@@ -101,6 +110,6 @@ def check_workflow(ctx: click.Context, paths: tuple[Path, ...], as_json: bool) -
             if result.get("ok"):
                 click.echo(f"{result['path']}: ok (workflow {result.get('workflow')})")
             for problem in result.get("problems", []):
-                click.echo(f"{result['path']}: error: {problem.get('message')}")
+                click.echo(problem_line(str(result["path"]), plain(problem.get("message"))))
     if not all(result.get("ok") for result in results):
         ctx.exit(EXIT_FAILURE)

@@ -6,7 +6,8 @@ graph with each node's state), so they show the same status as every other clien
 act on the shown run: `p` pause, `r` resume, `c` cancel (confirmed), `a` answer the
 checkpoint it waits on, `d` decide its human decision (choice, then confirmation). Each
 action is one client command sent from a worker thread, on a client of its own; its outcome
-is shown as a notification. `escape` goes back to the list, `q` quits.
+is shown as a notification. `escape` goes back to the run list (also when the view was
+opened on one run), `q` quits.
 """
 
 from __future__ import annotations
@@ -286,11 +287,13 @@ class RunScreen(Screen[None]):
         self.app.push_screen(ChoiceDialog(title, choices), chosen)
 
     def action_back(self) -> None:
-        """Back to the run list (or quit when the view was opened on this run)."""
+        """Back to the run list: the one this run was opened from, or, when the view was
+        opened on this run (`watch RUN`), a new one in its place (`q` quits)."""
         if len(self.app.screen_stack) > 2:
             self.app.pop_screen()
         else:
-            self.app.exit()
+            app = self.watch_app
+            self.app.switch_screen(RunsScreen(app.statuses, app.workflow))
 
 
 class WatchApp(App[None]):

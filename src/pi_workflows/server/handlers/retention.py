@@ -50,9 +50,10 @@ def _backup_target(server: Server, payload: dict[str, Any]) -> Path | None:
 
 
 async def prune_all(server: Server, older_than_ms: int) -> dict[str, int]:
-    """Prune every due run in batches (yielding between them); the totals."""
+    """Prune every due run in batches (yielding between them); the totals, where
+    ``receipts`` counts the pruned runs' receipts and the other old ones removed after."""
     cutoff = server.db.clock.now_ms() - older_than_ms
-    totals = {"runs": 0, "events": 0, "attempts": 0, "blobs": 0}
+    totals = {"runs": 0, "events": 0, "attempts": 0, "blobs": 0, "receipts": 0}
     while True:
         report = retention.prune(server.db, cutoff)
         for name in totals:
@@ -60,15 +61,14 @@ async def prune_all(server: Server, older_than_ms: int) -> dict[str, int]:
         if not report.more:
             break
         await asyncio.sleep(0)
-    receipts_removed = 0
-    while True:
+    while True:  # then receipts past the cutoff that belong to no run, or to an ended one
         removed = receipts.prune(server.db, cutoff)
-        receipts_removed += removed
+        totals["receipts"] += removed
         if removed < 1000:
             break
         await asyncio.sleep(0)
     server.wake()
-    return {**totals, "receipts": receipts_removed, "cutoff": cutoff}
+    return {**totals, "cutoff": cutoff}
 
 
 @operation("state.prune")

@@ -28,6 +28,33 @@ SCHEMA_VERSION = 1
 APPLICATION_ID = 0x50695746
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 5_000
+
+PROCESS_RECORDS = frozenset(
+    {
+        "runners.launch",
+        "runners.spawned",
+        "runners.ready",
+        "runners.exited",
+        "runners.process",
+        "runners.process_ended",
+        "agents.started",
+        "agents.ended",
+        "claims.renew",
+    }
+)
+"""Transactions that record live processes and their claims, committed without an fsync.
+
+Every other transaction commits with ``synchronous=FULL``: its commit survives a power loss
+before it is acknowledged. These are committed with ``synchronous=NORMAL``, which in WAL
+mode still survives the crash or kill of any process (the frames are in the operating
+system's cache when ``COMMIT`` returns) and keeps commit order: a later FULL commit makes
+them durable with it. What only a power loss or an OS crash can take back is facts about
+processes and claims that the same loss ended anyway: no runner, shell or agent outlives a
+reboot, a lost launch or renewal leaves the run at its last durable boundary (queued, or
+running with an older claim that recovery releases), and a lost exit record is what an
+orphaned runner looks like to the next server. Each of these saves an fsync that would
+otherwise hold the server's loop at every runner start and exit.
+"""
 DEFAULT_LEASE_MS = 30_000
 # OS errors that mean the file system, not the file, is at fault (full, too big, broken).
 _STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS})
@@ -113,24 +140,37 @@ class Database:
         a failing rollback never masks it. Fault points ``NAME.before_commit`` and
         ``NAME.after_commit`` surround the commit of the outermost block, whose ``name``
         must be declared in ``faults`` (``ValueError`` otherwise, before anything starts).
+        The outermost name also decides the commit's durability: ``PROCESS_RECORDS`` commit
+        without an fsync, everything else with one.
         """
         if self._tx is not None:
             yield self._tx
             return
         faults.check_declared(name)
-        self.conn.execute("BEGIN IMMEDIATE")
-        tx = Transaction(conn=self.conn, now=self.clock.now_ms(), name=name)
-        self._tx = tx
+        relaxed = name in PROCESS_RECORDS
+        if relaxed:
+            self.conn.execute("PRAGMA synchronous = NORMAL")
         try:
-            yield tx
-            faults.hit(f"{name}.before_commit")
-            self.conn.execute("COMMIT")
-        except BaseException:
+            self.conn.execute("BEGIN IMMEDIATE")
+            tx = Transaction(conn=self.conn, now=self.clock.now_ms(), name=name)
+            self._tx = tx
+            try:
+                yield tx
+                faults.hit(f"{name}.before_commit")
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self._tx = None
+                with contextlib.suppress(sqlite3.Error):
+                    self.conn.execute("ROLLBACK")
+                raise
             self._tx = None
-            with contextlib.suppress(sqlite3.Error):
-                self.conn.execute("ROLLBACK")
+        except BaseException:
+            if relaxed:  # restore durability, but never mask the original exception
+                with contextlib.suppress(sqlite3.Error):
+                    self.conn.execute("PRAGMA synchronous = FULL")
             raise
-        self._tx = None
+        if relaxed:
+            self.conn.execute("PRAGMA synchronous = FULL")
         faults.hit(f"{name}.after_commit")
 
     def reader(self) -> sqlite3.Connection:

@@ -11,8 +11,9 @@ rest runs once the seed's runs have settled:
   applied after the operator resolved its effect from evidence that it had not;
 - outputs: a chain's arithmetic, a charge's amount, a deployment's choice and whoever made
   it, an agent step's score (only the operator's valid submission is ever accepted, and a
-  step without a deadline never times out); an output that claims an effect applied matches the body that applied it, and one
-  that says it did not is backed by the witnesses (or by a command the campaign killed);
+  step without a deadline never times out); an output that claims an effect applied
+  matches the body that applied it, and one that says it did not is backed by the
+  witnesses (or by a command the campaign killed);
 - one `run start` key made one run; `run list` and `run show` agree;
 - after `server stop`: no process of ours alive (`after_stop`);
 - modes 0700/0600; no claim token or token hash outside `leases.token_hash` (`secrets`).

@@ -2,8 +2,8 @@
 
 The seeds were chosen from a 40-seed run so that together they start every campaign
 workflow and fired every fault kind there (`docs/reliability.md`); which planned faults find
-a target depends on timing, so the test requires that faults fired, not which. It runs `python -m campaign` as a
-subprocess, exactly as `make campaign` does, with two seeds at a time.
+a target depends on timing, so the test requires that faults fired, not which. It runs
+`python -m campaign` as a subprocess, exactly as `make campaign` does, two seeds at a time.
 """
 
 from __future__ import annotations

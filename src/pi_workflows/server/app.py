@@ -37,6 +37,7 @@ MAX_BACKOFF_SECONDS = 10.0
 EXIT_TASK_DIED = 70  # EX_SOFTWARE: a background task of the server ended unexpectedly
 RECEIPT_PRUNE_BATCH = 1000
 RECEIPT_PRUNE_EVERY_MS = 3_600_000
+SWEEP_MS = 200  # at most this often: request and node deadlines, expired claims
 
 
 class Backoff:
@@ -67,6 +68,7 @@ class Server:
         self.exit_code = 0
         self._next_prune_ms = 0
         self._next_run_prune_ms = 0
+        self._next_sweep_ms = 0
         self.stopping = False
         self.slow_clients_dropped = 0
         self.supervisor: Supervisor
@@ -242,9 +244,14 @@ class Server:
             self._prune_receipts(now)
         if now >= self._next_run_prune_ms:
             self._prune_runs(now)
-        recovery.expire_due_requests(self.db)
-        self.supervisor.enforce_deadlines(now)
-        self.supervisor.sweep_expired()
+        if now >= self._next_sweep_ms:
+            # Deadlines and expired claims are swept at most every SWEEP_MS, not on every
+            # committed change that wakes the scheduler (several per run), and on the
+            # one-second tick when nothing happens.
+            self._next_sweep_ms = now + SWEEP_MS
+            recovery.expire_due_requests(self.db)
+            self.supervisor.enforce_deadlines(now)
+            self.supervisor.sweep_expired()
         self.agents.reconcile()
         free = self.config.max_runners - self.supervisor.count
         if free <= 0:

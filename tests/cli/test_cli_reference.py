@@ -22,7 +22,10 @@ LONG_OPTION = re.compile(r"`(--[a-z][a-z0-9-]*)")
 def _leaf_commands(
     group: click.Group, path: tuple[str, ...] = ()
 ) -> Iterator[tuple[tuple[str, ...], click.Command]]:
-    for name, command in sorted(group.commands.items()):
+    context = click.Context(group)
+    for name in sorted(group.list_commands(context)):  # the root group loads its commands lazily
+        command = group.get_command(context, name)
+        assert command is not None, name
         if isinstance(command, click.Group):
             yield from _leaf_commands(command, (*path, name))
         else:

@@ -9,27 +9,17 @@ them up.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
 import traceback
 from collections.abc import Sequence
-from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any, Final
 
 import click
 
-from pi_workflows.cli.commands.answers import checkpoint, decision, interaction
-from pi_workflows.cli.commands.effects import effect
-from pi_workflows.cli.commands.pi import pi_group
-from pi_workflows.cli.commands.run_history import history, logs
-from pi_workflows.cli.commands.runs import run
-from pi_workflows.cli.commands.server import server
-from pi_workflows.cli.commands.sessions import session
-from pi_workflows.cli.commands.state import state
-from pi_workflows.cli.commands.watch import watch
-from pi_workflows.cli.commands.workflows import workflows
 from pi_workflows.cli.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, CliError, exit_code_for
 from pi_workflows.cli.options import CliState
 from pi_workflows.client import ClientError, ServerStartError, state_home
@@ -40,8 +30,45 @@ PROG_NAME: Final = "pi-workflows"
 ERROR_PREFIX: Final = f"{PROG_NAME}: error: "
 
 
+_COMMANDS: Final = {
+    "server": ("server", "server"),
+    "workflows": ("workflows", "workflows"),
+    "run": ("runs", "run"),
+    "checkpoint": ("answers", "checkpoint"),
+    "decision": ("answers", "decision"),
+    "interaction": ("answers", "interaction"),
+    "session": ("sessions", "session"),
+    "effect": ("effects", "effect"),
+    "state": ("state", "state"),
+    "pi": ("pi", "pi_group"),
+    "watch": ("watch", "watch"),
+}
+"""Each command: the module in `commands/` that defines it and the object's name there."""
+
+
+def _load(name: str) -> click.Command:
+    """Import the module of the command `name` (only the command that runs is imported,
+    so `run show` does not pay for `watch`'s Textual or the other commands' modules)."""
+    module_name, attribute = _COMMANDS[name]
+    module = importlib.import_module(f"pi_workflows.cli.commands.{module_name}")
+    command: click.Command = getattr(module, attribute)
+    if name == "run" and isinstance(command, click.Group) and "history" not in command.commands:
+        from pi_workflows.cli.commands.run_history import history, logs  # noqa: PLC0415
+
+        command.add_command(history)
+        command.add_command(logs)
+    return command
+
+
 class _Cli(click.Group):
-    """The root group; its `main` is the error boundary for every command."""
+    """The root group; its `main` is the error boundary for every command, and its commands
+    are imported when they are used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return _load(cmd_name) if cmd_name in _COMMANDS else None
 
     def main(
         self,
@@ -85,8 +112,9 @@ class _Cli(click.Group):
 
 @click.group(PROG_NAME, cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(
-    package_version("pi-workflows"),
+    None,
     "--version",
+    package_name="pi-workflows",  # read by click only when --version is given
     prog_name=PROG_NAME,
     message="%(prog)s %(version)s",
 )
@@ -110,15 +138,6 @@ def cli(ctx: click.Context, home: Path | None) -> None:
     """
     resolved = home.expanduser().absolute() if home is not None else state_home()
     ctx.obj = CliState(home=resolved)
-
-
-for _group in (
-    server, workflows, run, checkpoint, decision, interaction, session, effect, state, pi_group,
-):  # fmt: skip
-    cli.add_command(_group)
-run.add_command(history)
-run.add_command(logs)
-cli.add_command(watch)
 
 
 def main() -> None:

@@ -19,10 +19,12 @@ Layout:
 - `errors`: `ClientError` and its subclasses.
 
 This package imports only `pi_workflows.protocol` among internal packages (import-linter
-enforces it); it never opens the database.
+enforces it); it never opens the database. `AsyncClient` is imported on first use, so a
+blocking program (the CLI) never loads asyncio.
 """
 
-from pi_workflows.client.async_client import AsyncClient
+from typing import TYPE_CHECKING, Any
+
 from pi_workflows.client.autostart import ServerInfo, ensure_server, server_command
 from pi_workflows.client.connection import Connection
 from pi_workflows.client.errors import (
@@ -51,6 +53,9 @@ from pi_workflows.client.payloads import SETTLED_STATUSES, TERMINAL_STATUSES
 from pi_workflows.client.projects import find_project, resolve_project, workflow_spec
 from pi_workflows.client.sync_client import MAX_RETRIES, READ_OPERATIONS, Client
 from pi_workflows.client.watch import AsyncWatch, Watch
+
+if TYPE_CHECKING:
+    from pi_workflows.client.async_client import AsyncClient
 
 __all__ = [
     # the client
@@ -97,3 +102,13 @@ __all__ = [
     "WaitTimeoutError",
     "RunFailedError",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``AsyncClient`` on first use (it imports asyncio)."""
+    if name == "AsyncClient":
+        from pi_workflows.client.async_client import AsyncClient  # noqa: PLC0415
+
+        globals()[name] = AsyncClient
+        return AsyncClient
+    raise AttributeError(f"module 'pi_workflows.client' has no attribute {name!r}")

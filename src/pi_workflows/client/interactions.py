@@ -20,12 +20,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from pi_workflows.client import operations as ops
-from pi_workflows.client.async_connection import AsyncConnection
 from pi_workflows.client.connection import Connection
 from pi_workflows.client.operations import SUBMIT_POLL_SECONDS
 from pi_workflows.protocol import CLIENT_SCHEMA, Event, Request, Response
 
 if TYPE_CHECKING:
+    from pi_workflows.client.async_connection import AsyncConnection
     from pi_workflows.client.operations import JsonObject, Program, Receipt, T
 
 __all__ = [
@@ -185,6 +185,8 @@ class AsyncInteractionMethods:
 
     async def watch_session(self, session_id: str, epoch: int) -> AsyncSessionWatch:
         """`session.watch` on a connection of its own (use with `async with`)."""
+        from pi_workflows.client.async_connection import AsyncConnection  # noqa: PLC0415 - asyncio on first use
+
         connection = await AsyncConnection.open(self.socket_path, timeout=self.start_timeout)
         return await AsyncSessionWatch.open(
             connection, self.client_id, session_id, epoch, self.timeout

@@ -11,7 +11,6 @@ drivers (which sleep for a `Pause`), nothing here does I/O.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import json
@@ -184,7 +183,7 @@ async def run_async(program: Program[T], send: Callable[[Call], Awaitable[Receip
         while True:
             step = program.send(reply)
             if isinstance(step, Pause):
-                await asyncio.sleep(step.seconds)
+                await _sleep(step.seconds)
                 reply = None
             else:
                 reply = await send(step)
@@ -493,3 +492,10 @@ def report_turn(
     if workflow_message_id is not None:
         payload["workflowMessageId"] = workflow_message_id
     return (yield from body("workflowTurn.report", payload))
+
+
+async def _sleep(seconds: float) -> None:
+    """``asyncio.sleep``, imported on first use: the blocking client never loads asyncio."""
+    import asyncio  # noqa: PLC0415 - see above
+
+    await asyncio.sleep(seconds)

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from pi_workflows.client import operations as ops
-from pi_workflows.client.async_connection import AsyncConnection
 from pi_workflows.client.connection import Connection
 from pi_workflows.client.errors import NotFoundError, WaitTimeoutError
 from pi_workflows.client.payloads import SETTLED_STATUSES, TERMINAL_STATUSES, list_payload
@@ -247,6 +246,8 @@ class AsyncRunMethods:
         self, operation: str, run_id: str | None, payload: JsonObject | None
     ) -> AsyncWatch:
         await self.connect()  # starts a server if allowed, so the watch connection finds one
+        from pi_workflows.client.async_connection import AsyncConnection  # noqa: PLC0415 - asyncio on first use
+
         connection = await AsyncConnection.open(self.socket_path, timeout=self.start_timeout)
         return await AsyncWatch.open(
             connection,

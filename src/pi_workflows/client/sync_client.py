@@ -17,9 +17,10 @@ import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import psutil
+if TYPE_CHECKING:
+    import psutil
 
 from pi_workflows.client import operations as ops
 from pi_workflows.client.autostart import connect_or_start
@@ -452,6 +453,8 @@ def stopping_receipt(key: str) -> Receipt:
 def server_process(hello: Hello) -> psutil.Process | None:
     """The server process by pid (its start time pins it), or None if it is already gone or
     is this very process (an embedded server cannot be waited for from here)."""
+    import psutil  # noqa: PLC0415 - only `stop` needs it; other commands start faster
+
     if hello.server_pid == os.getpid():
         return None
     try:
@@ -462,6 +465,8 @@ def server_process(hello: Hello) -> psutil.Process | None:
 
 def wait_gone(process: psutil.Process, timeout: float) -> bool:
     """Poll until `process` has exited (a zombie counts as exited); False at the timeout."""
+    import psutil  # noqa: PLC0415 - see server_process
+
     deadline = time.monotonic() + timeout
     while True:
         try:

@@ -14,12 +14,14 @@ import time
 import uuid
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pi_workflows.client.async_connection import AsyncConnection
 from pi_workflows.client.connection import Connection
 from pi_workflows.client.errors import NotFoundError, RejectedError
 from pi_workflows.protocol import CLIENT_SCHEMA, Event, Outcome, Request, Response
+
+if TYPE_CHECKING:
+    from pi_workflows.client.async_connection import AsyncConnection
 
 __all__ = ["AsyncWatch", "Watch", "watch_request"]
 

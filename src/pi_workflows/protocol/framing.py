@@ -12,17 +12,19 @@ and cannot be re-synchronised: close that connection.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
 import select
 import socket
 import time
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
 from pi_workflows.protocol.errors import FrameError, FrameTooLarge
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["MAX_FRAME_BYTES", "FrameReader", "encode_frame", "read_frame"]
 
@@ -72,6 +74,8 @@ async def read_frame(
         FrameTooLarge: the line is longer than `max_frame_bytes` including its newline.
         FrameError: the stream ended in the middle of a line.
     """
+    import asyncio  # noqa: PLC0415 - blocking clients (the CLI) never pay for asyncio
+
     head = bytearray()  # only used when the reader's limit is below the frame cap
     while True:
         try:

@@ -7,7 +7,9 @@ full disk does (``sqlite3.OperationalError: database or disk is full``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import sqlite3
 import sys
 from pathlib import Path
@@ -33,12 +35,17 @@ def test_a_headless_agent_that_cannot_be_recorded_is_stopped_at_once(
     """Window: the agent process is spawned, then its record fails (a full disk); it is
     stopped and reaped before the failure is reported, so no tick leaves an untracked Pi."""
     db = open_test_db(tmp_path / "state")
-    spawned: list[children.Process] = []
+    spawned: list[int] = []
     real_spawn = children.spawn_command
 
     async def spawn(argv: list[str], **kwargs: Any) -> children.Process:
-        spawned.append(await real_spawn(argv, **kwargs))
-        return spawned[-1]
+        record = kwargs["spawned"]
+
+        def noted(pid: int) -> None:
+            spawned.append(pid)
+            record(pid)
+
+        return await real_spawn(argv, **{**kwargs, "spawned": noted})
 
     def full_disk(*args: Any) -> str:
         raise sqlite3.OperationalError("database or disk is full")
@@ -53,13 +60,12 @@ def test_a_headless_agent_that_cannot_be_recorded_is_stopped_at_once(
     try:
         asyncio.run(headless._start(want))  # the failure is logged, never raised
         assert len(spawned) == 1
-        assert spawned[0].popen is not None
-        assert spawned[0].popen.poll() is not None  # stopped and reaped
+        with pytest.raises(ProcessLookupError):  # stopped and reaped: the pid is gone
+            os.kill(spawned[0], 0)
         assert headless.count == 0
         assert db.conn.execute("SELECT COUNT(*) FROM agent_processes").fetchone()[0] == 0
     finally:
-        for process in spawned:
-            if process.popen is not None and process.popen.poll() is None:
-                process.popen.kill()
-                process.popen.wait(10)
+        for pid in spawned:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
         db.close()

@@ -324,7 +324,11 @@ def test_a_committed_request_is_presented_once_with_its_exact_text(
     assert done["output"] == {"route": "fix"}
     [asked] = requests_with(provider, STEP_MARK)
     assert asked.last_user_text() == active["text"]
-    assert message_rows(server, "step") == [(active["workflowMessageId"], "sent", step["id"])]
+    assert wait_for(
+        lambda: message_rows(server, "step") == [(active["workflowMessageId"], "sent", step["id"])],
+        30,
+        "the step to be reported as sent",
+    )
     step_turn = wait_for(
         lambda: server.query(
             "SELECT message_id, run_id, stop_reason FROM workflow_turns WHERE status = 'ended'"
@@ -672,7 +676,12 @@ def test_a_decision_is_shown_to_the_person_refused_by_the_tool_and_decided_with_
     assert "decision waiting" in status["statusText"]
     assert not [r for r in pi.records if r.get("type") == "agent_start"]
     assert provider.requests() == []
-    assert message_rows(server, "decision")[0][1:] == ("sent", card["id"])
+    # The card is in the branch; the coordinator reports that after appending it.
+    wait_for(
+        lambda: message_rows(server, "decision")[0][1:] == ("sent", card["id"]),
+        30,
+        "the decision card to be reported as sent",
+    )
 
     records = pi.run_prompt(f"approve {run_id} for me")
 
@@ -754,7 +763,11 @@ def test_the_run_result_starts_one_turn_only_after_the_completion_committed(
     assert content_text(terminal).startswith(f"{TERMINAL_MARK}\nWorkflow: step\nRun: {run_id}")
     assert 'Output: {"route":"fix"}' in content_text(terminal)
     assert len(requests_with(provider, TERMINAL_MARK)) == 1
-    [(message_id, status, entry_id)] = message_rows(server, "terminal")
+    [(message_id, status, entry_id)] = wait_for(
+        lambda: [r for r in message_rows(server, "terminal") if r[1] == "sent"],
+        30,
+        "the result to be reported as sent",
+    )
     assert (status, entry_id) == ("sent", terminal["id"])
     wait_for(
         lambda: len(server.query("SELECT 1 FROM workflow_turns WHERE status = 'ended'")) == 2,

@@ -101,6 +101,36 @@ def test_failing_scheduler_ticks_back_off_and_the_server_keeps_working(
     assert server_process.process.poll() is None
 
 
+SLOW = """
+import time
+from pi_workflows import Workflow, compute
+
+def slow(ctx):
+    time.sleep(5)  # two and a half leases of 2 s without a message: only the timer renews
+    return {"slept": True}
+
+workflow = Workflow("slow", start="slow", nodes={"slow": compute(slow)})
+"""
+
+
+def test_a_failing_renewal_is_logged_and_the_next_one_keeps_the_claim(
+    server_process: ServerProcess,
+) -> None:
+    """Window: one backup renewal fails (an injected store fault, as a full disk would) while
+    a node runs longer than the lease without a message; the failure is logged, the timer
+    goes on, the claim is renewed in time, and the node runs once."""
+    server_process.write_workflow("slow", SLOW)
+    server_process.start(
+        faults="claims.renew.before_commit=raise:1", PI_WORKFLOWS_LEASE_SECONDS="2"
+    )
+    run_id = server_process.start_run("slow")
+    view = server_process.wait_status(run_id, {"completed", "failed"}, 90)
+    assert view["status"] == "completed", view
+    assert [a["status"] for a in view["attempts"]] == ["completed"]
+    assert server_process.tail(400).count("claim renewal failed") == 1
+    assert server_process.diagnose() == []
+
+
 def test_a_background_task_that_dies_stops_the_server_loudly(
     server_process: ServerProcess,
 ) -> None:

@@ -5,13 +5,17 @@ beside physical floors (a durable SQLite commit, a Unix-socket round trip, an in
 spawn) and peers (DBOS Transact and LangGraph, in their own venv ``bench/.venv-peers``), in
 the same invocation, interleaved. Sections: ``nodes`` (durable node-transition overhead),
 ``start`` (start latency), ``recovery`` (after SIGKILL), ``parked`` (many runs waiting at a
-checkpoint), ``profile`` (cProfile of the server and runners). Results go to
-``bench/results/latest.json``, ``latest.md`` and ``latest.png``.
+checkpoint), ``throughput`` (many runs at capacity 4 and 16, beside DBOS's queue), ``pi``
+(the Pi bridge), ``profile`` (cProfile of the server and runners). Results go to
+``bench/results/latest.json``, ``latest.md`` (opening with the performance issue's targets,
+each met or not) and ``latest.png``.
 
 Modules: ``cli`` (options, orchestration), ``context`` (sizes, shared state), ``processes``
 (spawning and cleanup), ``ourserver`` (a server in a temp state directory), ``workflows``
 (the workflow files), ``floors``, ``peers`` (the peer venv and workers), ``machine``,
-``stats``, ``report`` (markdown), ``chart``; ``sections/`` one module per section;
+``stats``, ``fsyncs`` (commits from the WAL and fsync calls with strace, per node),
+``targets`` (the targets table), ``report`` (markdown), ``chart``; ``sections/`` one
+module per section;
 ``peer_scripts/`` run with the peer venv's python; ``profiling/sitecustomize.py`` profiles
 the server and runners.
 """

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -20,12 +21,12 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from bench import chart, report
+from bench import chart, report, targets
 from bench.context import FULL, QUICK, Context, Sizes
 from bench.machine import facts
 from bench.peers import PEER_VENV, REQUIREMENTS, PeerEnv, ensure_peer_env
 from bench.processes import Processes, install_signal_handlers
-from bench.sections import nodes, parked, pi, profile, recovery, start
+from bench.sections import nodes, parked, pi, profile, recovery, start, throughput
 
 SCHEMA = "pi-workflows.bench.v1"
 SECTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
@@ -33,6 +34,7 @@ SECTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "start": start.run,
     "recovery": recovery.run,
     "parked": parked.run,
+    "throughput": throughput.run,
     "pi": pi.run,
     "profile": profile.run,
 }
@@ -125,6 +127,8 @@ def _measure(
         except Exception as exc:
             results[name] = ctx.fail(name, exc)
         results[name]["seconds"] = round(time.monotonic() - began, 1)
+        # Other work on a shared machine skews a section: say how busy it was at its end.
+        results[name]["loadAverageAtEnd"] = [round(x, 2) for x in os.getloadavg()]
 
 
 def _write(ctx: Context, results: dict[str, Any]) -> None:
@@ -133,6 +137,7 @@ def _write(ctx: Context, results: dict[str, Any]) -> None:
     results["durationSeconds"] = round(time.monotonic() - ctx.started, 1)
     results["errors"] = ctx.errors
     results["systems"] = _systems(ctx, results)
+    results["targets"] = targets.evaluate(results)
     (out / "latest.png").unlink(missing_ok=True)
     (out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
     png = chart.draw(ctx, out / "latest.json", out / "latest.png")

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +34,16 @@ class OurServer:
     """One server process (restartable) over one temp state directory."""
 
     def __init__(
-        self, procs: Processes, root: Path, extra_env: Mapping[str, str] | None = None
+        self,
+        procs: Processes,
+        root: Path,
+        extra_env: Mapping[str, str] | None = None,
+        wrapper: Sequence[str] = (),
     ) -> None:
         self.procs = procs
         self.root = root
+        self.wrapper = list(wrapper)
+        """A command the server runs under (``strace ...``); then ``process`` is that one."""
         self.home = root / "state"
         self.user_home = root / "home"
         self.project = root / "project"
@@ -68,7 +74,10 @@ class OurServer:
         self.close_client()
         started = time.monotonic_ns()
         self.process = self.procs.spawn(
-            [sys.executable, "-m", "pi_workflows.server", "run", "--home", str(self.home)],
+            [
+                *self.wrapper,
+                *(sys.executable, "-m", "pi_workflows.server", "run", "--home", str(self.home)),
+            ],
             env=self.env,
             log=self.root / "server.log",
             cwd=self.root,
@@ -128,6 +137,18 @@ class OurServer:
     def rss_bytes(self) -> int:
         """The server process's resident set size."""
         return int(psutil.Process(self.pid).memory_info().rss)
+
+    def template_rss_bytes(self) -> int:
+        """The resident set size of the runner template(s) below the server (0 if none)."""
+        total = 0
+        if self.process is None or self.process.poll() is not None:
+            return 0
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self.process.pid).children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    if "pi_workflows.runner.template" in child.cmdline():
+                        total += int(child.memory_info().rss)
+        return total
 
     def kill(self) -> None:
         """SIGKILL the server (its runners are left as orphans, as after a real crash)."""

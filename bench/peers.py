@@ -165,12 +165,21 @@ class PeerWorker:
     """One long-lived peer process speaking line-JSON on stdin/stdout."""
 
     def __init__(
-        self, procs: Processes, python: str, script: str, args: list[str], log: Path
+        self,
+        procs: Processes,
+        python: str,
+        script: str,
+        args: list[str],
+        log: Path,
+        wrapper: list[str] | None = None,
     ) -> None:
         self.name = script
         self.log = log
         self._process = procs.spawn(
-            [python, str(SCRIPTS / script), *args], log=log, pipes=True, cwd=log.parent
+            [*(wrapper or []), python, str(SCRIPTS / script), *args],
+            log=log,
+            pipes=True,
+            cwd=log.parent,
         )
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True, name=f"peer-{script}")

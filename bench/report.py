@@ -37,6 +37,49 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return [*lines, ""]
 
 
+MARKS = {"met": "met", "not met": "**NOT met**", "not measured": "not measured"}
+
+
+def _value(value: Any, unit: str) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3g} {unit}"
+    return f"{value} {unit}"
+
+
+def _targets(results: dict[str, Any]) -> list[str]:
+    rows = results.get("targets") or []
+    if not rows:
+        return []
+    lines = [
+        "## Targets (the performance issue's table)",
+        "",
+        "Each figure of this run (a median) beside its target; a ratio is from the same run. "
+        "A figure taken at another shape (`--quick`, fewer than 10,000 runs parked) is "
+        "*not measured*, never met; extrapolations are never used here.",
+        "",
+    ]
+    table = []
+    for row in rows:
+        ratio = row.get("ratio")
+        ratio_text = ""
+        if ratio and isinstance(ratio.get("value"), int | float):
+            ratio_text = f"{ratio['value']:.3g}{ratio['label']}"
+        elif ratio:
+            ratio_text = f"ratio not measured ({ratio['label'].lstrip('x ')})"
+        measured = _value(row["value"], row["unit"])
+        if ratio_text and row["value"] is not None:
+            measured += f"; {ratio_text}"
+        table.append(
+            [row["figure"], measured, row["target"], MARKS[row["status"]], row.get("note", "")]
+        )
+    lines += _table(["figure", "this run", "target", "", "note"], table)
+    counts = {status: sum(r["status"] == status for r in rows) for status in MARKS}
+    lines += [", ".join(f"{n} {status}" for status, n in counts.items()) + ".", ""]
+    return lines
+
+
 def _machine(results: dict[str, Any]) -> list[str]:
     m = results.get("machine", {})
     return [
@@ -130,7 +173,8 @@ def _nodes(section: dict[str, Any]) -> list[str]:
     fixed = section.get("fixedMs", {})
     lines += [
         "Fixed cost (1-node workflow, start to completion, ms): "
-        + "; ".join(f"{NAMES.get(k, k)} {fmt(v)}" for k, v in fixed.items()),
+        + "; ".join(f"{NAMES.get(k, k)} {fmt(v)}" for k, v in fixed.items())
+        + "".join(f"; {k} {fmt(v)}" for k, v in section.get("fixedRatios", {}).items()),
         "",
         "Floor: durable commit (WAL, synchronous=FULL) "
         f"{fmt(section['floor']['commitMs'])} ms; newline-JSON round trip over a Unix socket "
@@ -145,6 +189,62 @@ def _nodes(section: dict[str, Any]) -> list[str]:
             rows.append([f"N={n}", label, fmt(fig)])
     lines += ["Ratios (per round, then median [min-max]; < 1 means pi-workflows is faster):", ""]
     lines += _table(["N", "ratio", "value"], rows)
+    return lines + _durable_writes(section.get("durableWrites", {}))
+
+
+def _durable_writes(found: dict[str, Any]) -> list[str]:
+    """Commits and fsync calls per node (bench/fsyncs.py)."""
+    if not found:
+        return []
+    lines = [
+        "### Commits and fsyncs per node",
+        "",
+        "Counted on a server (and peer workers) of their own, over a 1-node and an N-node "
+        "run: per node = (count(N) - count(1)) / (N - 1), gross = count(N) / N. Commits are "
+        "the valid commit frames the WAL gained (a read transaction held meanwhile so SQLite "
+        "cannot restart the log); fsync calls are `fdatasync` + `fsync` system calls logged "
+        "by strace in the run's window (server and its children).",
+        "",
+    ]
+    ours = found.get("ours", {})
+    rows = []
+    if "error" in ours:
+        rows.append(["pi-workflows", "FAILED", ours["error"], "-"])
+    else:
+        commits, fsync = ours.get("commits", {}), ours.get("fsyncs")
+        rows.append(
+            [
+                "pi-workflows: commits (WAL commit frames)",
+                f"**{commits.get('marginalPerNode')}**",
+                str(commits.get("grossPerNode")),
+                f"{commits.get('walFramesPerNode')} WAL pages written per node",
+            ]
+        )
+        if fsync is not None:
+            rows.append(
+                [
+                    "pi-workflows: fdatasync/fsync calls",
+                    f"**{fsync.get('marginalPerNode')}**",
+                    str(fsync.get("grossPerNode")),
+                    f"calls by the server's children (runners): {fsync.get('childrenCalls')}",
+                ]
+            )
+        else:
+            rows.append(["pi-workflows: fdatasync/fsync calls", "-", "-", ours["syscallMethod"]])
+    for peer in ("langgraph", "dbos"):
+        if peer in found:
+            them = found[peer]
+            rows.append(
+                [
+                    f"{NAMES[peer]}: fdatasync/fsync calls",
+                    str(them.get("marginalPerNode", "-")),
+                    str(them.get("grossPerNode", "-")),
+                    them.get("error", "in-process worker under strace"),
+                ]
+            )
+    lines += _table(["count", "per node", "gross per node", "note"], rows)
+    if "syscallMethod" in ours:
+        lines += [f"System calls: {ours['syscallMethod']}.", ""]
     return lines
 
 
@@ -199,8 +299,11 @@ def _recovery(section: dict[str, Any]) -> list[str]:
     for key, label in (
         ("readyMs", "new process ready (server hello / DBOS.launch returned)"),
         ("firstResumedNodeMs", "first resumed node started"),
+        ("readyToFirstResumedNodeMs", "ready to first resumed node"),
         ("completionMs", "run completed"),
     ):
+        if key not in section["ours"]:
+            continue
         rows.append(
             [
                 label,
@@ -231,16 +334,26 @@ def _parked(section: dict[str, Any]) -> list[str]:
     if "error" in section:
         return [*lines, f"FAILED: {section['error']}", ""]
     lat = section["latency"]
+    reached = (
+        "the target reached"
+        if section["reachedTarget"]
+        else f"**target NOT reached in the {section.get('fillBudgetSeconds', '?')} s budget**"
+    )
     lines += [
         f"Target {section['target']} runs waiting at a checkpoint, default capacity, "
         f"{section['clients']} client threads. Measured: **{section['parked']} runs parked** in "
-        f"{section['parkedSeconds']} s ({section['parkRatePerSecond']} runs/s).",
+        f"{section['parkedSeconds']} s = **{section['parkRatePerSecond']} runs/s** ({reached}). "
+        f"Every figure below is measured with {section['parked']} runs parked.",
         "",
     ]
 
     def ms(key: str) -> str:
         found = lat.get(key) or {}
         return f"FAILED: {found['error']}" if "error" in found else f"{fmt(found)} ms"
+
+    def ratio(key: str) -> str:
+        found = lat.get(key)
+        return f" ({fmt(found)} a `python -c pass` spawn)" if found else ""
 
     lines += _table(
         ["measure", "value"],
@@ -251,22 +364,35 @@ def _parked(section: dict[str, Any]) -> list[str]:
                 "server RSS (parked / after the reads below)",
                 f"{section['serverRssMiB']} / {section.get('serverRssAfterReadsMiB')} MiB",
             ],
+            ["runner template RSS (a child of the server)", f"{section.get('templateRssMiB')} MiB"],
             ["`run.list` (default limit 100)", ms("runListDefaultMs")],
             ["`run.list` status=waiting, limit 100", ms("runListWaitingMs")],
             ["`run.list` limit 1000", ms("runList1000Ms")],
-            [f"`run.list` every run (limit {section['parked']})", ms("runListAllMs")],
-            ["`run.get` (run show)", ms("runGetMs")],
-            ["CLI `pi-workflows run list` (new process)", ms("cliRunListMs")],
-            ["CLI `pi-workflows run show ID` (new process)", ms("cliRunShowMs")],
             [
-                "`run.list` bytes per run / most runs one 1 MiB response holds",
-                f"{section['listBytesPerRun']} / {section['maxRunsPerListResponse']}",
+                f"every run, paged with the `next` cursor ({section.get('listPages')} pages of "
+                f"up to 1000; {section.get('listedByPaging')} listed)",
+                ms("runListEveryRunPagedMs"),
             ],
+            ["`run.get` (run show)", ms("runGetMs")],
+            [
+                "CLI `pi-workflows run list` (new process)",
+                ms("cliRunListMs") + ratio("cliRunListPerSpawnPass"),
+            ],
+            [
+                "CLI `pi-workflows run show ID` (new process)",
+                ms("cliRunShowMs") + ratio("cliRunShowPerSpawnPass"),
+            ],
+            ["floor: spawn and reap `python -c pass` (same repetitions)", ms("spawnPassMs")],
+            ["`run.list` bytes per run", str(section["listBytesPerRun"])],
             [
                 "answer all, completion throughput",
                 f"{section['completed']} completed in {section['completionSeconds']} s = "
                 f"**{section['completionPerSecond']} runs/s**"
                 + ("" if section["allCompleted"] else " (NOT all completed in the budget)"),
+            ],
+            [
+                "server stop (SIGTERM to exit; killed after 10 s)",
+                f"{section.get('serverStopSeconds')} s",
             ],
         ],
     )
@@ -275,15 +401,45 @@ def _parked(section: dict[str, Any]) -> list[str]:
         lines += [
             f"**{extra['label']}:** {extra['count']} runs would take ~{extra['parkSeconds']} s "
             f"to start and park and ~{extra['completionSeconds']} s to complete after answers;"
-            f" server RSS ~{extra['serverRssMiB']} MiB; `run.list` of every run "
-            + (
-                f"~{extra['runListAllMs']} ms"
-                if extra["runListAllFitsOneFrame"]
-                else "does not fit one 1 MiB response (the connection is closed)"
-            )
-            + "; processes held while parked: 0 (a waiting run holds none).",
+            f" server RSS ~{extra['serverRssMiB']} MiB; every run paged in "
+            f"~{extra['runListEveryRunPagedMs']} ms. Not measured: the targets table does not "
+            "use these.",
             "",
         ]
+    return lines
+
+
+def _throughput(section: dict[str, Any]) -> list[str]:
+    lines = ["## Concurrent throughput", ""]
+    if "error" in section:
+        return [*lines, f"FAILED: {section['error']}", ""]
+    lines += [f"{section['method']}. Median [min-max] over {section['reps']} repetitions.", ""]
+    rows = []
+    for capacity, found in section["capacities"].items():
+        ours, dbos = found["ours"], found.get("dbos", {})
+        rows.append(
+            [
+                capacity,
+                f"**{fmt(ours['nodesPerSecond'])}**",
+                fmt(ours["runsPerSecond"]),
+                fmt(ours["mostRunnersSeen"]),
+                f"**{fmt(dbos['nodesPerSecond'])}**"
+                if "nodesPerSecond" in dbos
+                else str(dbos.get("skipped", "-")),
+                fmt(found.get("ratios", {}).get("ours/dbos (nodes per second)")),
+            ]
+        )
+    lines += _table(
+        [
+            "capacity",
+            "pi-workflows nodes/s",
+            "pi-workflows runs/s",
+            "most live runners seen",
+            "DBOS nodes/s",
+            "ours/DBOS",
+        ],
+        rows,
+    )
     return lines
 
 
@@ -346,6 +502,7 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     if results.get("quick"):
         lines += ["**QUICK sizes (smoke run): not for conclusions.**", ""]
+    lines += _targets(results)
     lines += _machine(results)
     lines += _systems(results)
     for name, render in (
@@ -353,6 +510,7 @@ def markdown(results: dict[str, Any]) -> str:
         ("start", _start),
         ("recovery", _recovery),
         ("parked", _parked),
+        ("throughput", _throughput),
         ("pi", _pi),
         ("profile", _profile),
     ):
@@ -363,8 +521,12 @@ def markdown(results: dict[str, Any]) -> str:
     elif results.get("chartNote"):
         lines += [f"Chart: {results['chartNote']}.", ""]
     lines += [
-        f"Total time: {results.get('durationSeconds')} s. Sections: "
-        + ", ".join(f"{s} {results.get(s, {}).get('seconds')} s" for s in results["sections"]),
+        f"Total time: {results.get('durationSeconds')} s. Sections (load average at the end): "
+        + ", ".join(
+            f"{s} {results.get(s, {}).get('seconds')} s "
+            f"({results.get(s, {}).get('loadAverageAtEnd', ['-'])[0]})"
+            for s in results["sections"]
+        ),
         "",
     ]
     if results.get("errors"):
@@ -404,8 +566,15 @@ def summary(results: dict[str, Any]) -> str:
     parked = results.get("parked", {})
     if "parked" in parked:
         lines.append(
-            f"  parked {parked['parked']} runs: {parked['processesHeld']} processes held, RSS "
-            f"{parked['serverRssMiB']} MiB; completion {parked['completionPerSecond']} runs/s"
+            f"  parked {parked['parked']} runs in {parked['parkedSeconds']} s "
+            f"({parked['parkRatePerSecond']} runs/s): {parked['processesHeld']} processes held, "
+            f"RSS {parked['serverRssMiB']} MiB; completion {parked['completionPerSecond']} runs/s"
+        )
+    for capacity, found in results.get("throughput", {}).get("capacities", {}).items():
+        dbos = found.get("dbos", {})
+        lines.append(
+            f"  throughput at capacity {capacity}: {fmt(found['ours']['nodesPerSecond'])} "
+            f"nodes/s; DBOS {fmt(dbos.get('nodesPerSecond'))} nodes/s"
         )
     bridge = results.get("pi", {})
     if "ours" in bridge:
@@ -415,6 +584,19 @@ def summary(results: dict[str, Any]) -> str:
         )
     elif "skipped" in bridge:
         lines.append(f"  Pi: skipped ({bridge['skipped']})")
+    rows = results.get("targets") or []
+    if rows:
+        lines.append(
+            "  targets: "
+            + ", ".join(
+                f"{sum(r['status'] == status for r in rows)} {status}"
+                for status in ("met", "not met", "not measured")
+            )
+            + " (latest.md)"
+        )
+        for row in rows:
+            if row["status"] == "not met":
+                lines.append(f"    not met: {row['figure']}: {_value(row['value'], row['unit'])}")
     if results.get("errors"):
         lines.append(f"  ERRORS: {len(results['errors'])} (see latest.md)")
     return "\n".join(lines)

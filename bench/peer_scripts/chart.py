@@ -101,6 +101,20 @@ def main(results_path, png_path):
                 (label, [("pi-workflows", recovery["ours"][key]), ("DBOS", dbos.get(key))])
             )
         panels.append((groups, "Recovery after SIGKILL (from new process spawn)", "ms"))
+    throughput = results.get("throughput", {})
+    if "capacities" in throughput:
+        groups = [
+            (
+                f"capacity {capacity}",
+                [
+                    ("pi-workflows", found["ours"].get("nodesPerSecond")),
+                    ("DBOS (queue)", found.get("dbos", {}).get("nodesPerSecond")),
+                ],
+            )
+            for capacity, found in throughput["capacities"].items()
+        ]
+        shape = f"{throughput.get('runs')} runs x {throughput.get('nodesPerRun')} nodes"
+        panels.append((groups, f"Concurrent throughput ({shape})", "nodes/s"))
     if not panels:
         sys.exit("nothing to draw")
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5))

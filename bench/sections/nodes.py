@@ -18,14 +18,21 @@ a 1-node workflow (the fixed cost) and chains of N no-op nodes, and records:
   nodes' own ``time.monotonic_ns()`` stamps: one transition with nothing else in it.
 
 The floor per node is one durable commit plus one newline-JSON round trip (``floors.py``).
-Ratios are taken per round, then summarised (median, min, max).
+Ratios are taken per round, then summarised (median, min, max); the fixed cost (1-node
+total) is compared per round too.
+
+Then, on a server and peer workers of their own (never the timed ones), ``bench.fsyncs``
+counts what one node writes durably: commits (from the WAL) and ``fdatasync``/``fsync``
+system calls (with strace, when installed), each as ``(count(N) - count(1)) / (N - 1)``.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 from typing import Any
 
+from bench import fsyncs
 from bench.context import Context
 from bench.floors import EchoPeer, commit_floor, pragmas
 from bench.ourserver import OurServer
@@ -108,7 +115,28 @@ def run(ctx: Context) -> dict[str, Any]:
             worker.close()
         server.stop()
     durability["ours"]["journalModeOfLiveFile"] = _journal_of(server.home / "state.sqlite")
-    return _summarise(ctx, sizes, systems, totals, steady, floor, durability, skipped)
+    result = _summarise(ctx, sizes, systems, totals, steady, floor, durability, skipped)
+    result["durableWrites"] = _durable_writes(ctx, directory, max(sizes), list(workers))
+    return result
+
+
+def _durable_writes(ctx: Context, directory: Path, n: int, peers: list[str]) -> dict[str, Any]:
+    """Commits and fsync calls per node (``bench.fsyncs``); a failure is recorded."""
+    ctx.say(f"nodes: counting commits and fsync calls per node (1 and {n} nodes)")
+    found: dict[str, Any] = {}
+    try:
+        found["ours"] = fsyncs.ours(ctx, directory / "fsyncs", n)
+    except Exception as exc:
+        found["ours"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        ctx.errors.append(f"nodes: counting fsyncs: {found['ours']['error']}")
+    for peer in peers:
+        try:
+            counted = fsyncs.peer(ctx, peer, directory / "fsyncs", n)
+        except Exception as exc:
+            counted = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        if counted is not None:
+            found[peer] = counted
+    return found
 
 
 def _measure(
@@ -158,6 +186,11 @@ def _summarise(
         "skipped": skipped,
         "floor": {key: figure(values) for key, values in floor.items()},
         "fixedMs": {s: figure(totals[s][1]) for s in systems if s != "floor"},
+        "fixedRatios": {
+            f"ours/{peer} (fixed cost)": ratios(totals["ours"][1], totals[peer][1])
+            for peer in PEERS
+            if peer in totals
+        },
         "chains": {},
         "ratios": {},
     }

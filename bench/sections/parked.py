@@ -7,19 +7,22 @@ workflow waits at a checkpoint, then runs one compute node.
    runs exist or ``parked_fill_seconds`` pass, pausing while more than ``5 x clients``
    started runs are not yet waiting (so the rate is runs parked, not runs queued); then the
    bench waits until every started run is ``waiting``. Every few seconds it samples the
-   server's RSS and the waiting count.
+   server's RSS and the waiting count. The rate is runs waiting / seconds from the first
+   ``run.start`` until all of them wait.
 2. **Parked**: processes held below the server (must be zero: a waiting run holds no
    runner), server RSS (before and after the reads below), and latency of ``run.list``
-   (default limit 100, by status, limit 1000, and every run: a response over 1 MiB is
-   refused, which is recorded), ``run.get``, and the CLI's ``run list`` / ``run show`` (a
-   new process each).
+   (default limit 100, by status, limit 1000, and every run paged with the ``next``
+   cursor, 1000 a page), ``run.get``, and the CLI's ``run list`` / ``run show`` (a new
+   process each, the ``pi-workflows`` console script), each beside a ``python -c pass``
+   spawn measured in the same repetition (the floor of any new process).
 3. **Answer**: the same threads answer every checkpoint; completion throughput is runs
    completed per second from the first answer until all are completed (or the budget ends).
 
-When fewer than the target fit in the budget, the figures for the target are extrapolated
-and labelled so: times linear in the count (constant rates), RSS by the slope of the
-samples taken in the second half of the fill, ``run.list`` of every run linear in the
-count.
+Everything reported is what was measured at the count reached. When fewer than the target
+fit in the budget, the section also gives a linear extrapolation to the target, in its own
+``extrapolated`` field labelled so (never used as a measured figure): times linear in the
+count (constant rates), RSS by the slope of the samples taken in the second half of the
+fill.
 """
 
 from __future__ import annotations
@@ -30,16 +33,22 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from bench.context import Context
+from bench.floors import spawn_ms
 from bench.ourserver import BenchError, OurServer
-from bench.stats import figure, linear_fit
+from bench.stats import figure, linear_fit, ratios
 from bench.workflows import write_park
 from pi_workflows.client import Client
-from pi_workflows.protocol import MAX_FRAME_BYTES
 
 SAMPLE_EVERY = 5.0
+CLI_REPS = 5
+STOP_SECONDS = 10.0
+"""SIGTERM to SIGKILL of the server at the end of the section."""
+PAGE = 1000
+"""Runs per ``run.list`` page when listing every run (the server's largest limit)."""
 
 
 class _Starter:
@@ -94,12 +103,17 @@ class _Starter:
             thread.join()
 
 
-def _answer_all(server: OurServer, run_ids: list[str], threads: int) -> list[str]:
+def _answer_all(
+    server: OurServer, run_ids: list[str], threads: int, stop: threading.Event
+) -> list[str]:
+    """Answer every run's checkpoint from ``threads`` clients, until done or ``stop``."""
     errors: list[str] = []
 
     def work(part: list[str]) -> None:
         with Client(server.home, autostart=False, timeout=120.0) as client:
             for run_id in part:
+                if stop.is_set():
+                    return
                 try:
                     client.answer_checkpoint(run_id, {"go": True})
                 except Exception as exc:
@@ -130,14 +144,52 @@ def _timed(call: Any, reps: int) -> list[float]:
     return times
 
 
+def cli_command() -> list[str]:
+    """The ``pi-workflows`` console script beside this interpreter (what a user runs), or
+    ``python -m pi_workflows.cli.main`` when there is none."""
+    script = Path(sys.executable).with_name("pi-workflows")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "pi_workflows.cli.main"]
+
+
 def _cli(server: OurServer, args: list[str]) -> None:
-    """One CLI command in a new process (``python -m pi_workflows.cli.main ...``)."""
+    """One CLI command in a new process."""
     subprocess.run(
-        [sys.executable, "-m", "pi_workflows.cli.main", *args],
+        [*cli_command(), *args],
         env=server.procs.environment(server.env),
         check=True,
         stdout=subprocess.DEVNULL,
     )
+
+
+def _cli_latency(server: OurServer, show: str) -> dict[str, Any]:
+    """CLI ``run list`` and ``run show``, each beside a ``python -c pass`` spawn, interleaved."""
+    series: dict[str, list[float]] = {"cliRunListMs": [], "cliRunShowMs": [], "spawnPassMs": []}
+    env = server.procs.environment(server.env)
+    try:
+        _cli(server, ["run", "list"])  # warm-up: the bytecode cache of the CLI's imports
+        for _ in range(CLI_REPS):
+            series["spawnPassMs"].append(spawn_ms(sys.executable, "pass", env))
+            series["cliRunListMs"] += _timed(lambda: _cli(server, ["run", "list"]), 1)
+            series["cliRunShowMs"] += _timed(lambda: _cli(server, ["run", "show", show]), 1)
+    except Exception as exc:
+        error = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        return {key: figure(values) if values else error for key, values in series.items()}
+    found: dict[str, Any] = {key: figure(values) for key, values in series.items()}
+    for key in ("cliRunListMs", "cliRunShowMs"):
+        found[key.replace("Ms", "PerSpawnPass")] = ratios(series[key], series["spawnPassMs"])
+    return found
+
+
+def _list_every_run(client: Client) -> int:
+    """Page through every run with the ``next`` cursor; how many runs were listed."""
+    listed, after = 0, None
+    while True:
+        page, after = client.list_runs_page(after=after, limit=PAGE)
+        listed += len(page)
+        if after is None:
+            return listed
 
 
 def _sample(server: OurServer, began: float, started: int) -> dict[str, float]:
@@ -209,29 +261,31 @@ def _while_parked(server: OurServer, run_ids: list[str]) -> dict[str, Any]:
     time.sleep(0.5)  # let the last runners be reaped
     descendants = server.descendants()
     rss_parked = server.rss_bytes()
+    template_rss = server.template_rss_bytes()
     status = server.client.status()
     client = server.client
     picks = random.sample(run_ids, k=min(20, len(run_ids)))
     page = client.list_runs(limit=100)
     per_run = len(json.dumps(page, separators=(",", ":")).encode()) / max(1, len(page))
+    listed = _list_every_run(client)
     latency = {
         "runListDefaultMs": _latency(client.list_runs, 20),
         "runListWaitingMs": _latency(lambda: client.list_runs("waiting", 100), 20),
-        "runList1000Ms": _latency(lambda: client.list_runs(limit=min(1000, len(run_ids))), 5),
+        "runList1000Ms": _latency(lambda: client.list_runs(limit=min(PAGE, len(run_ids))), 5),
+        "runListEveryRunPagedMs": _latency(lambda: _list_every_run(client), 3),
         "runGetMs": _latency(lambda: client.get_run(random.choice(picks)), 20),
-        "cliRunListMs": _latency(lambda: _cli(server, ["run", "list"]), 3),
-        "cliRunShowMs": _latency(lambda: _cli(server, ["run", "show", picks[0]]), 3),
+        **_cli_latency(server, picks[0]),
     }
-    # Last: a refused frame closes the connection (the client reconnects on its next call).
-    latency["runListAllMs"] = _latency(lambda: client.list_runs(limit=len(run_ids)), 3)
     server.close_client()
     return {
+        "listedByPaging": listed,
+        "listPages": -(-listed // PAGE),
         "processesHeld": len(descendants),
         "runnersHeld": len(status.get("runners", [])),
         "serverRssMiB": round(rss_parked / 2**20, 2),
         "serverRssAfterReadsMiB": round(server.rss_bytes() / 2**20, 2),
+        "templateRssMiB": round(template_rss / 2**20, 2),
         "listBytesPerRun": round(per_run, 1),
-        "maxRunsPerListResponse": int(MAX_FRAME_BYTES // per_run),
         "latency": latency,
     }
 
@@ -240,10 +294,11 @@ def _answer(ctx: Context, server: OurServer, run_ids: list[str]) -> dict[str, An
     """Phase 3: answer every checkpoint; completed runs per second until all completed."""
     ctx.say(f"parked: answering {len(run_ids)} checkpoints")
     errors: list[str] = []
+    stop = threading.Event()
     began = time.monotonic()
     deadline = began + ctx.sizes.parked_answer_seconds
     answering = threading.Thread(
-        target=lambda: errors.extend(_answer_all(server, run_ids, ctx.sizes.parked_clients)),
+        target=lambda: errors.extend(_answer_all(server, run_ids, ctx.sizes.parked_clients, stop)),
         daemon=True,
     )
     answering.start()
@@ -254,7 +309,8 @@ def _answer(ctx: Context, server: OurServer, run_ids: list[str]) -> dict[str, An
             break
         time.sleep(0.25)
     seconds = time.monotonic() - began
-    answering.join(timeout=max(0.0, deadline - time.monotonic()) + 5)
+    stop.set()
+    answering.join(timeout=10)
     if errors:
         ctx.errors.append(f"parked: answering: {errors[0]}")
     return {
@@ -274,6 +330,8 @@ def run(ctx: Context) -> dict[str, Any]:
     result: dict[str, Any] = {
         "target": ctx.sizes.parked_target,
         "clients": ctx.sizes.parked_clients,
+        "fillBudgetSeconds": ctx.sizes.parked_fill_seconds,
+        "answerBudgetSeconds": ctx.sizes.parked_answer_seconds,
     }
     try:
         filled = _fill(ctx, server, workflow)
@@ -283,7 +341,12 @@ def run(ctx: Context) -> dict[str, Any]:
         result.update(_answer(ctx, server, run_ids))
         result["extrapolated"] = _extrapolate(result, result["samples"], ctx.sizes.parked_target)
     finally:
-        server.stop()
+        # Runs left queued when the answer budget ends can hold up an orderly shutdown;
+        # how long it took is recorded, and a server not gone in 10 s is killed.
+        stopping = time.monotonic()
+        server.stop(timeout=STOP_SECONDS)
+        result["serverStopSeconds"] = round(time.monotonic() - stopping, 2)
+        ctx.say(f"parked: server stopped in {result['serverStopSeconds']} s")
     return result
 
 
@@ -304,7 +367,7 @@ def _extrapolate(
         if fit is not None
         else result["serverRssMiB"]
     )
-    all_ms = result["latency"]["runListAllMs"].get("median")
+    all_ms = result["latency"]["runListEveryRunPagedMs"].get("median")
     return {
         "label": (
             f"EXTRAPOLATED from {measured} measured runs to {target}, linear in the count"
@@ -314,7 +377,6 @@ def _extrapolate(
         "parkSeconds": round(target / result["parkRatePerSecond"], 1),
         "completionSeconds": round(target / max(result["completionPerSecond"], 1e-9), 1),
         "serverRssMiB": round(rss, 1),
-        "runListAllMs": round(all_ms * scale, 2) if all_ms is not None else None,
-        "runListAllFitsOneFrame": target <= result["maxRunsPerListResponse"],
+        "runListEveryRunPagedMs": round(all_ms * scale, 2) if all_ms is not None else None,
         "processesHeld": 0,
     }

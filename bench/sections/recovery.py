@@ -7,15 +7,16 @@ bench knows the moment). Per repetition, interleaved:
 - pi-workflows: start the run on a live server; when node k is running, SIGKILL the
   server (its runner is left an orphan, as after a crash); create the gate file; spawn a
   new server process. Measured from that spawn: ``readyMs`` (the new server says hello),
-  ``firstResumedNodeMs`` (node k's stamp when it runs again in a new runner) and
+  ``firstResumedNodeMs`` (node k's stamp when it runs again in a new runner),
+  ``readyToFirstResumedNodeMs`` (from that hello to node k's stamp: the issue's target) and
   ``completionMs`` (the completing transaction's time, server clock, ms resolution).
 - DBOS: a process launches DBOS and starts the same workflow; when step k is running,
   SIGKILL the process; create the gate file; spawn a new process that launches DBOS
   (which recovers pending workflows on launch) and waits for the workflow. Measured from
-  that spawn: ``readyMs`` (``DBOS.launch()`` returned), ``firstResumedNodeMs`` and
-  ``completionMs`` (the recovering process polls the workflow's status every 2 ms: DBOS
-  stores completion times in whole seconds on SQLite, and ``get_result()`` polls at a
-  coarse interval).
+  that spawn: ``readyMs`` (``DBOS.launch()`` returned), ``firstResumedNodeMs``,
+  ``readyToFirstResumedNodeMs`` and ``completionMs`` (the recovering process polls the
+  workflow's status every 2 ms: DBOS stores completion times in whole seconds on SQLite,
+  and ``get_result()`` polls at a coarse interval).
 
 Floors: spawning an interpreter that imports the server (``pi_workflows.server.main``),
 and one that imports ``dbos``.
@@ -38,7 +39,7 @@ from bench.peers import SCRIPTS
 from bench.stats import figure, ratios
 from bench.workflows import write_gate
 
-KEYS = ("readyMs", "firstResumedNodeMs", "completionMs")
+KEYS = ("readyMs", "firstResumedNodeMs", "readyToFirstResumedNodeMs", "completionMs")
 
 
 def _wait_file(path: Path, timeout: float = 60.0) -> None:
@@ -66,6 +67,7 @@ def _ours(server: OurServer, workflow: Path, directory: Path) -> dict[str, float
     return {
         "readyMs": (ready - spawned) / 1e6,
         "firstResumedNodeMs": (output["gate"] - spawned) / 1e6,
+        "readyToFirstResumedNodeMs": (output["gate"] - ready) / 1e6,
         "completionMs": (int(view["finishedAt"]) * 1_000_000 - spawn_wall) / 1e6,
     }
 
@@ -98,6 +100,7 @@ def _dbos(ctx: Context, python: str, directory: Path, n: int, k: int) -> dict[st
     return {
         "readyMs": (marks["launchedNs"] - spawned) / 1e6,
         "firstResumedNodeMs": (marks["gate"] - spawned) / 1e6,
+        "readyToFirstResumedNodeMs": (marks["gate"] - marks["launchedNs"]) / 1e6,
         "completionMs": (marks["doneNs"] - spawned) / 1e6,
     }
 

@@ -15,7 +15,8 @@ workflow on a warm server and records:
   commit) is done; ``submitToNextNodeMs``: the same answer sent to the next node's stamp
   (that runner continues the graph).
 
-Floors, each a fresh interpreter spawned and reaped: ``python -c pass``, and with the
+Floors, each a fresh interpreter spawned and reaped in the same repetition: ``python -c
+pass`` (the issue's target for the first node is a ratio to it), and with the
 imports of the two children a start spawns (``pi_workflows.runner.main`` and
 ``pi_workflows.runner.resolve``). DBOS's in-process ``start_workflow`` (no child process,
 no isolation) is measured beside it when DBOS is available.
@@ -124,6 +125,9 @@ def run(ctx: Context) -> dict[str, Any]:
         if dbos is not None
         else {"skipped": ctx.peer_status("dbos")},
         "ratios": {
+            "first node / python -c pass spawn": ratios(
+                series["firstNodeMs"], series["spawnPassMs"]
+            ),
             "ack / resolver-import spawn": ratios(
                 series["ackMs"], series["spawnResolverImportsMs"]
             ),

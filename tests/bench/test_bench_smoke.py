@@ -1,7 +1,8 @@
 """Smoke test of the benchmark suite (``bench/``): its own-system part, with tiny sizes.
 
 It runs ``python -m bench --quick --only ours --no-peers`` as a subprocess, so the real
-server, runners and client are exercised, and checks the shape of ``latest.json``. It never
+server, runners and client are exercised, and checks the shape of ``latest.json``: every
+section (throughput included), the commit and fsync counts, and the targets table. It never
 creates the peer venv and needs no network. No assertion depends on how fast anything is.
 """
 
@@ -49,7 +50,15 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
     assert results["schema"] == "pi-workflows.bench.v1"
     assert results["quick"] is True
     assert results["errors"] == []
-    assert results["sections"] == ["nodes", "start", "recovery", "parked", "pi", "profile"]
+    assert results["sections"] == [
+        "nodes",
+        "start",
+        "recovery",
+        "parked",
+        "throughput",
+        "pi",
+        "profile",
+    ]
     assert _positive(results["machine"]["cores"])
     assert results["machine"]["sqlite"]
     ours = results["systems"]["ours"]
@@ -68,16 +77,27 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
             assert _positive_figure(chain[key]), (n, key)
         assert isinstance(chain["netPerNodeMs"]["median"], float)
         assert "ours/floor (net per node)" in nodes["ratios"][n]
+    writes = nodes["durableWrites"]["ours"]
+    assert writes["sizes"] == [1, 100]
+    assert _positive(writes["commits"]["marginalPerNode"])
+    assert _positive(writes["commits"]["walFramesPerNode"])
+    if "fsyncs" in writes:  # only where strace is installed and may trace
+        assert _positive(writes["fsyncs"]["marginalPerNode"])
+        assert writes["fsyncs"]["childrenCalls"] == 0
+    else:
+        assert "not" in writes["syscallMethod"]
 
     start = results["start"]
     for key in ("ackMs", "firstNodeMs"):
         assert _positive_figure(start["ours"][key]), key
     for key in ("spawnPassMs", "spawnRunnerImportsMs", "spawnResolverImportsMs"):
         assert _positive_figure(start["floor"][key]), key
+    assert _positive_figure(start["ratios"]["first node / python -c pass spawn"])
 
     recovery = results["recovery"]
     for key in ("readyMs", "firstResumedNodeMs", "completionMs"):
         assert _positive_figure(recovery["ours"][key]), key
+    assert recovery["ours"]["readyToFirstResumedNodeMs"]["n"] == 1  # may be < 0: resumed first
 
     parked = results["parked"]
     assert parked["parked"] == parked["target"] == 10
@@ -86,13 +106,42 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
     assert _positive(parked["serverRssMiB"])
     assert parked["allCompleted"] is True
     assert _positive(parked["completionPerSecond"])
-    for key in ("runListDefaultMs", "runListAllMs", "runGetMs", "cliRunListMs"):
+    assert parked["listedByPaging"] == 10
+    for key in (
+        "runListDefaultMs",
+        "runListEveryRunPagedMs",
+        "runGetMs",
+        "cliRunListMs",
+        "cliRunShowMs",
+        "spawnPassMs",
+        "cliRunListPerSpawnPass",
+        "cliRunShowPerSpawnPass",
+    ):
         assert _positive_figure(parked["latency"][key]), key
+
+    throughput = results["throughput"]
+    assert set(throughput["capacities"]) == {"4", "16"}
+    for found in throughput["capacities"].values():
+        for key in ("nodesPerSecond", "runsPerSecond", "seconds"):
+            assert _positive_figure(found["ours"][key]), key
+        assert found["dbos"]["skipped"].startswith("not run")
 
     bridge = results["pi"]  # `make test` installs the Pi packages first, so it is never skipped
     assert "skipped" not in bridge, bridge
     for key in ("piStartToStepMs", "runStartToStepMs", "submitToNextNodeMs"):
         assert _positive_figure(bridge["ours"][key]), key
+
+    rows = {row["id"]: row for row in results["targets"]}
+    assert len(rows) == 16
+    assert {row["status"] for row in rows.values()} <= {"met", "not met", "not measured"}
+    for key in ("startToFirstNode", "runStartAck", "netPerNode", "cliRunShow", "cliRunList"):
+        assert _positive(rows[key]["value"]), key
+    # Peers were not run, and a quick run parks 10 runs, not 10,000: never "met".
+    assert rows["fixedCost"]["status"] != "met"
+    assert rows["parked10k"]["status"] == "not met"
+    assert rows["parkedRss"]["status"] == "not measured"
+    assert rows["throughputCapacity4"]["status"] == "not measured"
+    assert "## Targets" in (out / "latest.md").read_text()
 
     profile = results["profile"]
     assert _positive(profile["server"]["perNodeMs"]["commit"])

@@ -1,0 +1,330 @@
+"""The performance issue's targets: every figure of this run beside its target, met or not.
+
+Runs in the bench process, after the sections, on the results dict alone (no measurement
+here). Each row is JSON-ready: the figure's name, the measured value (a median), the
+target, the ratio the target asks for (from the same run), and ``status``: ``met``,
+``not met``, or ``not measured`` (its section or peer did not run, or the run's shape was
+not the target's: ``--quick`` sizes, fewer than 10,000 runs parked). A row is never marked
+met from an extrapolated figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+PARKED_TARGET = 10_000
+PARKED_SECONDS = 120.0
+RSS_BYTES = 100 * 10**6
+THROUGHPUT_SHAPE = (500, 10)
+
+Row = dict[str, Any]
+
+
+def _median(fig: Any) -> float | None:
+    if isinstance(fig, dict) and isinstance(fig.get("median"), int | float):
+        return float(fig["median"])
+    return None
+
+
+def _get(results: dict[str, Any], *path: str) -> Any:
+    found: Any = results
+    for key in path:
+        if not isinstance(found, dict):
+            return None
+        found = found.get(key)
+    return found
+
+
+def _status(checks: list[bool | None]) -> str:
+    """``not met`` if any check fails, ``not measured`` if one could not be made."""
+    if any(check is False for check in checks):
+        return "not met"
+    if not checks or any(check is None for check in checks):
+        return "not measured"
+    return "met"
+
+
+def _at_most(value: float | None, limit: float) -> bool | None:
+    return None if value is None else value <= limit
+
+
+def _row(
+    key: str,
+    figure: str,
+    value: float | None,
+    unit: str,
+    target: str,
+    checks: list[bool | None],
+    ratio: tuple[str, float | None] | None = None,
+    note: str | None = None,
+) -> Row:
+    row: Row = {
+        "id": key,
+        "figure": figure,
+        "value": None if value is None else round(value, 4),
+        "unit": unit,
+        "target": target,
+        "status": _status(checks),
+    }
+    if ratio is not None:
+        row["ratio"] = {"label": ratio[0], "value": ratio[1]}
+    if note:
+        row["note"] = note
+    return row
+
+
+def _start(results: dict[str, Any]) -> list[Row]:
+    first = _median(_get(results, "start", "ours", "firstNodeMs"))
+    ratio = _median(_get(results, "start", "ratios", "first node / python -c pass spawn"))
+    ack = _median(_get(results, "start", "ours", "ackMs"))
+    return [
+        _row(
+            "startToFirstNode",
+            "start -> first node started (unchanged workflow, warm server)",
+            first,
+            "ms",
+            "<= 25 ms and <= 2.5x a `python -c pass` spawn",
+            [_at_most(first, 25.0), _at_most(ratio, 2.5)],
+            ("x `python -c pass` spawn", ratio),
+        ),
+        _row(
+            "runStartAck",
+            "`run.start` acknowledged (durable receipt)",
+            ack,
+            "ms",
+            "<= 10 ms",
+            [_at_most(ack, 10.0)],
+        ),
+    ]
+
+
+def _nodes(results: dict[str, Any]) -> list[Row]:
+    fixed = _median(_get(results, "nodes", "fixedMs", "ours"))
+    fixed_ratio = _median(_get(results, "nodes", "fixedRatios", "ours/langgraph (fixed cost)"))
+    net = _median(_get(results, "nodes", "chains", "100", "ours", "netPerNodeMs"))
+    net_ratio = _median(_get(results, "nodes", "ratios", "100", "ours/langgraph (net per node)"))
+    writes = _get(results, "nodes", "durableWrites", "ours") or {}
+    commits = _get(writes, "commits", "marginalPerNode")
+    fsyncs = _get(writes, "fsyncs", "marginalPerNode")
+    counted = fsyncs if fsyncs is not None else commits
+    durable = [None if commits is None else commits >= 0.99]
+    if "fsyncs" in writes:
+        durable.append(fsyncs is not None and fsyncs >= 0.99)
+    peers = "; ".join(
+        f"{peer} {_get(results, 'nodes', 'durableWrites', peer, 'marginalPerNode')}"
+        for peer in ("langgraph", "dbos")
+        if _get(results, "nodes", "durableWrites", peer, "marginalPerNode") is not None
+    )
+    if fsyncs is not None:
+        how = (
+            f"fdatasync/fsync calls per node ({writes.get('syscallMethod')}); "
+            f"commits per node from the WAL: {commits}"
+        )
+    elif commits is not None:
+        how = f"commits per node from the WAL; {writes.get('syscallMethod')}"
+    else:
+        how = ""
+    return [
+        _row(
+            "fixedCost",
+            "fixed cost: 1-node run start -> completed",
+            fixed,
+            "ms",
+            "<= 30 ms and <= 7x LangGraph",
+            [_at_most(fixed, 30.0), _at_most(fixed_ratio, 7.0)],
+            ("x LangGraph (same rounds)", fixed_ratio),
+        ),
+        _row(
+            "netPerNode",
+            "durable node, net per node, N=100",
+            net,
+            "ms",
+            "<= 0.5 ms and <= 0.5x LangGraph",
+            [_at_most(net, 0.5), _at_most(net_ratio, 0.5)],
+            ("x LangGraph (same rounds)", net_ratio),
+        ),
+        _row(
+            "fsyncedCommitsPerNode",
+            "still one fsynced commit per node",
+            counted,
+            "per node",
+            ">= 1 (no node's commit skipped or batched)",
+            durable,
+            note=how + (f"; peers, fsync calls per node: {peers}" if peers else ""),
+        ),
+    ]
+
+
+def _parked(results: dict[str, Any]) -> list[Row]:
+    parked = _get(results, "parked") or {}
+    count = parked.get("parked")
+    at_scale = isinstance(count, int) and count >= PARKED_TARGET
+    scale_note = (
+        None if at_scale or count is None else f"measured at {count} parked runs, not 10,000"
+    )
+    seconds = parked.get("parkedSeconds")
+    rss = parked.get("serverRssMiB")
+    listing = _median(_get(parked, "latency", "runListDefaultMs"))
+    complete = parked.get("completionPerSecond")
+
+    def scaled(check: bool | None) -> bool | None:
+        return check if at_scale else None
+
+    return [
+        _row(
+            "parkedPerSecond",
+            "runs started and parked at a checkpoint",
+            parked.get("parkRatePerSecond"),
+            "runs/s",
+            ">= 150 runs/s",
+            [None if "parkRatePerSecond" not in parked else parked["parkRatePerSecond"] >= 150],
+        ),
+        _row(
+            "completionsPerSecond",
+            "completions after answering parked runs, default capacity",
+            complete,
+            "runs/s",
+            ">= 150 runs/s",
+            [None if complete is None else complete >= 150 and bool(parked.get("allCompleted"))],
+        ),
+        _row(
+            "parked10k",
+            "10,000 parked runs, started and parked inside `make bench`",
+            count,
+            "runs parked",
+            "10,000 parked in <= 120 s",
+            [None if count is None else at_scale and seconds <= PARKED_SECONDS],
+            note=None
+            if count is None
+            else f"in {seconds} s (budget {parked.get('fillBudgetSeconds')} s)",
+        ),
+        _row(
+            "parkedProcesses",
+            "10,000 parked: processes below the server",
+            parked.get("processesHeld"),
+            "processes",
+            "0",
+            [scaled(None if count is None else parked.get("processesHeld") == 0)],
+            note=scale_note,
+        ),
+        _row(
+            "parkedRss",
+            "10,000 parked: server RSS",
+            rss,
+            "MiB",
+            "<= 100 MB (95.4 MiB)",
+            [scaled(None if rss is None else rss * 2**20 <= RSS_BYTES)],
+            note=scale_note,
+        ),
+        _row(
+            "parkedRunList",
+            "10,000 parked: `run.list` (a page of 100)",
+            listing,
+            "ms",
+            "<= 10 ms",
+            [scaled(_at_most(listing, 10.0))],
+            note=scale_note,
+        ),
+    ]
+
+
+def _throughput(results: dict[str, Any]) -> list[Row]:
+    section = _get(results, "throughput") or {}
+    shape = (section.get("runs"), section.get("nodesPerRun"))
+    rows = []
+    for capacity in ("4", "16"):
+        ours = _median(_get(section, "capacities", capacity, "ours", "nodesPerSecond"))
+        dbos = _median(_get(section, "capacities", capacity, "dbos", "nodesPerSecond"))
+        ratio = _median(
+            _get(section, "capacities", capacity, "ratios", "ours/dbos (nodes per second)")
+        )
+        measured = ours is not None and dbos is not None and shape == THROUGHPUT_SHAPE
+        note = f"DBOS {dbos:.0f} nodes/s" if dbos is not None else "DBOS not measured"
+        if section and shape != THROUGHPUT_SHAPE:
+            note += f"; shape {shape[0]} x {shape[1]}, not 500 x 10"
+        rows.append(
+            _row(
+                f"throughputCapacity{capacity}",
+                f"concurrent throughput, 500 runs x 10 nodes, capacity {capacity}",
+                ours,
+                "nodes/s",
+                "measured, beside DBOS with its queue",
+                [True if measured else None],
+                ("x DBOS nodes/s (same run)", ratio),
+                note if section else None,
+            )
+        )
+    return rows
+
+
+def _cli(results: dict[str, Any]) -> list[Row]:
+    latency = _get(results, "parked", "latency") or {}
+    rows = []
+    for key, label in (("cliRunShow", "run show"), ("cliRunList", "run list")):
+        value = _median(latency.get(f"{key}Ms"))
+        ratio = _median(latency.get(f"{key}PerSpawnPass"))
+        rows.append(
+            _row(
+                key,
+                f"CLI `pi-workflows {label}` in a new process",
+                value,
+                "ms",
+                "<= 60 ms",
+                [_at_most(value, 60.0)],
+                ("x `python -c pass` spawn (same repetitions)", ratio),
+            )
+        )
+    return rows
+
+
+def _recovery(results: dict[str, Any]) -> list[Row]:
+    value = _median(_get(results, "recovery", "ours", "readyToFirstResumedNodeMs"))
+    dbos = _median(_get(results, "recovery", "dbos", "readyToFirstResumedNodeMs"))
+    return [
+        _row(
+            "recoveryReadyToFirstNode",
+            "recovery: server ready -> first resumed node",
+            value,
+            "ms",
+            "<= 20 ms",
+            [_at_most(value, 20.0)],
+            note=None
+            if dbos is None
+            else f"DBOS, launch returned -> first resumed step: {dbos:.4g} ms",
+        )
+    ]
+
+
+SOURCES: tuple[Callable[[dict[str, Any]], list[Row]], ...] = (
+    _start,
+    _nodes,
+    _parked,
+    _throughput,
+    _cli,
+    _recovery,
+)
+
+
+def evaluate(results: dict[str, Any]) -> list[Row]:
+    """Every target row, in the issue's order."""
+    rows = [row for source in SOURCES for row in source(results)]
+    order = [
+        "startToFirstNode",
+        "runStartAck",
+        "fixedCost",
+        "netPerNode",
+        "fsyncedCommitsPerNode",
+        "parkedPerSecond",
+        "completionsPerSecond",
+        "parked10k",
+        "parkedProcesses",
+        "parkedRss",
+        "parkedRunList",
+        "throughputCapacity4",
+        "throughputCapacity16",
+        "cliRunShow",
+        "cliRunList",
+        "recoveryReadyToFirstNode",
+    ]
+    return sorted(rows, key=lambda row: order.index(row["id"]))

@@ -42,11 +42,11 @@ def wanted(conn: sqlite3.Connection) -> list[Wanted]:
     rows = conn.execute(
         "SELECT r.run_id, r.origin_session, s.project_dir FROM runs r JOIN run_sources s"
         " USING (run_id) WHERE r.execution_mode = 'detached'"
+        " AND r.status IN ('queued', 'running', 'waiting')"  # runs_detached_active
         " AND (EXISTS (SELECT 1 FROM interactive_requests q WHERE q.run_id = r.run_id"
-        " AND q.status IN ('pending', 'validating') AND q.kind != 'decision'"
-        " AND r.status IN ('waiting', 'queued', 'running'))"
-        " OR (r.status IN ('queued', 'running', 'waiting') AND EXISTS (SELECT 1 FROM"
-        " agent_processes a WHERE a.run_id = r.run_id AND a.status = 'live')))",
+        " AND q.status IN ('pending', 'validating') AND q.kind != 'decision')"
+        " OR EXISTS (SELECT 1 FROM agent_processes a WHERE a.run_id = r.run_id"
+        " AND a.status = 'live'))",
     ).fetchall()
     return [Wanted(row[0], row[1], row[2]) for row in rows]
 

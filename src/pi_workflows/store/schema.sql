@@ -77,6 +77,10 @@ CREATE TABLE runs (
 ) STRICT;
 CREATE INDEX runs_running ON runs (run_id) WHERE status = 'running';
 CREATE INDEX runs_by_session ON runs (origin_session, created_at) WHERE origin_session IS NOT NULL;
+-- The scheduler asks every tick which detached runs want a headless agent: only the
+-- unfinished detached runs, never a scan of every run.
+CREATE INDEX runs_detached_active ON runs (run_id)
+    WHERE execution_mode = 'detached' AND status IN ('queued', 'running', 'waiting');
 
 -- What the run executes: the root source identity and every mounted source.
 CREATE TABLE run_sources (
@@ -99,6 +103,7 @@ CREATE TABLE run_queue (
     updated_at INTEGER NOT NULL
 ) STRICT;
 CREATE INDEX run_queue_ready ON run_queue (available_at, enqueued_at) WHERE status = 'ready';
+CREATE INDEX run_queue_busy ON run_queue (run_id) WHERE status IN ('ready', 'claimed');
 
 -- The claim on a run. The row survives release so the generation only ever grows.
 CREATE TABLE leases (
@@ -311,6 +316,10 @@ CREATE UNIQUE INDEX interactive_requests_one_open
     ON interactive_requests (run_id) WHERE status IN ('pending', 'validating');
 CREATE INDEX interactive_requests_open_by_session
     ON interactive_requests (origin_session, created_at) WHERE status IN ('pending', 'validating');
+-- Deadlines are enforced every tick: the due ones are a range of this index, however many
+-- requests wait without a deadline or with a later one.
+CREATE INDEX interactive_requests_open_by_deadline ON interactive_requests (deadline_at)
+    WHERE status IN ('pending', 'validating') AND deadline_at IS NOT NULL;
 
 -- Submitted answers, each validated by a runner: at most one validating per request, at
 -- most one accepted (it settles the request).
@@ -422,6 +431,8 @@ CREATE TABLE workflow_messages (
 CREATE INDEX workflow_messages_pending
     ON workflow_messages (origin_session, created_at) WHERE status = 'pending';
 CREATE INDEX workflow_messages_by_run ON workflow_messages (run_id, created_at);
+CREATE INDEX workflow_messages_pending_by_request
+    ON workflow_messages (request_id) WHERE status = 'pending';
 
 -- Model turns a session reported (started, then ended with a stop reason).
 CREATE TABLE workflow_turns (

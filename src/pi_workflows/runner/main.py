@@ -25,6 +25,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 from pi_workflows.protocol import PROTOCOL_VERSION, RunnerCommandKind
 from pi_workflows.runner.blobs import resolve
@@ -61,8 +62,9 @@ def _warn(line: str) -> None:
     sys.stderr.flush()
 
 
-def _handshake(connection: Connection) -> tuple[LaunchEnvelope, Channel]:
-    """Phase 2: launch, ready, the one run command. Returns the envelope and the channel."""
+def _handshake(connection: Connection) -> tuple[LaunchEnvelope, Channel, dict[str, Any] | None]:
+    """Phase 2: launch, ready, the one run command. Returns the envelope, the channel and the
+    run state the command carries (None when it did not fit a frame: ask ``state.get``)."""
     launch = receive_command(connection, "the launch command")
     if launch.command is not RunnerCommandKind.LAUNCH:
         raise ProtocolViolationError("launch", f"first command is {launch.command.value!r}")
@@ -81,7 +83,8 @@ def _handshake(connection: Connection) -> tuple[LaunchEnvelope, Channel]:
         raise ProtocolViolationError(
             "command", f"expected start, resume or restart, got {command.command.value!r}"
         )
-    return envelope, channel
+    state = command.payload.get("state")
+    return envelope, channel, state if isinstance(state, dict) else None
 
 
 def _enter_project(envelope: LaunchEnvelope) -> None:
@@ -92,12 +95,14 @@ def _enter_project(envelope: LaunchEnvelope) -> None:
 
 def _run(connection: Connection, termination: Termination, groups: ProcessGroups) -> None:
     """Phases 2 to 4."""
-    envelope, channel = _handshake(connection)
+    envelope, channel, state = _handshake(connection)
     loaded = load_recorded(envelope)
     if isinstance(loaded, Park):
         channel.request("run.park", loaded.payload())
         return
-    view = resolve(channel, convert(channel.request("state.get", {}), StateView, "state.get"))
+    if state is None:
+        state = channel.request("state.get", {})
+    view = resolve(channel, convert(state, StateView, "state.get"))
     _enter_project(envelope)
     runtime = Runtime(
         channel=channel,

@@ -48,6 +48,7 @@ from pi_workflows.store import (
     lifecycle,
     runners,
     takeover,
+    views,
 )
 from pi_workflows.store.claims import renew
 from pi_workflows.store.database import Database, Transaction
@@ -238,24 +239,30 @@ class Supervisor:
                 return
 
     async def _on_ready(self, handle: RunnerHandle, child: Child, message_id: str) -> None:
-        revision = read_run(self.db.conn, handle.run_id).revision
+        """Answer ``ready`` and send the run command in one write; the command carries the
+        run's state (what ``state.get`` answers), so the runner needs no round trip for it."""
+        with self.db.read() as conn:
+            state = views.runner_state(conn, handle.run_id)
+        revision = int(state["revision"])
         runners.mark_ready(self.db, handle.identity.runner_epoch, revision)
         handle.ready = True
         handle.ready_revision = revision
-        await self._send(
-            child,
-            RunnerReply(
-                schema=RUNNER_SCHEMA,
-                message_id=message_id,
-                outcome=Outcome.ACCEPTED,
-                revision=revision,
-                payload={},
-            ),
+        reply = RunnerReply(
+            schema=RUNNER_SCHEMA,
+            message_id=message_id,
+            outcome=Outcome.ACCEPTED,
+            revision=revision,
+            payload={},
         )
-        await self._send(
-            child,
-            RunnerCommand(schema=RUNNER_SCHEMA, command=RunnerCommandKind(handle.command)),
-        )
+        kind = RunnerCommandKind(handle.command)
+        try:
+            command = encode_frame(
+                RunnerCommand(schema=RUNNER_SCHEMA, command=kind, payload={"state": state})
+            )
+        except FrameTooLarge:  # the runner asks state.get, which refuses it loudly
+            command = encode_frame(RunnerCommand(schema=RUNNER_SCHEMA, command=kind))
+        child.writer.write(encode_frame(reply) + command)
+        await child.writer.drain()
 
     async def _send(self, child: Child, message: object) -> None:
         try:

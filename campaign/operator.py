@@ -25,6 +25,9 @@ from campaign.workflows import SHELL_NODES, tip
 MAX_RESUMES: Final = 6
 """Parks the operator resumes per run before it gives up (the run then stays parked)."""
 
+DEADLINE_PASSED: Final = "the step's deadline passed before the submission was validated"
+"""How a submission is refused when its step timed out while it was validating (`-t`)."""
+
 MAX_RETRIES_PER_KEY: Final = 2
 """`effect resolve --retry` at most this often per effect key."""
 
@@ -243,11 +246,7 @@ def _submit(ctx: SeedContext, track: RunTrack, request_id: str, first_seen: floa
         message = wrong.message.removeprefix(f"{wrong.code}: ")
         if (
             wrong.code == "validationRejected"
-            and message
-            not in (
-                "score must be twice the item",
-                "the step's deadline passed before the submission was validated",
-            )
+            and message not in ("score must be twice the item", DEADLINE_PASSED)
             and not message.startswith("validation did not finish")
         ):
             ctx.violation(
@@ -260,12 +259,12 @@ def _submit(ctx: SeedContext, track: RunTrack, request_id: str, first_seen: floa
     if answer.ok:
         track.submitted_valid = True
         return True
+    message = answer.message.removeprefix(f"{answer.code}: ")
     if answer.code == "validationRejected":
-        if "did not finish" in answer.message:
+        if message.startswith("validation did not finish"):
             return False  # a fault killed the validating runner: submit again
-        ctx.violation(
-            "validRejected", f"a valid output was rejected: {answer.message}", track.run_id
-        )
+        if message != DEADLINE_PASSED:
+            ctx.violation("validRejected", f"a valid output was rejected: {message}", track.run_id)
     return True  # refused: the request closed (its deadline passed, or the run ended)
 
 

@@ -61,14 +61,16 @@ bench: venv
 	$(BIN)/python -m bench
 
 # The kill-anywhere campaign (docs/reliability.md): `make campaign SEEDS=200`, and one
-# failing seed alone with `make campaign SEEDS=1 SEED_START=<seed>`. CAMPAIGN_ARGS passes
-# more options, e.g. CAMPAIGN_ARGS='--jobs 2' or CAMPAIGN_ARGS='--fuzz 100000'.
+# failing seed alone with `make campaign SEEDS=1 SEED_START=<seed>`. FUZZ=N also runs the
+# protocol fuzzers with N inputs per target (three targets: FUZZ=34000 is over 100,000).
+# CAMPAIGN_ARGS passes more options, e.g. CAMPAIGN_ARGS='--jobs 2'.
 SEEDS ?= 20
 SEED_START ?= 1
+FUZZ ?= 0
 CAMPAIGN_ARGS ?=
 
 campaign: venv
-	$(BIN)/python -m campaign --seeds $(SEEDS) --seed-start $(SEED_START) $(CAMPAIGN_ARGS)
+	$(BIN)/python -m campaign --seeds $(SEEDS) --seed-start $(SEED_START) --fuzz $(FUZZ) $(CAMPAIGN_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache

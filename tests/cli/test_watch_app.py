@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import shutil
 import subprocess
 import sys
 import time
@@ -203,7 +202,6 @@ def test_deciding_asks_for_a_choice_and_a_confirmation(server: ServerProcess) ->
     assert server.run(run_id)["output"] == {"shipped": True}
 
 
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 def test_watch_runs_in_a_real_terminal(server: ServerProcess, tmp_path: Path) -> None:
     """Smoke: the real command draws the run's graph in tmux and quits on `q`."""
     run_id = server.start_run("slow")

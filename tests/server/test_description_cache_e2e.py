@@ -7,6 +7,7 @@ shadows a user workflow) describes it again, so a run never starts from a stale 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from support.server import ServerProcess
@@ -84,3 +85,40 @@ def test_a_project_file_that_now_shadows_a_user_workflow_is_described_again(
     server.write_workflow("shared", PROJECT_SHADOW)
     assert _completed_output(server, server.start_run("shared")) == {"from": "project"}
     assert _cache(server) == {"hits": 1, "misses": 2}
+
+
+def test_run_restart_always_describes_the_workflow_afresh(server: ServerProcess) -> None:
+    """``run restart`` re-resolves the workflow as it is now, never from the cache, and its
+    description replaces the cached one for the next start."""
+    server.write_module("steps", "def double(x):\n    return x * 2\n")
+    server.write_workflow("twice", TWICE)
+    failing = server.start_run("twice", {})  # no "n": the node fails, so it can restart
+    assert server.wait_status(failing, {"completed", "failed"})["status"] == "failed"
+    assert _cache(server) == {"hits": 0, "misses": 1}
+    with server.client() as client:
+        client.restart(failing)
+    assert server.wait_status(failing, {"completed", "failed"})["status"] == "failed"
+    assert _cache(server) == {"hits": 0, "misses": 1}  # the restart did not look
+    assert _completed_output(server, server.start_run("twice", {"n": 5})) == {"n": 10}
+    assert _cache(server) == {"hits": 1, "misses": 1}
+
+
+def test_a_project_symlink_pointed_elsewhere_is_another_project(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """The cache keys a project by its real path: the same link naming another directory
+    describes that project's workflow, never the first one's."""
+    other = tmp_path / "other"
+    (other / ".pi" / "workflows").mkdir(parents=True)
+    (other / ".pi" / "workflows" / "shared.workflow.py").write_text(USER_ONLY)
+    server.write_workflow("shared", PROJECT_SHADOW)
+    link = tmp_path / "link"
+    link.symlink_to(server.project)
+    with server.client() as client:
+        run_a = str(client.start_run("shared", {}, project_dir=link)["runId"])
+        assert _completed_output(server, run_a) == {"from": "project"}
+        link.unlink()
+        link.symlink_to(other)
+        run_b = str(client.start_run("shared", {}, project_dir=link)["runId"])
+    assert _completed_output(server, run_b) == {"from": "user"}
+    assert _cache(server) == {"hits": 0, "misses": 2}

@@ -29,6 +29,12 @@ class _Entry:
     hashes: tuple[tuple[str, str], ...]  # (path, sha256): the root and every mounted module
 
 
+def _real(project: str | None) -> str | None:
+    """The project directory with every symlink resolved now: a link pointed elsewhere is
+    another project, so another entry."""
+    return None if project is None else os.path.realpath(project)
+
+
 def _sha256(path: str) -> str | None:
     try:
         with open(path, "rb") as handle:
@@ -47,7 +53,7 @@ class DescriptionCache:
 
     def get(self, spec: str, project: str | None) -> dict[str, Any] | None:
         """The cached reply if every check still holds, else None (and the entry goes)."""
-        key = (spec, project)
+        key = (spec, _real(project))
         entry = self._entries.get(key)
         if entry is not None and self._valid(entry):
             self._entries.move_to_end(key)
@@ -68,10 +74,9 @@ class DescriptionCache:
             return
         hashes = [(root, str(source.get("revision")))]
         hashes += [(str(p), str(h)) for p, h in dict(source.get("mounted") or {}).items()]
-        self._entries[(spec, project)] = _Entry(
-            reply, tuple(str(c) for c in candidates), root, tuple(hashes)
-        )
-        self._entries.move_to_end((spec, project))
+        key = (spec, _real(project))
+        self._entries[key] = _Entry(reply, tuple(str(c) for c in candidates), root, tuple(hashes))
+        self._entries.move_to_end(key)
         while len(self._entries) > MAX_ENTRIES:
             self._entries.popitem(last=False)
 

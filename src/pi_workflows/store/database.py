@@ -35,8 +35,6 @@ PROCESS_RECORDS = frozenset(
         "runners.spawned",
         "runners.ready",
         "runners.exited",
-        "runners.process",
-        "runners.process_ended",
         "agents.started",
         "agents.ended",
         "claims.renew",
@@ -53,7 +51,12 @@ processes and claims that the same loss ended anyway: no runner, shell or agent 
 reboot, a lost launch or renewal leaves the run at its last durable boundary (queued, or
 running with an older claim that recovery releases), and a lost exit record is what an
 orphaned runner looks like to the next server. Each of these saves an fsync that would
-otherwise hold the server's loop at every runner start and exit.
+otherwise hold the server's loop at every runner start and exit. ``runners.launch`` holds
+the run's claim transition (queued to running, a new generation and its event), which a power
+loss can therefore take back too: the run is then queued again at its old revision, and the
+revision, generation and event id are used again for what happens next. A shell command's
+process group is recorded inside its runner's ``runner.process.register`` (and its end in
+``runner.process.ended``), which are runner proposals and always fsynced.
 """
 DEFAULT_LEASE_MS = 30_000
 # OS errors that mean the file system, not the file, is at fault (full, too big, broken).

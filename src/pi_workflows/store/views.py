@@ -310,12 +310,15 @@ def node_output(conn: sqlite3.Connection, run_id: str, node_id: str) -> dict[str
 
 
 RUNNER_STATE_BUDGET = 256 * 1024
-"""Bytes of inline node outputs one ``state.get`` (or ``state.outputs``) reply carries at
-most; the rest follow in further ``state.outputs`` pages. Every value is at most
-``values.INLINE_LIMIT`` inline (larger ones travel as references), so any page fits a frame
-however many nodes a run has settled."""
+"""Encoded bytes of node outputs (ids, values or references) one ``state.get`` (or
+``state.outputs``) reply carries at most; the rest follow in further ``state.outputs``
+pages. Every value is at most ``values.INLINE_LIMIT`` inline (larger ones travel as
+references), so a page stays far below a frame however many nodes a run has settled; the
+rest of a ``state.get`` reply (the input and the active request, each inline only up to the
+same limit, and one result and visit count per node) is what remains of the frame."""
 
-_REF_COST = 128  # budget bytes one output reference ({"digest", "bytes"}) is counted as
+_ENTRY_COST = 16  # quotes, colon, comma and braces around one node's entry
+_REF_COST = 96  # one output reference: {"digest": <64 hex>, "bytes": N}
 
 
 def _settled_outputs(
@@ -361,7 +364,8 @@ def _outputs_page(
         if after is not None and node_id <= after:
             continue
         inline, ref = stored[node_id]
-        cost = _REF_COST if ref is not None else len(inline or "null")
+        value = _REF_COST if ref is not None else len((inline or "null").encode("utf-8"))
+        cost = len(node_id.encode("utf-8")) + _ENTRY_COST + value
         if (outputs or refs) and spent + cost > RUNNER_STATE_BUDGET:
             last = max([*outputs, *refs])
             return {"outputs": outputs, "outputRefs": refs, "moreOutputs": last}

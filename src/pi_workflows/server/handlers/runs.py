@@ -95,10 +95,13 @@ async def workflows_list(server: Server, request: Request) -> dict[str, Any]:
     return {"workflows": reply.get("workflows", [])}
 
 
-async def _describe(server: Server, spec: str, project: str | None, run_input: Any) -> NewRun:
+async def _describe(
+    server: Server, spec: str, project: str | None, run_input: Any, *, fresh: bool = False
+) -> NewRun:
     """The run ``spec`` would start: the cached description while its sources are unchanged
-    (``DescriptionCache``; the input is hashed here), else a resolver child's."""
-    cached = server.descriptions.get(spec, project)
+    (``DescriptionCache``; the input is hashed here), else (and always when ``fresh``) a
+    resolver child's, which then replaces the cached one."""
+    cached = None if fresh else server.descriptions.get(spec, project)
     if cached is not None:
         try:
             reply = {**cached, "inputHash": fingerprint(run_input)}
@@ -272,7 +275,7 @@ async def run_restart(server: Server, request: Request) -> dict[str, Any]:
             (run_id,),
         ).fetchone()
         run_input = values.load(conn, row[2], row[3])
-    fresh = await _describe(server, row[0], row[1], run_input)
+    fresh = await _describe(server, row[0], row[1], run_input, fresh=True)
 
     def change() -> tuple[str | None, dict[str, Any]]:
         lifecycle.restart(server.db, run_id, new_source=(fresh, fresh.definition_digest))

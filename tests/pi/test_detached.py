@@ -43,6 +43,7 @@ from pi.support.records import (
     tool_results,
     workflow_messages,
 )
+from pi_workflows.protocol.process_start import process_start
 
 from support.server import ServerProcess, wait_for
 
@@ -162,7 +163,7 @@ def agent_alive(pid: int, start: float) -> bool:
         pass
     try:
         process = psutil.Process(pid)
-        return process.create_time() == start and process.status() != psutil.STATUS_ZOMBIE
+        return process_start(pid) == start and process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
 

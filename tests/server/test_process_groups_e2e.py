@@ -17,6 +17,8 @@ from pathlib import Path
 
 import psutil
 
+from pi_workflows.protocol.process_start import process_start
+
 from support.server import ServerProcess, wait_for
 
 COMMAND = """
@@ -140,7 +142,8 @@ def test_a_server_and_runner_killed_together_leave_an_orphan_the_next_server_sto
 
 def test_a_reused_pid_is_never_signalled(server: ServerProcess, tmp_path: Path) -> None:
     """A recorded runner and command whose pids now belong to an unrelated process group
-    (a stand-in started after them, as after a reboot) are left alone by recovery."""
+    (a stand-in started one tick after them, as in a fast pid wrap or after a reboot) are
+    left alone by recovery."""
     witness, _ = _workflow(server, tmp_path, "manual_effect")
     run_id = server.start_run("cmd")
     command_pid = _started(witness)
@@ -153,9 +156,18 @@ def test_a_reused_pid_is_never_signalled(server: ServerProcess, tmp_path: Path) 
         [sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True
     )
     try:
+        # The worst case of a fast pid wrap: the recorded processes started one clock tick
+        # before the stand-in that now has their pid.
+        stand_in_start = process_start(stand_in.pid)
+        assert stand_in_start is not None
+        recorded = stand_in_start - 1 / os.sysconf("SC_CLK_TCK")
         with sqlite3.connect(server.home / "state.sqlite") as conn:
-            conn.execute("UPDATE run_runners SET pid = ?", (stand_in.pid,))
-            conn.execute("UPDATE runner_processes SET pid = ?", (stand_in.pid,))
+            conn.execute(
+                "UPDATE run_runners SET pid = ?, process_start = ?", (stand_in.pid, recorded)
+            )
+            conn.execute(
+                "UPDATE runner_processes SET pid = ?, process_start = ?", (stand_in.pid, recorded)
+            )
         server.start()
         view = server.wait_status(run_id, {"ambiguous", "completed", "failed"}, 60)
         assert view["status"] == "ambiguous", view

@@ -8,11 +8,12 @@ Layout:
 - `runner`: the private server <-> runner-child envelope and its decoders.
 - `outcomes`: the `Outcome` enum and `ErrorInfo`, shared by both channels.
 - `effects`: the effect key derivation and result markers the server and runner share.
+- `process_start`: how a recorded process's start time is measured (ticks since boot).
 - `fields`: bounded identifier and name types and their limits.
 - `errors`: `ProtocolError` and its subclasses, and `NotJsonError`.
 
 This package imports no other internal package (import-linter enforces it) and does no I/O
-beyond reading frames from streams it is handed.
+beyond reading frames from streams it is handed and `/proc/PID/stat` for a start time.
 """
 
 from pi_workflows.protocol.canonical import MAX_JSON_DEPTH, canonical_json, fingerprint, sha256_hex

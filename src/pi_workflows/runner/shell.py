@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import Final
 
 import msgspec
-import psutil
 
 from pi_workflows.authoring import JsonObject
+from pi_workflows.protocol.process_start import process_start
 from pi_workflows.runner.callbacks import Deadline
 from pi_workflows.runner.errors import RunnerError
 from pi_workflows.runner.limits import (
@@ -354,7 +354,10 @@ def run_command(
     finally:
         os.close(gate_read)
     try:
-        register(proc.pid, psutil.Process(proc.pid).create_time())
+        start = process_start(proc.pid)  # an unreaped child always has one
+        if start is None:
+            raise RuntimeError(f"the command {proc.pid} has no start time to record")
+        register(proc.pid, start)
     except BaseException:
         os.close(gate_write)  # the held shell reads end-of-file and exits: nothing ran
         _signal_group(proc, signal.SIGKILL)

@@ -28,8 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
+from pi_workflows.protocol.process_start import process_start
 from pi_workflows.server import children
 from pi_workflows.server.children import Process
 from pi_workflows.server.config import ServerConfig
@@ -154,7 +153,9 @@ class HeadlessAgents:
             # Runs between the exec and the server's next await: nothing from the agent
             # (its session attach, a submission) is handled before this commit. If it
             # raises (a full disk), ``spawn_command`` kills and reaps the agent.
-            start = psutil.Process(pid).create_time()
+            start = process_start(pid)  # an unreaped child always has one
+            if start is None:
+                raise RuntimeError(f"the headless Pi {pid} has no start time to record")
             recorded.append(
                 agents.record_started(
                     self.db, want.run_id, want.session_id, self.server_epoch, pid, start

@@ -20,10 +20,9 @@ from dataclasses import dataclass
 
 import psutil
 
-log = logging.getLogger(__name__)
+from pi_workflows.protocol.process_start import SAME_START_SECONDS, process_start
 
-START_TIME_TOLERANCE = 0.05
-"""Process start times are floats read from /proc; equal within this many seconds is same."""
+log = logging.getLogger(__name__)
 
 _POLL_SECONDS = 0.05
 
@@ -37,20 +36,20 @@ class Identity:
 
 
 def start_time(pid: int) -> float | None:
-    """The start time of process ``pid`` as psutil reports it, or None if there is none."""
-    try:
-        return float(psutil.Process(pid).create_time())
-    except psutil.Error:
-        return None
+    """The start time of process ``pid`` in seconds since boot (see `protocol.process_start`),
+    or None if there is none."""
+    return process_start(pid)
 
 
 def _process(identity: Identity) -> psutil.Process | None:
     try:
         process = psutil.Process(identity.pid)
-        if abs(process.create_time() - identity.process_start) < START_TIME_TOLERANCE:
-            return process
     except psutil.Error:
-        pass
+        return None
+    # Read after the handle: a pid reused in between reads as the newcomer's start.
+    started = process_start(identity.pid)
+    if started is not None and abs(started - identity.process_start) < SAME_START_SECONDS:
+        return process
     return None
 
 

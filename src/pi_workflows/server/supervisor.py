@@ -9,15 +9,12 @@ what happens to its run is decided from committed state, never from the exit alo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-import psutil
 
 from pi_workflows.protocol import (
     PROTOCOL_VERSION,
@@ -33,6 +30,7 @@ from pi_workflows.protocol import (
     read_frame,
 )
 from pi_workflows.protocol.errors import ProtocolError
+from pi_workflows.protocol.process_start import process_start
 from pi_workflows.server import children, processes
 from pi_workflows.server.children import Child
 from pi_workflows.server.config import ServerConfig
@@ -188,8 +186,8 @@ class Supervisor:
             RUNNER_MODULE, tail_bytes=self.config.runner_output_tail_bytes, template=self.template
         )
         handle.child = child
-        with contextlib.suppress(psutil.Error):
-            started = psutil.Process(child.pid).create_time()
+        started = process_start(child.pid)
+        if started is not None:
             runners.mark_spawned(self.db, handle.identity.runner_epoch, child.pid, started)
         await self._send(
             child,

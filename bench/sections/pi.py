@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from bench.context import Context
-from bench.ourserver import BenchError, OurServer
+from bench.ourserver import TERMINAL, BenchError, OurServer
 from bench.stats import figure
 
 REPO = Path(__file__).resolve().parents[2]
@@ -127,8 +127,17 @@ class _Model:
 
 
 def _waiting_request(server: OurServer, run_id: str) -> str:
-    view = server.wait_run(run_id, frozenset({"waiting"}), timeout=WAIT_SECONDS)
-    return str(view["waitingOn"]["requestId"])
+    """The run's agent request, once it exists. With a warm Pi the step can be presented,
+    submitted and accepted between two polls, so a finished run's request is read from its
+    history rather than waited for as `waiting`."""
+    view = server.wait_run(run_id, frozenset({"waiting"}) | TERMINAL, timeout=WAIT_SECONDS)
+    if view.get("status") == "waiting":
+        return str(view["waitingOn"]["requestId"])
+    for event in server.client.history(run_id):
+        data = event.get("data")
+        if isinstance(data, dict) and isinstance(data.get("requestId"), str):
+            return str(data["requestId"])
+    raise BenchError(f"run {run_id} ended {view.get('status')} without an agent request")
 
 
 def _next_node_ms(server: OurServer, model: _Model, run_id: str, request_id: str) -> float:

@@ -100,10 +100,14 @@ class InteractionMethods:
         *,
         stop_reason: str | None = None,
         workflow_message_id: str | None = None,
+        error_message: str | None = None,
     ) -> JsonObject:
-        """`workflowTurn.report`: a model turn `started` or `ended` (with its stop reason)."""
+        """`workflowTurn.report`: a model turn `started` or `ended` (with its stop reason and,
+        for a turn ended `error`, the provider's error text, quoted when a detached run pauses)."""
         return self._run(
-            ops.report_turn(session_id, epoch, event, stop_reason, workflow_message_id)
+            ops.report_turn(
+                session_id, epoch, event, stop_reason, workflow_message_id, error_message
+            )
         )
 
     def watch_session(self, session_id: str, epoch: int) -> SessionWatch:
@@ -177,10 +181,14 @@ class AsyncInteractionMethods:
         *,
         stop_reason: str | None = None,
         workflow_message_id: str | None = None,
+        error_message: str | None = None,
     ) -> JsonObject:
-        """`workflowTurn.report`: a model turn `started` or `ended` (with its stop reason)."""
+        """`workflowTurn.report`: a model turn `started` or `ended` (with its stop reason and,
+        for a turn ended `error`, the provider's error text, quoted when a detached run pauses)."""
         return await self._run(
-            ops.report_turn(session_id, epoch, event, stop_reason, workflow_message_id)
+            ops.report_turn(
+                session_id, epoch, event, stop_reason, workflow_message_id, error_message
+            )
         )
 
     async def watch_session(self, session_id: str, epoch: int) -> AsyncSessionWatch:

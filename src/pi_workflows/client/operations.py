@@ -484,6 +484,7 @@ def report_turn(
     event: str,
     stop_reason: str | None,
     workflow_message_id: str | None,
+    error_message: str | None = None,
 ) -> Program[JsonObject]:
     """`workflowTurn.report`."""
     payload: JsonObject = {"sessionId": session_id, "coordinatorEpoch": epoch, "event": event}
@@ -491,6 +492,8 @@ def report_turn(
         payload["stopReason"] = stop_reason
     if workflow_message_id is not None:
         payload["workflowMessageId"] = workflow_message_id
+    if error_message is not None:
+        payload["errorMessage"] = error_message
     return (yield from body("workflowTurn.report", payload))
 
 

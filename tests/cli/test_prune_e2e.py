@@ -27,6 +27,14 @@ def invoke(server: ServerProcess, *args: str) -> Result:
     return CliRunner().invoke(cli, ["--home", str(server.home), *args])
 
 
+def _session_dir(server: ServerProcess, run_id: str) -> Path:
+    """Where a detached run's headless Pi keeps its session (its conversation)."""
+    folder = server.home / "agents" / run_id
+    folder.mkdir(parents=True)
+    (folder / "session.jsonl").write_text('{"type": "session"}\n')
+    return folder
+
+
 def _counts(server: ServerProcess, run_id: str) -> dict[str, int]:
     tables = ("runs", "events", "node_attempts", "attempt_logs", "server_commands", "viewer_runs")
     return {
@@ -44,6 +52,7 @@ def test_state_prune_removes_ended_runs_after_a_verified_backup(tmp_path: Path) 
         waiting = server.start_run("builtin:demo")
         server.wait_status(waiting, "waiting")
         blobs_before = server.query("SELECT COUNT(*) FROM blobs")[0][0]
+        sessions = {run_id: _session_dir(server, run_id) for run_id in [*ended, waiting]}
         result = invoke(server, "state", "prune", "--older-than", "0s", "--json")
         assert result.exit_code == 0, result.output
         report = json.loads(result.stdout)
@@ -70,6 +79,7 @@ def test_state_prune_removes_ended_runs_after_a_verified_backup(tmp_path: Path) 
         pruned = server.query("SELECT run_id, status, events FROM pruned_runs ORDER BY run_id")
         assert [(r[0], r[1]) for r in pruned] == sorted((run_id, "completed") for run_id in ended)
         assert server.diagnose() == []
+        assert [run_id for run_id, folder in sessions.items() if folder.exists()] == [waiting]
         human = invoke(server, "state", "prune", "--older-than", "0s", "--no-backup")
         assert human.exit_code == 0
         assert human.stdout.startswith("removed 0 run(s) that ended before ")
@@ -122,9 +132,27 @@ def test_the_server_prunes_on_its_schedule(tmp_path: Path) -> None:
         server.wait_status(run_id, "completed")
         waiting = server.start_run("builtin:demo")
         server.wait_status(waiting, "waiting")
+        session, kept = _session_dir(server, run_id), _session_dir(server, waiting)
         wait_for(
             lambda: not server.query("SELECT 1 FROM runs WHERE run_id = ?", run_id), 30, "a prune"
         )
+        wait_for(lambda: not session.exists(), 30, "the pruned run's session to go")
+        assert kept.exists()
         assert server.query("SELECT status FROM runs WHERE run_id = ?", waiting) == [("waiting",)]
         assert server.diagnose() == []
         assert "pruned 1 runs that ended more than" in server.tail(200)
+
+
+def test_a_new_server_removes_sessions_a_stopped_prune_left_behind(tmp_path: Path) -> None:
+    """A session directory whose run no longer exists (the server stopped between the prune's
+    commit and the removal) goes at the next start; a live run's stays."""
+    with running_server(tmp_path) as server:
+        waiting = server.start_run("builtin:demo")
+        server.wait_status(waiting, "waiting")
+        kept = _session_dir(server, waiting)
+        server.stop()
+        left = _session_dir(server, "run_0000000000000000000000gone")
+        server.start()
+        assert not left.exists()
+        assert kept.exists()
+        assert server.diagnose() == []

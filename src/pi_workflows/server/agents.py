@@ -70,6 +70,33 @@ def _cli_path() -> str | None:
     return str(beside) if beside.exists() else shutil.which("pi-workflows")
 
 
+AGENTS_DIR = "agents"
+"""Under the state directory: one session directory per detached run's headless Pi."""
+
+
+def remove_pruned_session_dirs(home: Path, db: Database) -> int:
+    """Delete the headless Pi session directories (``<home>/agents/<run id>``: the agent's
+    conversation) of runs that no longer exist, so pruning a run removes its transcript too;
+    also those left by a prune whose server stopped before it got here. Returns how many.
+
+    A run's row exists before its directory is made, so a directory without a run is never
+    one that is about to be used."""
+    folder = home / AGENTS_DIR
+    try:
+        names = [entry.name for entry in os.scandir(folder) if entry.is_dir(follow_symlinks=False)]
+    except FileNotFoundError:
+        return 0
+    if not names:
+        return 0
+    with db.read() as conn:
+        gone = agents.runs_gone(conn, names)
+    for name in gone:
+        shutil.rmtree(folder / name, ignore_errors=True)
+    if gone:
+        log.info("removed the headless Pi sessions of %d pruned runs", len(gone))
+    return len(gone)
+
+
 class HeadlessAgents:
     """Every headless agent of this server."""
 
@@ -123,7 +150,7 @@ class HeadlessAgents:
         extension = extension_path(self.config)
         if extension is None:
             raise FileNotFoundError("the pi-workflows Pi extension is not installed")
-        session_dir = self.config.home / "agents" / want.run_id
+        session_dir = self.config.home / AGENTS_DIR / want.run_id
         session_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         argv = [
             *pi_command(self.config),

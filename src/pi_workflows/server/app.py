@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pi_workflows.protocol import MAX_FRAME_BYTES
 from pi_workflows.server import recovery
-from pi_workflows.server.agents import HeadlessAgents
+from pi_workflows.server.agents import HeadlessAgents, remove_pruned_session_dirs
 from pi_workflows.server.config import ServerConfig
 from pi_workflows.server.connections import serve_client
 from pi_workflows.server.describe_cache import DescriptionCache
@@ -181,6 +181,7 @@ class Server:
         self.agents = HeadlessAgents(self.db, self.config, self.epoch)
         self.views.begin_epoch(self.epoch)
         await recovery.recover(self.db, self.epoch, self.config.kill_grace_seconds)
+        remove_pruned_session_dirs(self.config.home, self.db)  # a prune stopped half-way
         if self.template is not None:
             await self.template.wait_ready()  # so the first resumed node forks warm
         with contextlib.suppress(FileNotFoundError):
@@ -293,6 +294,7 @@ class Server:
                 "pruned %d runs that ended more than %g days ago (%d events, %d blobs)",
                 report.runs, self.config.retention_days, report.events, report.blobs,
             )  # fmt: skip
+            remove_pruned_session_dirs(self.config.home, self.db)
             self.wake()
         self._next_run_prune_ms = now + (0 if report.more else every)
 

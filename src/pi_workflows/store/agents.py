@@ -84,3 +84,16 @@ def record_ended(
             " ended_at = ? WHERE agent_id = ? AND status = 'live'",
             (exit_code, output_tail, tx.now, agent_id),
         )
+
+
+def runs_gone(conn: sqlite3.Connection, run_ids: list[str]) -> list[str]:
+    """Those of ``run_ids`` that have no run row (pruned, or never created)."""
+    existing: set[str] = set()
+    for start in range(0, len(run_ids), 500):
+        chunk = run_ids[start : start + 500]
+        marks = ", ".join("?" * len(chunk))
+        existing.update(
+            row[0]
+            for row in conn.execute(f"SELECT run_id FROM runs WHERE run_id IN ({marks})", chunk)
+        )
+    return [run_id for run_id in run_ids if run_id not in existing]

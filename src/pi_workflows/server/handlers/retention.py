@@ -4,7 +4,8 @@ Runs in the server. The backup (``state.backup``'s online copy and check, in a w
 thread) comes first and must verify, or nothing is removed; then ``store.retention.prune``
 removes one bounded batch per transaction, yielding to the loop between batches so claims
 keep renewing and clients keep being answered. Command receipts past their retention go
-too (``receipts.prune``: never those of a run that has not ended).
+too (``receipts.prune``: never those of a run that has not ended), and so do the headless Pi
+sessions of the removed runs (``agents.remove_pruned_session_dirs``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from pi_workflows.protocol import Request
+from pi_workflows.server import agents
 from pi_workflows.server.handlers.registry import bad, operation
 from pi_workflows.server.handlers.state import _backup
 from pi_workflows.store import receipts, retention
@@ -67,6 +69,8 @@ async def prune_all(server: Server, older_than_ms: int) -> dict[str, int]:
         if removed < 1000:
             break
         await asyncio.sleep(0)
+    if totals["runs"]:
+        agents.remove_pruned_session_dirs(server.config.home, server.db)
     server.wake()
     return {**totals, "cutoff": cutoff}
 

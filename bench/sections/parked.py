@@ -4,8 +4,9 @@ Runs in the bench process. One server with default settings (capacity included).
 workflow waits at a checkpoint, then runs one compute node.
 
 1. **Fill**: ``parked_clients`` client threads call ``run.start`` until ``parked_target``
-   runs exist or ``parked_fill_seconds`` pass, pausing while more than ``5 x clients``
-   started runs are not yet waiting (so the rate is runs parked, not runs queued); then the
+   runs exist or ``parked_fill_seconds`` pass, pausing while more than ``BACKLOG_PER_CLIENT
+   x clients`` started runs are not yet waiting (so the rate is runs parked, not runs
+   queued), by a waiting count read every ``COUNT_EVERY`` seconds; then the
    bench waits until every started run is ``waiting``. Every few seconds it samples the
    server's RSS and the waiting count. The rate is runs waiting / seconds from the first
    ``run.start`` until all of them wait.
@@ -44,6 +45,12 @@ from bench.workflows import write_park
 from pi_workflows.client import Client
 
 SAMPLE_EVERY = 5.0
+COUNT_EVERY = 0.1
+BACKLOG_PER_CLIENT = 8
+"""The starters pause on a count up to ``COUNT_EVERY`` old, so they can start at most about
+``BACKLOG_PER_CLIENT x clients / COUNT_EVERY`` runs a second (320 with 4 clients): well
+above what the server parks. (With 5 per client and a count every 0.25 s, the first
+version capped the measured rate itself near 80-100 runs/s.)"""
 CLI_REPS = 5
 STOP_SECONDS = 10.0
 """SIGTERM to SIGKILL of the server at the end of the section."""
@@ -63,7 +70,7 @@ class _Starter:
         self.stop = threading.Event()
         self.waiting = 0
         """The waiting count, as the bench's main thread last read it."""
-        self.max_backlog = 5 * threads
+        self.max_backlog = BACKLOG_PER_CLIENT * threads
         """Started runs not yet waiting that a starter allows before it pauses."""
         self._lock = threading.Lock()
         self._claimed = 0
@@ -223,7 +230,7 @@ def _fill(ctx: Context, server: OurServer, workflow: str) -> dict[str, Any]:
             samples.append(_sample(server, began, len(starter.run_ids)))
             ctx.say(f"parked: {samples[-1]['started']} started, {samples[-1]['waiting']} waiting")
             next_sample = now + SAMPLE_EVERY
-        time.sleep(0.25)
+        time.sleep(COUNT_EVERY)
     starter.join()
     if starter.errors:
         raise BenchError(f"run.start failed: {starter.errors[0]}")

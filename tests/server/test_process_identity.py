@@ -15,7 +15,8 @@ import sys
 import psutil
 import pytest
 
-from pi_workflows.server.processes import Identity, alive, owns_group, start_time
+from pi_workflows.protocol.process_start import process_start
+from pi_workflows.server.processes import Identity, alive, owns_group
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -25,7 +26,7 @@ TICK = 1 / os.sysconf("SC_CLK_TCK")
 def test_a_process_matches_its_own_record_and_not_one_a_tick_away() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        started = start_time(child.pid)
+        started = process_start(child.pid)
         assert started is not None
         assert owns_group(Identity(child.pid, started))
         assert alive(Identity(child.pid, started))
@@ -39,7 +40,7 @@ def test_a_process_matches_its_own_record_and_not_one_a_tick_away() -> None:
 
 def test_the_start_time_is_measured_from_boot_not_from_the_wall_clock() -> None:
     """The epoch form adds /proc/stat's boot time, which moves when the wall clock is set."""
-    started = start_time(os.getpid())
+    started = process_start(os.getpid())
     assert started is not None
     assert abs(started + psutil.boot_time() - psutil.Process().create_time()) < 1.0
     with open("/proc/uptime", encoding="ascii") as uptime:

@@ -35,12 +35,6 @@ class Identity:
     process_start: float
 
 
-def start_time(pid: int) -> float | None:
-    """The start time of process ``pid`` in seconds since boot (see `protocol.process_start`),
-    or None if there is none."""
-    return process_start(pid)
-
-
 def _process(identity: Identity) -> psutil.Process | None:
     try:
         process = psutil.Process(identity.pid)

@@ -72,13 +72,20 @@ def project_run(conn: sqlite3.Connection, run_id: str) -> None:
         write_view(conn, view)
 
 
+_WRITE_VIEW = (
+    f"INSERT INTO viewer_runs ({', '.join(VIEW_COLUMNS)})"
+    f" VALUES ({', '.join('?' for _ in VIEW_COLUMNS)})"
+    " ON CONFLICT (run_id) DO UPDATE SET "
+    + ", ".join(f"{column} = excluded.{column}" for column in VIEW_COLUMNS if column != "run_id")
+)
+"""An upsert, not ``INSERT OR REPLACE``: the row is updated in place, so only the indexes
+whose columns changed are written (a replace deletes and re-inserts the row, rewriting
+every index and several more pages of each run transaction's commit)."""
+
+
 def write_view(conn: sqlite3.Connection, view: dict[str, Any]) -> None:
     """Store a viewer row computed by ``expected_view`` in this transaction."""
-    placeholders = ", ".join("?" for _ in VIEW_COLUMNS)
-    conn.execute(
-        f"INSERT OR REPLACE INTO viewer_runs ({', '.join(VIEW_COLUMNS)}) VALUES ({placeholders})",
-        tuple(view[column] for column in VIEW_COLUMNS),
-    )
+    conn.execute(_WRITE_VIEW, tuple(view[column] for column in VIEW_COLUMNS))
 
 
 def stored_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:

@@ -119,6 +119,7 @@ CREATE TABLE leases (
     released_at INTEGER,
     CHECK ((status = 'released') = (released_at IS NOT NULL))
 ) STRICT;
+CREATE INDEX leases_held ON leases (expires_at) WHERE status = 'held';
 
 -- One row per execution of a node. At most one unfinished attempt per run.
 CREATE TABLE node_attempts (
@@ -221,6 +222,7 @@ CREATE TABLE server_commands (
     created_at INTEGER NOT NULL,
     UNIQUE (client_id, idempotency_key)
 ) STRICT;
+CREATE INDEX server_commands_by_run ON server_commands (run_id) WHERE run_id IS NOT NULL;
 
 -- Runner child processes, one row per runner epoch (globally increasing).
 CREATE TABLE run_runners (
@@ -245,7 +247,9 @@ CREATE TABLE run_runners (
     exited_at INTEGER,
     CHECK ((status = 'exited') = (outcome IS NOT NULL))
 ) STRICT;
-CREATE INDEX run_runners_live ON run_runners (run_id) WHERE status != 'exited';
+-- Every runner of a run, live or exited (its live ones, retention, the foreign key).
+CREATE INDEX run_runners_by_run ON run_runners (run_id);
+CREATE INDEX run_runners_live ON run_runners (runner_epoch) WHERE status != 'exited';
 
 -- Process groups a runner started (shell commands, each leading its own session), recorded
 -- before the command runs so that the server can stop them when the runner ends and a new
@@ -281,6 +285,7 @@ CREATE TABLE agent_processes (
     CHECK ((status = 'ended') = (ended_at IS NOT NULL))
 ) STRICT;
 CREATE UNIQUE INDEX agent_processes_one_live ON agent_processes (run_id) WHERE status = 'live';
+CREATE INDEX agent_processes_by_run ON agent_processes (run_id);
 
 -- Child messages already answered, so a repeated message id replays its reply.
 CREATE TABLE runner_messages (
@@ -314,6 +319,10 @@ CREATE TABLE interactive_requests (
 ) STRICT;
 CREATE UNIQUE INDEX interactive_requests_one_open
     ON interactive_requests (run_id) WHERE status IN ('pending', 'validating');
+-- A run's requests (history, retention) and an attempt's (its answer): never a scan of
+-- every request ever made.
+CREATE INDEX interactive_requests_by_run ON interactive_requests (run_id);
+CREATE INDEX interactive_requests_by_attempt ON interactive_requests (attempt_id);
 CREATE INDEX interactive_requests_open_by_session
     ON interactive_requests (origin_session, created_at) WHERE status IN ('pending', 'validating');
 -- Deadlines are enforced every tick: the due ones are a range of this index, however many
@@ -340,6 +349,7 @@ CREATE UNIQUE INDEX interactive_submissions_one_accepted
     ON interactive_submissions (request_id) WHERE status = 'accepted';
 CREATE UNIQUE INDEX interactive_submissions_one_validating
     ON interactive_submissions (request_id) WHERE status = 'validating';
+CREATE INDEX interactive_submissions_by_request ON interactive_submissions (request_id);
 
 -- Protected checkpoints only a person answers; exactly one resolution each.
 CREATE TABLE human_decisions (
@@ -350,6 +360,7 @@ CREATE TABLE human_decisions (
     status TEXT NOT NULL CHECK (status IN ('pending', 'resolved')),
     created_at INTEGER NOT NULL
 ) STRICT;
+CREATE INDEX human_decisions_by_run ON human_decisions (run_id);
 CREATE TABLE human_decision_resolutions (
     decision_id TEXT PRIMARY KEY REFERENCES human_decisions (decision_id),
     resolution TEXT NOT NULL CHECK (resolution IN ('answered', 'timedOut', 'cancelled')),
@@ -380,6 +391,9 @@ CREATE TABLE effects (
     updated_at INTEGER NOT NULL
 ) STRICT;
 CREATE INDEX effects_by_run ON effects (run_id);
+CREATE INDEX effects_by_status ON effects (status);
+CREATE INDEX effects_by_node_attempt ON effects (node_attempt_id)
+    WHERE node_attempt_id IS NOT NULL;
 
 CREATE TABLE effect_attempts (
     effect_id TEXT NOT NULL REFERENCES effects (effect_id),
@@ -394,6 +408,8 @@ CREATE TABLE effect_attempts (
     finished_at INTEGER,
     PRIMARY KEY (effect_id, attempt_no)
 ) STRICT;
+CREATE INDEX effect_attempts_by_node_attempt ON effect_attempts (node_attempt_id)
+    WHERE node_attempt_id IS NOT NULL;
 
 -- Pi sessions that attached as the coordinator of their runs; a newer attach fences the
 -- older connection (its reports carry an older epoch).
@@ -431,8 +447,10 @@ CREATE TABLE workflow_messages (
 CREATE INDEX workflow_messages_pending
     ON workflow_messages (origin_session, created_at) WHERE status = 'pending';
 CREATE INDEX workflow_messages_by_run ON workflow_messages (run_id, created_at);
-CREATE INDEX workflow_messages_pending_by_request
-    ON workflow_messages (request_id) WHERE status = 'pending';
+-- Every message of a request (counted when it is presented again, superseded, read by the
+-- session), pending or settled: a lookup by request never scans the table.
+CREATE INDEX workflow_messages_by_request
+    ON workflow_messages (request_id) WHERE request_id IS NOT NULL;
 
 -- Model turns a session reported (started, then ended with a stop reason).
 CREATE TABLE workflow_turns (
@@ -447,6 +465,8 @@ CREATE TABLE workflow_turns (
     CHECK ((status = 'ended') = (ended_at IS NOT NULL))
 ) STRICT;
 CREATE INDEX workflow_turns_open ON workflow_turns (session_id) WHERE status = 'started';
+CREATE INDEX workflow_turns_by_run ON workflow_turns (run_id) WHERE run_id IS NOT NULL;
+CREATE INDEX workflow_turns_by_message ON workflow_turns (message_id) WHERE message_id IS NOT NULL;
 
 -- What renderers read: rebuilt from the canonical rows in every run transaction.
 CREATE TABLE viewer_runs (

@@ -79,7 +79,7 @@ class Server:
         self.descriptions = DescriptionCache()
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
-        self._changed = asyncio.Event()  # replaced (after being set) on every change
+        self._run_changed: dict[str, asyncio.Event] = {}  # set and dropped on a change
         self._clients: set[asyncio.StreamWriter] = set()
         self._no_clients = asyncio.Event()
         self._no_clients.set()
@@ -87,19 +87,31 @@ class Server:
 
     # --- signals from handlers and children ------------------------------------------------
 
-    def wake(self) -> None:
+    def wake(self, run_id: str | None = None) -> None:
         """Something committed: the scheduler looks at the queue now, held answers look at
-        their outcome, and watched session views are recomputed."""
+        their outcome, and watched session views are recomputed.
+
+        ``run_id`` names the one run the commit changed: only answers held on that run look
+        again (a runner's reply or a run's command concerns its own run alone). Without
+        it, every held answer looks.
+        """
         self._wake.set()
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        if run_id is None:
+            woken, self._run_changed = list(self._run_changed.values()), {}
+        else:
+            event = self._run_changed.pop(run_id, None)
+            woken = [] if event is None else [event]
+        for event in woken:
+            event.set()
         self.views.mark_dirty()
         self.run_views.mark_dirty()
 
-    async def changed(self, seconds: float) -> None:
-        """Wait until the next committed change (or ``seconds``)."""
+    async def changed(self, run_id: str, seconds: float) -> None:
+        """Wait until the next committed change of run ``run_id`` (or ``seconds``)."""
+        event = self._run_changed.setdefault(run_id, asyncio.Event())
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await event.wait()
 
     def request_stop(self) -> None:
         """Begin shutdown (from ``server.stop``, SIGTERM or SIGINT)."""
@@ -225,7 +237,8 @@ class Server:
         while True:
             faults.hit("scheduler.loop")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), backoff.delay or TICK_SECONDS)
+                async with asyncio.timeout(backoff.delay or TICK_SECONDS):
+                    await self._wake.wait()
             self._wake.clear()
             try:
                 faults.hit("scheduler.tick")
@@ -250,7 +263,8 @@ class Server:
             # committed change that wakes the scheduler (several per run), and on the
             # one-second tick when nothing happens.
             self._next_sweep_ms = now + SWEEP_MS
-            recovery.expire_due_requests(self.db)
+            if recovery.expire_due_requests(self.db):
+                self.wake()  # answers held on an expired request hear it now
             self.supervisor.enforce_deadlines(now)
             self.supervisor.sweep_expired()
         self.agents.reconcile()

@@ -94,7 +94,8 @@ async def _send(server: Server, writer: asyncio.StreamWriter, message: object) -
         server.slow_clients_dropped += 1
         return False
     try:
-        await asyncio.wait_for(writer.drain(), timeout=DRAIN_SECONDS)
+        async with asyncio.timeout(DRAIN_SECONDS):  # no task per reply, unlike wait_for
+            await writer.drain()
     except TimeoutError:
         log.warning("closing a client that does not read its responses")
         server.slow_clients_dropped += 1

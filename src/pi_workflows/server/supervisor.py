@@ -133,7 +133,7 @@ class Supervisor:
         db: Database,
         config: ServerConfig,
         server_epoch: int,
-        on_change: Callable[[], None],
+        on_change: Callable[[str | None], None],
         template: RunnerTemplate | None = None,
     ) -> None:
         self.db = db
@@ -200,7 +200,8 @@ class Supervisor:
         while True:
             timeout = None if handle.ready else max(0.0, ready_by - loop.time())
             try:
-                frame = await asyncio.wait_for(read_frame(child.reader), timeout)
+                async with asyncio.timeout(timeout):  # None once ready: no deadline
+                    frame = await read_frame(child.reader)
             except TimeoutError:
                 log.warning("runner of run %s missed its startup deadline", handle.run_id)
                 handle.kill_reason = "timedOut"
@@ -232,7 +233,7 @@ class Supervisor:
             if reply.outcome is Outcome.CLAIM_LOST:
                 handle.claim_lost = True
             await self._send(child, reply)
-            self.on_change()
+            self.on_change(handle.run_id)
             if reply.outcome is Outcome.CLAIM_LOST:
                 return
 
@@ -320,7 +321,7 @@ class Supervisor:
         finally:
             self.handles.pop(handle.run_id, None)
             handle.stopped.set()
-            self.on_change()
+            self.on_change(handle.run_id)
 
     async def _stop_recorded(self, runner_epoch: int) -> None:
         records = runners.live_processes(self.db.conn, runner_epoch)
@@ -474,7 +475,7 @@ class Supervisor:
             if run_id not in self.handles:
                 takeover.recover(self.db, run_id)
                 log.warning("run %s: recovered a running run whose claim had expired", run_id)
-                self.on_change()
+                self.on_change(run_id)
         except (StoreError, LeaseHeldError) as exc:
             log.warning("could not recover run %s: %s", run_id, exc)
         finally:

@@ -40,6 +40,10 @@ MAX_ANSWER_BYTES = 256 * 1024
 MAX_UPDATE_BYTES = 64 * 1024
 """Largest canonical JSON of one ``interaction.update`` body."""
 
+RECHECK_SECONDS = 1.0
+"""A held answer reads its submission again at least this often, so a commit that woke no
+one (a path that does not name its run) delays its reply by at most this much."""
+
 MODEL_KINDS = frozenset({"agent", "assistant", "checkpoint"})
 """Request kinds ``interaction.submit`` answers (never a decision)."""
 
@@ -118,8 +122,13 @@ async def _submit(
 
 
 async def _outcome(server: Server, body: dict[str, Any]) -> dict[str, Any]:
-    """Hold the answer until the submission's validation is durable (bounded)."""
+    """Hold the answer until the submission's validation is durable (bounded).
+
+    It looks again when its run commits a change (``Server.wake`` with the run's id, or a
+    change of every run), and at least every ``RECHECK_SECONDS`` whatever was woken.
+    """
     submission_id = str(body["submissionId"])
+    run_id = str(body["runId"])
     loop = asyncio.get_running_loop()
     until = loop.time() + server.config.submit_wait_seconds
     while True:
@@ -129,7 +138,7 @@ async def _outcome(server: Server, body: dict[str, Any]) -> dict[str, Any]:
         left = until - loop.time()
         if submission.status != "validating" or left <= 0:
             break
-        await server.changed(left)
+        await server.changed(run_id, min(left, RECHECK_SECONDS))
     if submission.status == "rejected":
         raise RequestError(
             Outcome.REJECTED.value,

@@ -253,7 +253,7 @@ def receipted(
         return change()
 
     receipt = receipts.run_command(server.db, command_of(request), checked)
-    server.wake()
+    server.wake(receipt.run_id)  # a command changes the run it names (None: every run)
     return {**receipt.body, "_adopted": receipt.adopted}
 
 

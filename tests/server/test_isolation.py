@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -297,3 +298,37 @@ def test_a_runner_holds_no_descriptor_of_the_database_socket_or_lock(
     assert server_process.process is not None
     forked = view["output"]["ppid"] != server_process.process.pid
     assert forked == (template == "1")
+
+
+@pytest.mark.parametrize("template", ["1", "0"])
+def test_runners_and_their_commands_run_as_batch_work_and_the_server_does_not(
+    server_process: ServerProcess, tmp_path: Path, template: str
+) -> None:
+    """A node's process and a command it starts are under ``SCHED_BATCH`` (forked from the
+    template or spawned), while the server keeps the normal policy."""
+    found = tmp_path / "policies.txt"
+    server_process.write_workflow(
+        "policy",
+        f"""
+        import os, subprocess, sys
+        from pathlib import Path
+        from pi_workflows import Workflow, compute
+
+        def look(ctx):
+            child = subprocess.run(
+                [sys.executable, "-c", "import os; print(os.sched_getscheduler(0))"],
+                capture_output=True, text=True, check=True,
+            )
+            mine = os.sched_getscheduler(0)
+            Path({str(found)!r}).write_text(f"{{mine}} {{child.stdout.strip()}}")
+            return {{"ok": True}}
+
+        workflow = Workflow("policy", start="look", nodes={{"look": compute(look)}}, edges=[])
+        """,
+    )
+    server_process.start(PI_WORKFLOWS_RUNNER_TEMPLATE=template)
+    run_id = server_process.start_run("policy")
+    view = server_process.wait_status(run_id, {"completed", "failed", "paused"}, 60)
+    assert view["status"] == "completed", view
+    assert found.read_text().split() == [str(os.SCHED_BATCH)] * 2
+    assert os.sched_getscheduler(server_process.process.pid) == os.SCHED_OTHER

@@ -49,6 +49,7 @@ from pi_workflows.runner.limits import EFFECT_UNKNOWN_EXIT, RUNNER_FAILURE_EXIT,
 from pi_workflows.runner.load import Park, load_recorded
 from pi_workflows.runner.loop import Loop
 from pi_workflows.runner.runtime import Runtime
+from pi_workflows.runner.scheduling import become_batch
 from pi_workflows.runner.shell import ProcessGroups
 from pi_workflows.runner.termination import Termination
 
@@ -157,6 +158,7 @@ def main() -> int:
 def run_process() -> None:
     """The ``python -m pi_workflows.runner`` entry: run, flush, exit without waiting for
     threads that workflow code may have left running."""
+    become_batch()  # a spawned runner; one forked from the template already is
     code = main()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):

@@ -20,6 +20,7 @@ from pi_workflows.runner.channel import Connection, open_socket, take_channel_fd
 from pi_workflows.runner.describe import answer, refusal
 from pi_workflows.runner.errors import RunnerError
 from pi_workflows.runner.limits import RUNNER_FAILURE_EXIT
+from pi_workflows.runner.scheduling import become_batch
 
 
 def _answer_frame(frame: bytes) -> dict[str, Any]:
@@ -32,6 +33,7 @@ def _answer_frame(frame: bytes) -> dict[str, Any]:
 
 def main() -> int:
     """Answer one request; the exit code (0, or 70 without a usable channel)."""
+    become_batch()  # a spawned resolver; one forked from the template already is
     try:
         connection = Connection(open_socket(take_channel_fd()))
         try:

@@ -35,6 +35,7 @@ from pi_workflows.runner import main as runner_main
 from pi_workflows.runner import resolve as resolver_main
 from pi_workflows.runner.channel import take_channel_fd
 from pi_workflows.runner.limits import CHANNEL_FD_ENV, RUNNER_FAILURE_EXIT
+from pi_workflows.runner.scheduling import become_batch
 
 MAX_REQUEST_BYTES = 4096
 _ARGV0 = {
@@ -134,6 +135,7 @@ def _warm_decoders() -> None:
 def main() -> int:
     """The template's entry: warm up, take the control channel and serve it."""
     _warm_decoders()
+    become_batch()  # every child forked from here inherits it
     control = socket.socket(fileno=take_channel_fd())
     control.setblocking(True)
     return serve(control)

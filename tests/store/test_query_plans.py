@@ -3,12 +3,12 @@
 A full scan costs nothing in a fresh database and grows with every run kept: one
 unindexed ``COUNT(*)`` over the workflow messages, run once per request, cut the parking
 rate from 170 to 118 runs a second between the first and the ten-thousandth run. This test
-builds every prepared state of the crash scenarios (a real run life through the store's own
-operations and the server's runner-message handler: start, claim, nodes, requests,
-submissions, decisions, effects, sessions, agents, runners, completion), answers the
-server's reads, and prunes ended runs, with SQLite's trace callback on; then it asks SQLite
-for the plan of every statement it saw and fails on any full scan of a table, except the
-few listed below with the reason each is bounded.
+builds a run in each prepared state of the crash scenarios (a real run life through the
+store's own operations and the server's runner-message handler: start, claim, nodes,
+requests, submissions, decisions, effects, sessions, agents, runners, completion), answers
+the server's reads of them, and prunes the ended ones, with SQLite's trace callback on;
+then it asks SQLite for the plan of every statement it saw and fails on any full scan of
+a table, except the few listed below with the reason each is bounded.
 """
 
 from __future__ import annotations

@@ -156,3 +156,55 @@ def test_a_validation_past_its_time_limit_rejects_only_that_submission(
     assert statuses == [("rejected",), ("accepted",)]
     assert len(_calls(started)) == 2
     assert server.diagnose() == []
+
+
+@pytest.mark.parametrize("ending", ["cancel", "deadline"])
+def test_a_held_submission_hears_its_request_closed_at_once_not_at_the_end_of_its_hold(
+    server_process: ServerProcess, tmp_path: Path, ending: str
+) -> None:
+    """A submission held for its validation is answered when its run is cancelled (a command
+    naming the run) or its step's deadline passes (the sweep, which names no run): the held
+    answer looks again on its run's changes (and at least every second), so it is rejected
+    with the request's closing and never waits out its 60 s hold."""
+    started, release = tmp_path / "started.txt", tmp_path / "release"
+    source = GATED.format(started=str(started), release=str(release))
+    if ending == "deadline":
+        source = source.replace("validate=check)", "validate=check, timeout=3)")
+    server_process.write_workflow("gated", source)
+    server = server_process.start(PI_WORKFLOWS_SUBMIT_WAIT_SECONDS="60")
+    run_id = server.start_run("gated")
+    request_id = server.wait_status(run_id, "waiting")["waitingOn"]["requestId"]
+    outcome: dict[str, BaseException] = {}
+    answered = threading.Event()
+
+    def submit() -> None:
+        with server.client(client_id="session-1", timeout=90) as client:
+            try:
+                client.call(
+                    "interaction.submit",
+                    {"requestId": request_id, "output": {"ok": True, "wait": True}},
+                    idempotency_key="k",
+                )
+            except BaseException as exc:  # handed to the test thread
+                outcome["error"] = exc
+            answered.set()
+
+    thread = threading.Thread(target=submit)
+    thread.start()
+    wait_for(lambda: _calls(started), 30, "validate to start")
+    if ending == "cancel":
+        with server.client() as client:
+            client.cancel(run_id)
+    # Well inside the hold: the answer came from the change, not from the hold running out.
+    assert answered.wait(25), "the held submission was not answered when its request closed"
+    thread.join(10)
+    rejected = outcome["error"]
+    assert isinstance(rejected, RejectedError)
+    assert rejected.code == "validationRejected"
+    [(status, error)] = server.query("SELECT status, error FROM interactive_submissions")
+    assert status == "rejected"
+    assert error == rejected.message
+    expected = {"cancel": "cancelled", "deadline": "timed_out"}[ending]
+    assert server.query("SELECT status FROM interactive_requests") == [(expected,)]
+    release.write_text("go")
+    assert server.diagnose() == []

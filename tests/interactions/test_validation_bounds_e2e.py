@@ -169,7 +169,7 @@ def test_a_held_submission_hears_its_request_closed_at_once_not_at_the_end_of_it
     started, release = tmp_path / "started.txt", tmp_path / "release"
     source = GATED.format(started=str(started), release=str(release))
     if ending == "deadline":
-        source = source.replace("validate=check)", "validate=check, timeout=3)")
+        source = source.replace("validate=check)", "validate=check, timeout=8)")
     server_process.write_workflow("gated", source)
     server = server_process.start(PI_WORKFLOWS_SUBMIT_WAIT_SECONDS="60")
     run_id = server.start_run("gated")

@@ -52,11 +52,6 @@ def _load(name: str) -> click.Command:
     module_name, attribute = _COMMANDS[name]
     module = importlib.import_module(f"pi_workflows.cli.commands.{module_name}")
     command: click.Command = getattr(module, attribute)
-    if name == "run" and isinstance(command, click.Group) and "history" not in command.commands:
-        from pi_workflows.cli.commands.run_history import history, logs  # noqa: PLC0415
-
-        command.add_command(history)
-        command.add_command(logs)
     return command
 
 

@@ -15,18 +15,20 @@ the winner.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from pi_workflows.client.connection import Connection
 from pi_workflows.client.errors import ConnectionLostError, ServerStartError, ServerUnavailableError
 from pi_workflows.client.paths import LOG_DIR_NAME, log_path, socket_path
+
+if TYPE_CHECKING:
+    import subprocess
 
 __all__ = ["ServerInfo", "connect_or_start", "ensure_server", "server_command"]
 
@@ -101,6 +103,8 @@ def connect_or_start(
 
 def _spawn(home: Path, argv: list[str], log: Path) -> tuple[subprocess.Popen[bytes], int]:
     """Start the server detached, its output appended to `log`; return it and the log offset."""
+    import subprocess  # noqa: PLC0415 - only a client that starts the server pays for it
+
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     logs = home / LOG_DIR_NAME
     logs.mkdir(mode=0o700, exist_ok=True)

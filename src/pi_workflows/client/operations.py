@@ -12,7 +12,6 @@ drivers (which sleep for a `Pause`), nothing here does I/O.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import time
 import uuid
@@ -39,7 +38,7 @@ from pi_workflows.client.payloads import (
     start_payload,
 )
 from pi_workflows.client.projects import resolve_project, workflow_spec
-from pi_workflows.protocol import Outcome, Request, Response
+from pi_workflows.protocol import Outcome, Request, Response, sha256_hex
 
 __all__ = [
     "SUBMIT_POLL_SECONDS",
@@ -290,7 +289,7 @@ def read_value(ref: Mapping[str, Any]) -> Program[Any]:
         if not piece:
             break
         data += piece
-    if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
+    if len(data) != size or sha256_hex(data) != digest:
         raise ServerProtocolError(f"the stored value {digest} does not match its digest")
     return json.loads(data)
 

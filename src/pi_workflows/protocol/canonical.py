@@ -12,7 +12,6 @@ never does I/O.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -52,11 +51,13 @@ def canonical_json(value: object) -> bytes:
 
 def fingerprint(value: object) -> str:
     """Return the sha256 hex digest of `canonical_json(value)`; equal values, equal digests."""
-    return hashlib.sha256(canonical_json(value)).hexdigest()
+    return sha256_hex(canonical_json(value))
 
 
-def sha256_hex(data: bytes) -> str:
+def sha256_hex(data: bytes | bytearray) -> str:
     """Return the lowercase sha256 hex digest of raw bytes."""
+    import hashlib  # noqa: PLC0415 - OpenSSL's binding: a CLI that only reads never pays it
+
     return hashlib.sha256(data).hexdigest()
 
 

@@ -8,8 +8,9 @@ contract names its request by. Pure functions and constants; no I/O.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Final
+
+from pi_workflows.protocol.canonical import sha256_hex
 
 __all__ = ["REQUEST_ID_PLACEHOLDER", "TIMED_OUT_RESULT", "effect_key"]
 
@@ -30,4 +31,4 @@ def effect_key(run_id: str, round_no: int, node_id: str, visit: int, effect_type
     idempotency key.
     """
     text = f"{run_id}\0{round_no}\0{node_id}\0{visit}\0{effect_type}"
-    return f"pwf-{hashlib.sha256(text.encode()).hexdigest()[:32]}"
+    return f"pwf-{sha256_hex(text.encode())[:32]}"

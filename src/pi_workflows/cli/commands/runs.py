@@ -28,7 +28,25 @@ from pi_workflows.client import Receipt
 __all__ = ["run"]
 
 
-@click.group()
+class _RunGroup(click.Group):
+    """The ``run`` group; ``history`` and ``logs`` (and their timeline formatting) are
+    imported only when one of them runs or the group's help lists them."""
+
+    _LAZY = ("history", "logs")
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self._LAZY})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self._LAZY and cmd_name not in self.commands:
+            from pi_workflows.cli.commands import run_history  # noqa: PLC0415
+
+            self.add_command(run_history.history)
+            self.add_command(run_history.logs)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_RunGroup)
 def run() -> None:
     """Start, list, inspect and control runs.
 

@@ -163,9 +163,10 @@ def test_a_held_submission_hears_its_request_closed_at_once_not_at_the_end_of_it
     server_process: ServerProcess, tmp_path: Path, ending: str
 ) -> None:
     """A submission held for its validation is answered when its run is cancelled (a command
-    naming the run) or its step's deadline passes (the sweep, which names no run): the held
-    answer looks again on its run's changes (and at least every second), so it is rejected
-    with the request's closing and never waits out its 60 s hold."""
+    naming the run) or its step's deadline passes (the sweep stops the validation, whose
+    limit is the step's deadline, and closes the request): the held answer looks again on
+    its run's changes (and at least every second), so it is rejected when the request
+    closes and never waits out its 60 s hold."""
     started, release = tmp_path / "started.txt", tmp_path / "release"
     source = GATED.format(started=str(started), release=str(release))
     if ending == "deadline":
@@ -204,7 +205,13 @@ def test_a_held_submission_hears_its_request_closed_at_once_not_at_the_end_of_it
     [(status, error)] = server.query("SELECT status, error FROM interactive_submissions")
     assert status == "rejected"
     assert error == rejected.message
-    expected = {"cancel": "cancelled", "deadline": "timed_out"}[ending]
-    assert server.query("SELECT status FROM interactive_requests") == [(expected,)]
+    # At the deadline the validation runner's own limit (the step's deadline) may reject
+    # the submission a commit before the sweep closes the request: wait for that commit.
+    expected = [({"cancel": "cancelled", "deadline": "timed_out"}[ending],)]
+    wait_for(
+        lambda: server.query("SELECT status FROM interactive_requests") == expected,
+        30,
+        "the request to be closed",
+    )
     release.write_text("go")
     assert server.diagnose() == []

@@ -58,7 +58,14 @@ def test_runner_killed_inside_a_node_before_its_transition(
     view = _assert_finished_once_each(server, run_id)
     statuses = [(a["nodeId"], a["status"]) for a in view["attempts"]]
     assert ("b", "interrupted") in statuses
-    outcomes = server.query("SELECT outcome FROM run_runners WHERE run_id = ?", run_id)
+    # The last runner's exit is recorded after the run's completing commit: wait for it.
+    sql = "SELECT outcome FROM run_runners WHERE run_id = ? ORDER BY runner_epoch"
+    wait_for(
+        lambda: all(o is not None for (o,) in server.query(sql, run_id)),
+        30,
+        "every runner's outcome to be recorded",
+    )
+    outcomes = server.query(sql, run_id)
     assert [o[0] for o in outcomes] == ["crashed", "exited"]
 
 

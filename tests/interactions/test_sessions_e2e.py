@@ -190,6 +190,47 @@ def test_an_aborted_turn_pauses_the_run_and_resume_presents_the_step_again(
     assert turns == [("ended", "aborted", run_id)]
 
 
+TWO_STEPS = """
+from pi_workflows import Workflow, agent, edge
+
+workflow = Workflow(
+    "two",
+    start="first",
+    nodes={
+        "first": agent(prompt="First title", expected_output='{"title": "..."}'),
+        "second": agent(prompt="Second title", expected_output='{"title": "..."}'),
+    },
+    edges=[edge("first", "second")],
+)
+"""
+
+
+def test_an_aborted_turn_of_an_answered_step_pauses_nothing(server: ServerProcess) -> None:
+    """The model submits the first step inside its turn and the person aborts that turn
+    afterwards: the run already waits on its second step, which stays waiting and presented
+    (a turn pauses its run only when it was for the run's open request)."""
+    server.write_workflow("two", TWO_STEPS)
+    run_id = server.start_run("two", {}, origin_session=SESSION)
+    with server.client() as client:
+        epoch = client.attach_session(SESSION)
+        step = wait_for(lambda: client.get_session(SESSION)["activeRequest"], 30, "the step")
+        message = step["workflowMessageId"]
+        client.report_messages(SESSION, epoch, {message: "entry-1"})
+        client.report_turn(SESSION, epoch, "started", workflow_message_id=message)
+        client.submit(step["requestId"], {"title": "one"})
+
+        def second() -> dict[str, Any] | None:
+            active = client.get_session(SESSION)["activeRequest"]
+            return active if active and active["nodeId"] == "second" else None
+
+        wait_for(second, 30, "the second step")
+        ended = client.report_turn(SESSION, epoch, "ended", stop_reason="aborted")
+    assert ended["paused"] is None
+    view = server.run(run_id)
+    assert (view["status"], view["parkReason"]) == ("waiting", None)
+    assert server.diagnose() == []
+
+
 def test_runs_without_an_origin_keep_their_messages_in_run_show(
     server: ServerProcess, tmp_path: Path
 ) -> None:

@@ -47,7 +47,12 @@ from pi_workflows.store import (
 from pi_workflows.store.claims import renew
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
-from pi_workflows.store.effect_writes import reserve_effect, resolve_effect, settle_effect
+from pi_workflows.store.effect_writes import (
+    keep_receipt,
+    reserve_effect,
+    resolve_effect,
+    settle_effect,
+)
 from pi_workflows.store.effects import EffectStatus
 from pi_workflows.store.interactions import InteractionDraft
 from pi_workflows.store.lifecycle import Finish, GoTo
@@ -122,6 +127,15 @@ def _reserve_effect(db: Database, clock: FakeClock, x: Ctx) -> object:
 
 def _settle_effect(db: Database, clock: FakeClock, x: Ctx) -> object:
     return settle_effect(db, x["claim"], x["effect_id"], EffectStatus.APPLIED, result={"ok": 1})
+
+
+def _keep_receipt(db: Database, clock: FakeClock, x: Ctx) -> object:
+    """The receipt of a settle the server refused, kept (``runner_messages._keep_receipt``);
+    once kept, the same receipt again finds nothing to keep and changes nothing."""
+    return keep_receipt(
+        db, x["run_id"], x["claim"].generation, x["effect_id"], EffectStatus.APPLIED,
+        result={"ok": 1}, refused="revisionConflict",
+    )  # fmt: skip
 
 
 def _submit(db: Database, clock: FakeClock, x: Ctx) -> object:
@@ -332,6 +346,7 @@ SCENARIOS: list[Scenario] = [
     S("effect_reserve", "effects.reserve", "store", st.in_node, _reserve_effect,
       "effect.reserved"),
     S("effect_settle", "effects.settle", "store", st.applying, _settle_effect, "effect.settled"),
+    S("effect_keep", "effects.keep", "store", st.applying, _keep_receipt, "effect.kept"),
     S("effect_resolve", "effects.resolve", "store", st.ambiguous,
       lambda db, c, x: resolve_effect(db, x["effect_id"], "applied", result={"ok": 1}),
       "effect.resolved", again=True),

@@ -31,7 +31,7 @@ from pi_workflows.store import (
 )
 from pi_workflows.store.claims import Claim
 from pi_workflows.store.database import Database
-from pi_workflows.store.effect_writes import reserve_effect, settle_effect
+from pi_workflows.store.effect_writes import keep_receipt, reserve_effect, settle_effect
 from pi_workflows.store.effects import EffectStatus
 from pi_workflows.store.errors import (
     ClaimLostError,
@@ -193,8 +193,8 @@ def answer(db: Database, runner: RunnerIdentity, message: RunnerMessage) -> Runn
         with db.atomic(f"runner.{message.kind}") as tx:
             payload = _apply(db, claim, message, runner.runner_epoch)
             revision = int(
-                tx.conn.execute(
-                    "SELECT revision FROM runs WHERE run_id = ?", (runner.run_id,)
+                tx.conn.execute(  # a runner is fenced by the execution revision
+                    "SELECT execution_revision FROM runs WHERE run_id = ?", (runner.run_id,)
                 ).fetchone()[0]
             )
             reply = {
@@ -210,13 +210,49 @@ def answer(db: Database, runner: RunnerIdentity, message: RunnerMessage) -> Runn
         log.info(
             "runner %s of run %s lost its claim: %s", runner.runner_epoch, exc.run_id, exc.reason
         )
+        _keep_receipt(db, runner, message, f"claimLost: {exc.reason.value}")
         return _reply(message.message_id, Outcome.CLAIM_LOST, code="claimLost", error=str(exc))
     except (RevisionConflictError, EffectConflictError) as exc:
+        _keep_receipt(db, runner, message, exc.code)
         return _reply(message.message_id, Outcome.CONFLICT, code=exc.code, error=str(exc))
-    except (InvalidTransitionError, BadRunnerMessage, ValueError) as exc:
+    except (BadRunnerMessage, ValueError) as exc:
+        return _reply(message.message_id, Outcome.REJECTED, code="rejected", error=str(exc))
+    except InvalidTransitionError as exc:
+        _keep_receipt(db, runner, message, exc.code)
         return _reply(message.message_id, Outcome.REJECTED, code="rejected", error=str(exc))
     except StoreError as exc:
+        _keep_receipt(db, runner, message, exc.code)
         return _reply(message.message_id, Outcome.REJECTED, code=exc.code, error=str(exc))
+
+
+def _keep_receipt(db: Database, runner: RunnerIdentity, message: RunnerMessage, why: str) -> None:
+    """A refused ``effect.settle`` still carries what its body did: keep it
+    (``effect_writes.keep_receipt``), so no refusal turns a settled effect ambiguous or
+    runs an idempotent body again. Other refused proposals carry nothing to keep."""
+    if message.kind != "effect.settle":
+        return
+    payload = message.payload
+    try:
+        effect_id = _field(payload, "effectId", str)
+        status = EffectStatus(_field(payload, "status", str))
+        error = _optional_text(payload, "error")
+    except (BadRunnerMessage, ValueError):
+        return  # a malformed settle is refused as such; it proves nothing
+    try:
+        kept = keep_receipt(
+            db, runner.run_id, runner.claim.generation, effect_id, status,
+            result=payload.get("result"), error=error, receipt=payload.get("receipt"),
+            refused=why,
+        )  # fmt: skip
+    except (StoreError, ValueError) as exc:
+        log.warning("run %s: could not keep the receipt of effect %s: %s",
+                    runner.run_id, effect_id, exc)  # fmt: skip
+        return
+    if kept is not None:
+        log.warning(
+            "run %s: kept the %s receipt of effect %s although its settle was refused (%s)",
+            runner.run_id, status.value, effect_id, why,
+        )  # fmt: skip
 
 
 def _replay(stored: dict[str, Any]) -> dict[str, Any]:

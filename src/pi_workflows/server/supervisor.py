@@ -48,7 +48,7 @@ from pi_workflows.store import (
     takeover,
     views,
 )
-from pi_workflows.store.claims import renew
+from pi_workflows.store.claims import Claim, renew
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import ClaimLostError, LeaseHeldError, StoreError
 from pi_workflows.store.runs import read_run
@@ -76,6 +76,10 @@ class RunnerHandle:
     # cancelled | timedOut | nodeTimeout | stopping | claimLost | validationTimeout
     kill_reason: str | None = None
     claim_lost: bool = False
+    # The server refused one of its proposals (``KIND answered OUTCOME: CODE``): its exit
+    # is the server's doing, not a crash (outcome ``refused``).
+    refused: str | None = None
+    refused_code: str | None = None
     # Set (store clock ms) for a runner launched to validate a submission: its time limit.
     validating_until: int | None = None
     task: asyncio.Task[None] | None = None
@@ -232,6 +236,13 @@ class Supervisor:
                 await asyncio.sleep(FAULT_REPLY_DELAY_SECONDS)
             if reply.outcome is Outcome.CLAIM_LOST:
                 handle.claim_lost = True
+            elif not reply.outcome.ok and handle.refused is None:
+                code = reply.error.code if reply.error is not None else None
+                handle.refused_code = code
+                handle.refused = f"{message.kind} was answered {reply.outcome.value}" + (
+                    f" ({code}: {reply.error.message})" if reply.error is not None else ""
+                )
+                log.warning("run %s: refused its runner's %s", handle.run_id, handle.refused)
             await self._send(child, reply)
             self.on_change(handle.run_id)
             if reply.outcome is Outcome.CLAIM_LOST:
@@ -342,6 +353,8 @@ class Supervisor:
             return "timedOut"
         if code == 0 and handle.kill_reason is None:
             return "exited"
+        if handle.refused is not None and handle.kill_reason in (None, "crashed"):
+            return "refused"  # it stopped because the server said no: not a crash
         return "crashed"
 
     def _settle(self, handle: RunnerHandle, code: int | None) -> None:
@@ -380,7 +393,12 @@ class Supervisor:
         if handle.kill_reason == "stopping":
             lifecycle.park(self.db, fence, ParkReason.SERVER_STOPPED)
             return
-        progressed = handle.ready_revision is not None and run.revision > handle.ready_revision
+        progressed = (
+            handle.ready_revision is not None and run.execution_revision > handle.ready_revision
+        )
+        if handle.refused is not None and handle.kill_reason is None:
+            self._settle_refused(handle, fence)
+            return
         detail = f"runner exited with {'code ' + str(code) if code is not None else 'no code'}"
         if not progressed:
             lifecycle.park(self.db, fence, ParkReason.RUNNER_NO_PROGRESS, detail)
@@ -396,7 +414,30 @@ class Supervisor:
             return
         takeover.recover(self.db, handle.run_id, claim=fence)
 
+    def _settle_refused(self, handle: RunnerHandle, fence: Claim) -> None:
+        """The runner stopped because the server refused its proposal (``handle.refused``).
+
+        Not a crash: its effects' receipts were kept when the refusal was answered
+        (``runner_messages``), so nothing it did is lost. A revision conflict means the run
+        moved under it: the run is recovered and the next runner reads the new state (up to
+        ``MAX_ATTEMPTS_PER_VISIT`` attempts of one node visit). Any other refusal would be
+        refused again: the run parks ``proposalRefused`` with what was refused.
+        """
+        active = attempts.unfinished(self.db.conn, handle.run_id)
+        again = active is None or active.attempt_no < MAX_ATTEMPTS_PER_VISIT
+        if handle.refused_code == "revisionConflict" and again:
+            takeover.recover(self.db, handle.run_id, claim=fence)
+            return
+        lifecycle.park(
+            self.db,
+            fence,
+            ParkReason.PROPOSAL_REFUSED,
+            f"the server refused the runner: {handle.refused}; run resume tries again",
+        )
+
     def _ended_how(self, handle: RunnerHandle, code: int | None) -> str:
+        if handle.refused is not None and handle.kill_reason is None:
+            return f"the server refused its {handle.refused}"
         if handle.kill_reason == "validationTimeout":
             return f"it ran longer than {self.config.validate_seconds:g} s or past the deadline"
         if code is not None and code < 0:

@@ -114,3 +114,62 @@ def resolve_effect(
             tx, effect_id, resolution, result=result, reason=reason
         ),
     )
+
+
+def keep_receipt(
+    db: Database,
+    run_id: str,
+    generation: int,
+    effect_id: str,
+    status: EffectStatus,
+    *,
+    result: Any = None,
+    error: str | None = None,
+    receipt: Any = None,
+    refused: str,
+) -> WriteResult | None:
+    """The server refused a runner's ``effect.settle`` (``refused`` says why): keep the
+    outcome it carried anyway, because the body ran and only its runner knows how it ended.
+
+    Exact durable evidence only: the effect is the run's, still ``applying`` (or made
+    ``ambiguous`` or ``pending`` by this runner's exit), and its newest attempt was opened
+    by this runner's generation. Then the effect and that attempt are settled as the runner
+    said, in one run write (``effect.kept``). None when that is not the case (another
+    generation reserved it again, or it was settled): nothing changes.
+    """
+    if status not in (EffectStatus.APPLIED, EffectStatus.REJECTED):
+        return None
+    with db.read() as conn:
+        row = conn.execute(
+            "SELECT e.run_id, e.status, a.generation, a.attempt_no FROM effects e"
+            " JOIN effect_attempts a ON a.effect_id = e.effect_id"
+            " AND a.attempt_no = e.attempt_count WHERE e.effect_id = ?",
+            (effect_id,),
+        ).fetchone()
+    if (
+        row is None
+        or row[0] != run_id
+        or row[1] not in ("applying", "ambiguous", "pending")
+        or row[2] != generation
+    ):
+        return None
+    attempt_no = int(row[3])
+    kept: list[bool] = []
+
+    def apply(tx: Transaction, run: RunRow) -> None:
+        settled = effects.keep(
+            tx, effect_id, attempt_no, generation, status,
+            result=result, error=error, receipt=receipt,
+        )  # fmt: skip
+        kept.append(settled)
+
+    written = write_run(
+        db,
+        run_id,
+        name="effects.keep",
+        event_type="effect.kept",
+        event_data={"effectId": effect_id, "status": status.value, "refused": refused},
+        claim=None,
+        apply=apply,
+    )
+    return written if kept and kept[0] else None

@@ -418,3 +418,40 @@ def resolve(
         ),
     )
     return str(run_id)
+
+
+def keep(
+    tx: Transaction,
+    effect_id: str,
+    attempt_no: int,
+    generation: int,
+    status: EffectStatus,
+    *,
+    result: Any = None,
+    error: str | None = None,
+    receipt: Any = None,
+) -> bool:
+    """Settle an effect from the receipt of a runner the server refused
+    (``effect_writes.keep_receipt``): only while its newest attempt is still
+    ``attempt_no`` of ``generation`` and the effect is not settled. Returns whether it was."""
+    cursor = tx.conn.execute(
+        "UPDATE effects SET status = ?, result_json = ?, result_ref = ?, error = ?,"
+        " updated_at = ? WHERE effect_id = ? AND attempt_count = ?"
+        " AND status IN ('applying', 'ambiguous', 'pending')",
+        (status.value, *values.store(tx, result), error, tx.now, effect_id, attempt_no),
+    )
+    if cursor.rowcount != 1:
+        return False
+    tx.conn.execute(
+        "UPDATE effect_attempts SET status = ?, receipt_json = ?, finished_at = ?"
+        " WHERE effect_id = ? AND attempt_no = ? AND generation = ?",
+        (
+            status.value,
+            None if receipt is None else jsoncol.dumps(receipt),
+            tx.now,
+            effect_id,
+            attempt_no,
+            generation,
+        ),
+    )
+    return True

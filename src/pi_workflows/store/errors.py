@@ -99,6 +99,23 @@ class RevisionConflictError(StoreError):
         super().__init__(f"run {run_id} is at revision {actual}, not the expected {expected}")
 
 
+class PresentationWriteError(StoreError):
+    """Raised when a write declared as presentation bookkeeping (``runs.PRESENTATION_EVENTS``)
+    would be fenced by a runner or would change what a runner reads.
+
+    A programming error of the store's caller, never of a client: the revision rule
+    (``store/runs.py``) lets such writes move only ``revision``, so they must not change
+    execution state. Nothing was changed.
+    """
+
+    code = "presentationWrite"
+
+    def __init__(self, run_id: str, event_type: str, problem: str) -> None:
+        self.run_id = run_id
+        self.event_type = event_type
+        super().__init__(f"{event_type} on run {run_id} is not presentation bookkeeping: {problem}")
+
+
 class ReceiptConflictError(StoreError):
     """Raised when an idempotency key is reused with a different request payload."""
 

@@ -54,6 +54,7 @@ COMMIT_POINTS: Final[Mapping[str, str]] = MappingProxyType(
         "effects.reserve": "an effect of the active attempt is reserved before its body runs",
         "effects.settle": "an effect body's outcome and receipt are stored",
         "effects.resolve": "an operator resolves an ambiguous effect",
+        "effects.keep": "a refused runner's effect outcome and receipt are kept anyway",
         # Interactive requests (store/interaction_writes.py).
         "interactions.submit": "a submission is recorded as validating and its run queued",
         "interactions.reject": "the runner's validation rejects a submission; the run waits",

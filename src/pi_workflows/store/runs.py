@@ -1,9 +1,18 @@
-"""Reading runs, and the one write path that changes a run: revision, event and projection.
+"""Reading runs, and the one write path that changes a run: revisions, event and projection.
 
 Every change to a run, or to a record that belongs to it, goes through ``write_run`` (or,
 for a brand-new run, ``finish_change`` after the insert), so each commit bumps the
 revision exactly once, appends exactly one immutable event and rebuilds the viewer row.
 When a claim is given the write is fenced: the claim is checked and renewed first.
+
+The revision rule, enforced here and nowhere else: a run has two revisions. ``revision``
+moves with every change (one event each; clients' ``expectedRevision`` and history cursors
+use it). ``execution_revision`` moves with every change *except* session and presentation
+bookkeeping (``PRESENTATION_EVENTS``: a message marked sent or presented again, a client's
+progress update on an open step): it is what a runner reads its state at and what its
+proposals are fenced by, so such bookkeeping can never make a live runner's next proposal
+conflict. A presentation write takes no claim and may not change anything a runner reads
+(``PresentationWriteError`` otherwise).
 """
 
 from __future__ import annotations
@@ -13,18 +22,30 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pi_workflows.store import jsoncol
+from pi_workflows.store import faults, jsoncol
 from pi_workflows.store.claims import Claim, check_and_renew
 from pi_workflows.store.database import Database, Transaction
-from pi_workflows.store.errors import RevisionConflictError, RunNotFoundError
+from pi_workflows.store.errors import (
+    PresentationWriteError,
+    RevisionConflictError,
+    RunNotFoundError,
+)
 from pi_workflows.store.projection import expected_view, write_view
 from pi_workflows.store.states import RunStatus
 
 RUN_COLUMNS = (
     "run_id, workflow_name, definition_digest, status, park_reason, park_detail, current_node,"
     " step_count, revision, output_json, error, created_at, updated_at, finished_at, round,"
-    " unrouted_attempt, origin, origin_session"
+    " unrouted_attempt, origin, origin_session, execution_revision"
 )
+
+PRESENTATION_EVENTS = frozenset({"message.sent", "message.resumed", "interaction.update"})
+"""Event types of session and presentation bookkeeping: they move ``revision`` but never
+``execution_revision`` (the module docstring states the rule)."""
+
+RULE_OFF_FLAG = "runs.presentation_moves_execution"
+"""A fault flag (``PI_WORKFLOWS_FAULTS=runs.presentation_moves_execution=flag``) that turns
+the revision rule off, so that tests and the campaign can prove they see its absence."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +70,8 @@ class RunRow:
     unrouted_attempt: str | None
     origin: str | None
     origin_session: str | None  # the Pi session that presents its requests and messages
+    # Moves with every change but presentation bookkeeping; a runner is fenced by it.
+    execution_revision: int
 
 
 def _row(row: sqlite3.Row) -> RunRow:
@@ -71,6 +94,7 @@ def _row(row: sqlite3.Row) -> RunRow:
         unrouted_attempt=row[15],
         origin=row[16],
         origin_session=row[17],
+        execution_revision=row[18],
     )
 
 
@@ -90,20 +114,28 @@ class WriteResult:
     revision: int
     status: RunStatus
     event_type: str
+    execution_revision: int = 0  # 0 only for a reservation (the run's first revision is 1)
 
 
 def finish_change(
     tx: Transaction, run_id: str, old_revision: int, event_type: str, data: dict[str, Any]
 ) -> WriteResult:
-    """Bump the revision, append the event, rebuild the viewer row. Call once per write."""
+    """Bump the revisions, append the event, rebuild the viewer row. Call once per write.
+
+    ``execution_revision`` moves too unless ``event_type`` is presentation bookkeeping.
+    """
     revision = old_revision + 1
+    moves = 0 if event_type in PRESENTATION_EVENTS and not faults.flagged(RULE_OFF_FLAG) else 1
     cursor = tx.conn.execute(
-        "UPDATE runs SET revision = ?, updated_at = ? WHERE run_id = ? AND revision = ?",
-        (revision, tx.now, run_id, old_revision),
+        "UPDATE runs SET revision = ?, execution_revision = execution_revision + ?,"
+        " updated_at = ? WHERE run_id = ? AND revision = ? RETURNING execution_revision",
+        (revision, moves, tx.now, run_id, old_revision),
     )
-    if cursor.rowcount != 1:
+    moved = cursor.fetchone()
+    if moved is None:
         actual = read_run(tx.conn, run_id).revision
         raise RevisionConflictError(run_id, old_revision, actual)
+    execution_revision = int(moved[0])
     view = expected_view(tx.conn, run_id)
     assert view is not None  # the UPDATE above found the run
     tx.conn.execute(
@@ -120,7 +152,9 @@ def finish_change(
         ),
     )
     write_view(tx.conn, view)
-    return WriteResult(run_id, revision, RunStatus(view["run_status"]), event_type)
+    return WriteResult(
+        run_id, revision, RunStatus(view["run_status"]), event_type, execution_revision
+    )
 
 
 def write_run(
@@ -137,14 +171,51 @@ def write_run(
     """Change one run in one transaction; fenced by ``claim`` when one is given.
 
     Order inside the transaction: read the run, check and renew the claim, check the
-    expected revision, apply the domain change, bump the revision, append the event,
-    rebuild the viewer row, commit. Any failure rolls everything back.
+    expected revision (a runner's: the *execution* revision it last read), apply the domain
+    change, bump the revisions, append the event, rebuild the viewer row, commit. Any
+    failure rolls everything back. A presentation write (``PRESENTATION_EVENTS``) takes no
+    claim and must leave what a runner reads as it was (``PresentationWriteError``).
     """
+    presentation = event_type in PRESENTATION_EVENTS
+    if presentation and (claim is not None or expected_revision is not None):
+        raise PresentationWriteError(run_id, event_type, "it cannot be fenced by a runner")
     with db.atomic(name) as tx:
         run = read_run(tx.conn, run_id)
         if claim is not None:
             check_and_renew(tx, claim, db.lease_ms)
-        if expected_revision is not None and run.revision != expected_revision:
-            raise RevisionConflictError(run_id, expected_revision, run.revision)
+        if expected_revision is not None and run.execution_revision != expected_revision:
+            raise RevisionConflictError(run_id, expected_revision, run.execution_revision)
+        facts = _execution_facts(tx.conn, run_id) if presentation else None
         apply(tx, run)
+        if facts is not None and _execution_facts(tx.conn, run_id) != facts:
+            raise PresentationWriteError(run_id, event_type, "it changed what a runner reads")
         return finish_change(tx, run_id, run.revision, event_type, event_data or {})
+
+
+def _execution_facts(conn: sqlite3.Connection, run_id: str) -> tuple[Any, ...]:
+    """What a runner reads of a run, as one comparable tuple: the run row's execution
+    columns, its unfinished attempt, its open request and submissions, its effects."""
+    row = conn.execute(
+        "SELECT status, park_reason, current_node, step_count, round, unrouted_attempt,"
+        " output_json, output_ref, error FROM runs WHERE run_id = ?",
+        (run_id,),
+    ).fetchone()
+    attempt = conn.execute(
+        "SELECT attempt_id, status FROM node_attempts WHERE run_id = ?"
+        " AND status IN ('running', 'waiting')",
+        (run_id,),
+    ).fetchone()
+    requests = conn.execute(
+        "SELECT q.request_id, q.status, q.deadline_at, (SELECT s.submission_id FROM"
+        " interactive_submissions s WHERE s.request_id = q.request_id AND s.status ="
+        " 'validating') FROM interactive_requests q WHERE q.run_id = ?"
+        " AND q.status IN ('pending', 'validating')",
+        (run_id,),
+    ).fetchall()
+    effects = conn.execute(
+        "SELECT effect_id, status FROM effects WHERE run_id = ? AND status IN"
+        " ('pending', 'applying', 'ambiguous')",
+        (run_id,),
+    ).fetchall()
+    return (tuple(row), attempt and tuple(attempt), [tuple(r) for r in requests],
+            [tuple(e) for e in effects])  # fmt: skip

@@ -34,6 +34,8 @@ CREATE TABLE blobs (
 
 -- One row per run. The run is the revisioned resource: every change to a run or to a
 -- record that belongs to it bumps runs.revision and appends exactly one event.
+-- execution_revision moves with every change except session and presentation bookkeeping
+-- (store/runs.py PRESENTATION_EVENTS): it is the revision a runner's proposals are fenced by.
 CREATE TABLE runs (
     run_id TEXT PRIMARY KEY,
     workflow_name TEXT NOT NULL,
@@ -58,6 +60,8 @@ CREATE TABLE runs (
     -- An attempt the server settled (a node deadline) that the next runner must route.
     unrouted_attempt TEXT,
     revision INTEGER NOT NULL CHECK (revision >= 1),
+    execution_revision INTEGER NOT NULL DEFAULT 1
+        CHECK (execution_revision >= 1 AND execution_revision <= revision),
     output_json TEXT,
     output_ref TEXT REFERENCES blobs (digest),
     error TEXT,
@@ -235,9 +239,12 @@ CREATE TABLE run_runners (
     pid INTEGER,
     process_start REAL,
     status TEXT NOT NULL CHECK (status IN ('launching', 'ready', 'exited')),
+    -- 'refused': the child exited after the server refused one of its proposals.
     outcome TEXT CHECK (
-        outcome IN ('exited', 'cancelled', 'timedOut', 'crashed', 'claimLost', 'orphaned')
+        outcome IN ('exited', 'cancelled', 'timedOut', 'crashed', 'claimLost', 'orphaned',
+                    'refused')
     ),
+    -- The run's execution revision when the child said ready (progress is measured from it).
     ready_revision INTEGER,
     exit_code INTEGER,
     exit_signal INTEGER,

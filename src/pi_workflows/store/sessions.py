@@ -235,10 +235,12 @@ def report_turn(
     error_message: str | None = None,
 ) -> dict[str, Any]:
     """A model turn of the session started or ended (``completed``, ``aborted``, ``error``,
-    ``lost``). A turn started for a step that ends ``aborted`` pauses that step's run with
-    ``turnAborted`` (its request stays open; ``run resume`` presents it again); one of a
-    detached run's headless agent that ends with ``error`` pauses it ``agentUnavailable``,
-    quoting ``error_message`` (the provider's error as Pi reported it) when there is one."""
+    ``lost``). A turn started for the step of its run's *open* request that ends ``aborted``
+    pauses that run with ``turnAborted`` (its request stays open; ``run resume`` presents it
+    again); one of a detached run's headless agent that ends with ``error`` pauses it
+    ``agentUnavailable``, quoting ``error_message`` (the provider's error as Pi reported it)
+    when there is one. A turn for anything else (a terminal result, a step whose request was
+    answered since) pauses nothing."""
     with db.atomic("sessions.report_turn") as tx:
         check_epoch(tx.conn, session_id, epoch)
         run_id = None
@@ -262,8 +264,8 @@ def report_turn(
             )
             return {"turnId": turn_id, "paused": None}
         open_turn = tx.conn.execute(
-            "SELECT turn_id, run_id FROM workflow_turns WHERE session_id = ? AND status = 'started'"
-            " ORDER BY started_at DESC LIMIT 1",
+            "SELECT turn_id, run_id, message_id FROM workflow_turns WHERE session_id = ?"
+            " AND status = 'started' ORDER BY started_at DESC LIMIT 1",
             (session_id,),
         ).fetchone()
         if open_turn is None:
@@ -275,7 +277,11 @@ def report_turn(
         )
         paused = None
         turn_run = open_turn[1]
-        if turn_run is not None and stop_reason in ("aborted", "error"):
+        if (
+            turn_run is not None
+            and stop_reason in ("aborted", "error")
+            and _for_open_request(tx.conn, turn_run, open_turn[2])
+        ):
             status, mode = tx.conn.execute(
                 "SELECT status, execution_mode FROM runs WHERE run_id = ?", (turn_run,)
             ).fetchone()
@@ -293,3 +299,15 @@ def report_turn(
                 )
                 paused = turn_run
         return {"turnId": open_turn[0], "paused": paused}
+
+
+def _for_open_request(conn: sqlite3.Connection, run_id: str, message_id: str | None) -> bool:
+    """Whether the turn's message presents the run's open, pending request."""
+    if message_id is None:
+        return False
+    row = conn.execute(
+        "SELECT 1 FROM workflow_messages m JOIN interactive_requests q USING (request_id)"
+        " WHERE m.message_id = ? AND q.run_id = ? AND q.status = 'pending'",
+        (message_id, run_id),
+    ).fetchone()
+    return row is not None

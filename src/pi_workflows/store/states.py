@@ -61,6 +61,7 @@ class ParkReason(StrEnum):
     WORKFLOW_LOAD_FAILED = "workflowLoadFailed"
     TURN_ABORTED = "turnAborted"  # the person stopped the model turn of the run's step
     AGENT_UNAVAILABLE = "agentUnavailable"  # a detached run's headless Pi cannot work
+    PROPOSAL_REFUSED = "proposalRefused"  # the server refused its runner's proposal
 
 
 class NextCommand(StrEnum):

@@ -379,10 +379,10 @@ def _outputs_page(
 
 def runner_outputs(conn: sqlite3.Connection, run_id: str, after: str) -> dict[str, Any]:
     """A further page of node outputs (``state.outputs``) after the cursor ``after``, with
-    the run's revision so the runner can check nothing moved between pages."""
+    the run's execution revision so the runner can check nothing moved between pages."""
     run = read_run(conn, run_id)
     stored, _, _ = _settled_outputs(conn, run_id, run.round)
-    return {**_outputs_page(conn, stored, after), "revision": run.revision}
+    return {**_outputs_page(conn, stored, after), "revision": run.execution_revision}
 
 
 def runner_state(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
@@ -413,7 +413,8 @@ def runner_state(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         "results": results,
         "visits": visits,
         "active": None if active_id is None else _active(conn, active_id),
-        "revision": run.revision,
+        # A runner is fenced by the execution revision (the revision rule, store/runs.py).
+        "revision": run.execution_revision,
     }
 
 

@@ -8,7 +8,9 @@ never run again unreviewed, an idempotent one is never left stranded.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -287,4 +289,104 @@ def test_an_effect_cannot_be_resolved_while_its_paused_runner_is_still_being_sto
     [settled] = server.run(run_id)["effects"]
     assert settled["status"] == "rejected"
     assert server.query("SELECT COUNT(*) FROM runner_messages") == [(0,)]
+    assert server.diagnose() == []
+
+
+DRAIN_LINE = "waiting up to"
+
+
+def _drain_logged(server: ServerProcess, times: int = 1) -> bool:
+    return server.log.read_text(errors="replace").count(DRAIN_LINE) >= times
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["manual_effect", "idempotent_effect"])
+def test_a_pause_lets_the_body_in_flight_finish_and_parks_at_the_next_node(
+    server_process: ServerProcess, tmp_path: Path, kind: str
+) -> None:
+    """Window: ``run pause`` while an effect body runs: the pause waits for the node to
+    finish (the drain), then parks ``userPaused`` with the effect applied, so nothing needs
+    review; ``run resume`` finishes the run without running the body again."""
+    witness, release = _body(server_process, tmp_path, kind)
+    server = server_process.start(PI_WORKFLOWS_DRAIN_SECONDS="60")
+    run_id = server.start_run("exits")
+    wait_for(witness.exists, 30, "the body to start")
+    answered: dict[str, Any] = {}
+
+    def pause() -> None:
+        with server.client(timeout=90) as client:
+            answered["receipt"] = client.pause(run_id)
+
+    pauser = threading.Thread(target=pause)
+    pauser.start()
+    wait_for(lambda: _drain_logged(server), 30, "the pause to wait for the node boundary")
+    assert server.run(run_id)["status"] == "running"
+    release.write_text("go")
+    pauser.join(60)
+    assert answered["receipt"]["status"] == "paused"
+    view = server.wait_status(run_id, "paused")
+    assert view["parkReason"] == "userPaused"
+    assert [e["status"] for e in view["effects"]] == ["applied"]
+    wait_for(lambda: server.run(run_id)["runner"] is None, 30, "the runner to be gone")
+    assert server.diagnose() == []
+    with server.client() as client:
+        client.resume(run_id)
+    done = server.wait_status(run_id, {"completed", "failed", "ambiguous", "paused"}, 60)
+    assert done["status"] == "completed", done
+    assert done["output"] == {"result": "ok"}
+    assert len(_lines(witness)) == 1
+    assert server.diagnose() == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_server_stop_drains_a_manual_body_in_flight_instead_of_leaving_it_ambiguous(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    """Window: SIGTERM while a manual body runs: the server waits for its node to finish,
+    parks the run ``serverStopped`` with the effect applied, and the next server resumes it
+    to completion; the body ran once and nothing needed review."""
+    witness, release = _body(server_process, tmp_path, "manual_effect")
+    server = server_process.start(PI_WORKFLOWS_DRAIN_SECONDS="60")
+    run_id = server.start_run("exits")
+    wait_for(witness.exists, 30, "the body to start")
+    assert server.process is not None
+    server.process.terminate()
+    wait_for(lambda: _drain_logged(server), 30, "the stop to drain")
+    release.write_text("go")
+    assert server.wait_exit(60) == 0
+    [(status, reason)] = server.query("SELECT status, park_reason FROM runs")
+    assert (status, reason) == ("paused", "serverStopped")
+    assert server.query("SELECT status FROM effects") == [("applied",)]
+    server.start()
+    done = server.wait_status(run_id, {"completed", "failed", "ambiguous", "paused"}, 60)
+    assert done["status"] == "completed", done
+    assert len(_lines(witness)) == 1
+    assert server.diagnose() == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_second_stop_during_the_drain_stops_at_once(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    """Window: a second SIGTERM while the server drains a manual body ends the wait: the run
+    parks at once and its manual effect is ``ambiguous`` (the documented price of a forced
+    stop), and the body is never run again unreviewed."""
+    witness, release = _body(server_process, tmp_path, "manual_effect")
+    server = server_process.start(PI_WORKFLOWS_DRAIN_SECONDS="600")
+    run_id = server.start_run("exits")
+    wait_for(witness.exists, 30, "the body to start")
+    assert server.process is not None
+    server.process.terminate()
+    wait_for(lambda: _drain_logged(server), 30, "the stop to drain")
+    server.process.terminate()
+    assert server.wait_exit(60) == 0
+    assert server.query("SELECT status FROM effects") == [("ambiguous",)]
+    release.write_text("go")
+    server.start()
+    view = server.run(run_id)
+    assert view["status"] == "ambiguous", view
+    assert len(_lines(witness)) == 1
     assert server.diagnose() == []

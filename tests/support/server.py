@@ -56,6 +56,9 @@ class ServerProcess:
             "HOME": str(self.user_home),
             "PI_WORKFLOWS_IDLE_EXIT_SECONDS": "0",
             "PI_WORKFLOWS_KILL_GRACE_SECONDS": "2",
+            # A stop mid-node waits this long for the node's boundary (the product's default
+            # is 10 s); tests of the drain set their own.
+            "PI_WORKFLOWS_DRAIN_SECONDS": "2",
             **(env or {}),
         }
         self.env.pop("PI_WORKFLOWS_FAULTS", None)

@@ -139,7 +139,9 @@ class AsyncClient(AsyncInteractionMethods, AsyncRunMethods):
         """`server.status`: pid, epoch, runners, runs by status, claims, interactions."""
         return await self._run(ops.body("server.status"))
 
-    async def stop(self, *, wait: bool = True, timeout: float = 30.0) -> Receipt:
+    async def stop(
+        self, *, wait: bool = True, timeout: float = 30.0, drain: float | None = None
+    ) -> Receipt:
         """`server.stop`: ask the server to stop (never starts one); see `Client.stop`."""
         async with self._lock:
             hello = (await self._ensure_connection(False)).hello
@@ -148,7 +150,7 @@ class AsyncClient(AsyncInteractionMethods, AsyncRunMethods):
         try:
             receipt = await self._call(
                 "server.stop",
-                {},
+                {} if drain is None else {"drainSeconds": drain},
                 run_id=None,
                 idempotency_key=key,
                 expected_revision=None,

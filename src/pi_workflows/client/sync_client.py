@@ -231,9 +231,14 @@ class Client(InteractionMethods, RunMethods):
         """`server.status`: pid, epoch, runners, runs by status, claims, interactions."""
         return self._run(ops.body("server.status"))
 
-    def stop(self, *, wait: bool = True, timeout: float = 30.0) -> Receipt:
+    def stop(
+        self, *, wait: bool = True, timeout: float = 30.0, drain: float | None = None
+    ) -> Receipt:
         """`server.stop`: ask the server to stop; never starts one.
 
+        Running nodes first get `drain` seconds (default: the server's
+        `PI_WORKFLOWS_DRAIN_SECONDS`) to reach their next node boundary, where their runs park
+        to resume at the next start; a second stop while the first drains stops at once.
         With `wait`, return only once the server process has exited (at most `timeout`
         seconds), so a new server can start on the same state directory at once. If the
         connection drops after the request was sent and no server answers any more, the stop
@@ -251,7 +256,7 @@ class Client(InteractionMethods, RunMethods):
         try:
             receipt = self._call(
                 "server.stop",
-                {},
+                {} if drain is None else {"drainSeconds": drain},
                 run_id=None,
                 idempotency_key=key,
                 expected_revision=None,

@@ -78,6 +78,8 @@ class Server:
         self.run_views = RunViews(db)
         self.descriptions = DescriptionCache()
         self._stop = asyncio.Event()
+        self._drain_abort = asyncio.Event()  # a second stop, or SIGINT: stop without draining
+        self._drain_seconds = config.drain_seconds
         self._wake = asyncio.Event()
         self._run_changed: dict[str, asyncio.Event] = {}  # set and dropped on a change
         self._clients: set[asyncio.StreamWriter] = set()
@@ -113,9 +115,22 @@ class Server:
             async with asyncio.timeout(seconds):
                 await event.wait()
 
-    def request_stop(self) -> None:
-        """Begin shutdown (from ``server.stop``, SIGTERM or SIGINT)."""
+    def request_stop(self, *, drain_seconds: float | None = None, immediate: bool = False) -> None:
+        """Begin shutdown (from ``server.stop``, SIGTERM or SIGINT).
+
+        Running nodes first get ``drain_seconds`` (default ``PI_WORKFLOWS_DRAIN_SECONDS``)
+        to reach their next node boundary; a request while already stopping, or
+        ``immediate`` (SIGINT), ends that wait at once.
+        """
+        if self._stop.is_set() or immediate:
+            self._drain_abort.set()
+        elif drain_seconds is not None:
+            self._drain_seconds = drain_seconds
         self._stop.set()
+
+    def _interrupted(self) -> None:
+        """SIGINT: stop without draining."""
+        self.request_stop(immediate=True)
 
     @property
     def connection_count(self) -> int:
@@ -144,8 +159,8 @@ class Server:
         )
         os.chmod(self.socket_path, 0o600)
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.request_stop)
+        loop.add_signal_handler(signal.SIGTERM, self.request_stop)
+        loop.add_signal_handler(signal.SIGINT, self._interrupted)
         log.info("serving on %s (epoch %d, pid %d)", self.socket_path, self.epoch, os.getpid())
         print(f"pi-workflows server ready: epoch {self.epoch}, pid {os.getpid()}", flush=True)
         tasks = [
@@ -179,7 +194,7 @@ class Server:
             exc_info=error,
         )
         self.exit_code = EXIT_TASK_DIED
-        self.request_stop()
+        self.request_stop(immediate=True)
 
     async def _startup(self) -> None:
         """1. new epoch before any work; 2. recovery; 3. a fresh socket path."""
@@ -205,22 +220,30 @@ class Server:
         self.stopping = True
         # 1. Stop accepting connections.
         server.close()
-        # 2. Stop the timers.
+        # 2. Drain: nothing new is launched (``_tick``); each running node gets the drain
+        #    time to reach its next node boundary, where its run parks (serverStopped) and
+        #    its runner stops, so a routine stop leaves no effect ambiguous. A second stop or
+        #    SIGINT ends the wait.
+        if self._drain_seconds > 0 and not self._drain_abort.is_set():
+            parked = await self.supervisor.drain_all(self._drain_seconds, self._drain_abort)
+            if parked:
+                log.info("drained: %d run(s) parked at a node boundary", parked)
+        # 3. Stop the timers.
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        # 3. Park running work at its last durable boundary and stop every runner, then
+        # 4. Park what still runs at its last durable boundary and stop every runner, then
         #    every headless agent of detached runs.
         await self.supervisor.stop_all()
         await self.agents.stop_all()
         if self.template is not None:
             self.template.close()
-        # 4. Close client connections (their last responses were already written).
+        # 5. Close client connections (their last responses were already written).
         for writer in list(self._clients):
             writer.close()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._no_clients.wait(), 2.0)
-        # 5. Remove the socket so clients see at once that no server runs.
+        # 6. Remove the socket so clients see at once that no server runs.
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
         log.info("stopped")
@@ -267,10 +290,11 @@ class Server:
                 self.wake()  # answers held on an expired request hear it now
             self.supervisor.enforce_deadlines(now)
             self.supervisor.sweep_expired()
-        self.agents.reconcile()
+        if not self.stopping:
+            self.agents.reconcile()
         free = self.config.max_runners - self.supervisor.count
-        if free <= 0:
-            return
+        if free <= 0 or self.stopping:
+            return  # full, or draining for a stop: queued runs wait for the next server
         rows = self.db.conn.execute(
             "SELECT run_id FROM run_queue WHERE status = 'ready' AND available_at <= ?"
             " ORDER BY available_at, enqueued_at LIMIT ?",

@@ -41,6 +41,9 @@ class ServerConfig:
     prune_interval_seconds: float = 3600.0  # PI_WORKFLOWS_PRUNE_INTERVAL_SECONDS: between prunes
     submit_wait_seconds: float = 30.0  # PI_WORKFLOWS_SUBMIT_WAIT_SECONDS: reply held for
     validate_seconds: float = 120.0  # PI_WORKFLOWS_VALIDATE_SECONDS: a validation runner's limit
+    # PI_WORKFLOWS_DRAIN_SECONDS: how long `server stop` and `run pause` let a running node
+    # reach its boundary before parking at once (0: park at once)
+    drain_seconds: float = 10.0
     runner_template: bool = True  # PI_WORKFLOWS_RUNNER_TEMPLATE=0: spawn every child instead
     pi_command: str = "pi"  # PI_WORKFLOWS_PI: the pi of detached runs' headless agents
     pi_extension: str | None = None  # PI_WORKFLOWS_PI_EXTENSION: the extension it loads
@@ -70,6 +73,7 @@ class ServerConfig:
             prune_interval_seconds=_number(env, "PI_WORKFLOWS_PRUNE_INTERVAL_SECONDS", 3600.0, 1),
             submit_wait_seconds=_number(env, "PI_WORKFLOWS_SUBMIT_WAIT_SECONDS", 30.0, 0),
             validate_seconds=_number(env, "PI_WORKFLOWS_VALIDATE_SECONDS", 120.0, 1),
+            drain_seconds=_number(env, "PI_WORKFLOWS_DRAIN_SECONDS", 10.0, 0),
             runner_template=env.get("PI_WORKFLOWS_RUNNER_TEMPLATE", "1")
             not in ("0", "false", "no"),
             pi_command=env.get("PI_WORKFLOWS_PI") or "pi",

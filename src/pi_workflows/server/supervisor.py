@@ -39,6 +39,7 @@ from pi_workflows.server.runner_messages import RunnerIdentity, answer
 from pi_workflows.server.template import RunnerTemplate
 from pi_workflows.store import (
     attempts,
+    effects,
     faults,
     interaction_writes,
     interactions,
@@ -61,6 +62,23 @@ RUNNER_MODULE = "pi_workflows.runner"
 MAX_ATTEMPTS_PER_VISIT = 3
 # How long the ``supervisor.delay_reply_after.KIND`` fault point holds a reply (tests only).
 FAULT_REPLY_DELAY_SECONDS = 3.0
+# The node boundaries a drain parks at: right after the runner committed one of these, no
+# callback of the run is executing (the next node's attempt, if opened, has not started).
+DRAIN_BOUNDARIES = frozenset({"node.start", "node.finish"})
+
+
+@dataclass
+class Drain:
+    """A request to park a run at its runner's next node boundary (``Supervisor.drain``).
+
+    ``park`` commits the park under the runner's claim (with a command's receipt when a
+    command asked for it) and returns what the asker answers; ``done`` receives that answer.
+    ``kill_reason`` is how the runner is then stopped (``cancelled`` or ``stopping``).
+    """
+
+    park: Callable[[Claim], object]
+    done: asyncio.Future[object]
+    kill_reason: str
 
 
 @dataclass
@@ -82,6 +100,8 @@ class RunnerHandle:
     refused_code: str | None = None
     # Set (store clock ms) for a runner launched to validate a submission: its time limit.
     validating_until: int | None = None
+    # A pause or a server stop waiting for the runner's next node boundary.
+    drain: Drain | None = None
     task: asyncio.Task[None] | None = None
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -228,6 +248,13 @@ class Supervisor:
                 await self._on_ready(handle, child, message.message_id)
                 continue
             reply = answer(self.db, handle.identity, message)
+            if (
+                handle.drain is not None
+                and reply.outcome.ok
+                and message.kind in DRAIN_BOUNDARIES
+                and self._park_drained(handle)
+            ):
+                return  # parked at this boundary: the runner is stopped, not answered
             if faults.flagged(f"supervisor.kill_runner_after.{message.kind}"):
                 # Crash tests: the runner dies after the commit, before it hears the reply.
                 children.signal_group(child.pid, signal.SIGKILL)
@@ -247,6 +274,96 @@ class Supervisor:
             self.on_change(handle.run_id)
             if reply.outcome is Outcome.CLAIM_LOST:
                 return
+
+    def _park_drained(self, handle: RunnerHandle) -> bool:
+        """The runner just committed a node boundary while a drain waits: park the run now
+        under its claim, unless something of it is still in flight (an applying effect, a
+        live command group) or it no longer runs. True when it parked (the caller stops
+        the runner without sending it the reply: the next node must not begin)."""
+        drain = handle.drain
+        assert drain is not None
+        run = read_run(self.db.conn, handle.run_id)
+        if (
+            run.status is not RunStatus.RUNNING
+            or effects.applying(self.db.conn, handle.run_id)
+            or runners.live_processes(self.db.conn, handle.identity.runner_epoch)
+        ):
+            return False
+        handle.drain = None
+        try:
+            answered = drain.park(handle.identity.claim)
+        except Exception as exc:  # the asker answers the failure; the runner goes on
+            if not drain.done.done():
+                drain.done.set_exception(exc)
+            return False
+        if not drain.done.done():
+            drain.done.set_result(answered)
+        handle.kill_reason = drain.kill_reason
+        self.on_change(handle.run_id)
+        return True
+
+    async def drain(
+        self,
+        handle: RunnerHandle,
+        park: Callable[[Claim], object],
+        seconds: float,
+        *,
+        kill_reason: str,
+        abort: asyncio.Event | None = None,
+    ) -> tuple[bool, object]:
+        """Park ``handle``'s run at its runner's next node boundary, waiting at most
+        ``seconds`` (or until ``abort`` is set, or the runner ends by itself).
+
+        Returns ``(True, what park returned)`` when it parked there, else ``(False, None)``:
+        the caller then acts at once (an effect still applying is settled by the one rule).
+        ``park`` raising makes this raise. A second drain of the same runner only waits.
+        """
+        if handle.kill_reason is not None or not handle.ready:
+            return False, None
+        loop = asyncio.get_running_loop()
+        mine = handle.drain is None
+        if mine:
+            handle.drain = Drain(park, loop.create_future(), kill_reason)
+        drain = handle.drain
+        assert drain is not None
+        log.info(
+            "run %s: waiting up to %g s for its runner's next node boundary (%s)",
+            handle.run_id, seconds, kill_reason,
+        )  # fmt: skip
+        waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(handle.stopped.wait())]
+        if abort is not None:
+            waiters.append(asyncio.ensure_future(abort.wait()))
+        try:
+            await asyncio.wait(
+                [drain.done, *waiters], timeout=seconds, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+            if mine and handle.drain is drain:
+                handle.drain = None
+        if not mine:
+            return False, None  # the first drain of this runner answers for itself
+        if not drain.done.done():
+            drain.done.cancel()
+            return False, None
+        return True, drain.done.result()
+
+    async def drain_all(self, seconds: float, abort: asyncio.Event) -> int:
+        """Server stop: park every ready runner's run at its next node boundary (at most
+        ``seconds``, or until ``abort``). Returns how many parked there."""
+
+        def park(claim: Claim) -> object:
+            return lifecycle.park(self.db, claim, ParkReason.SERVER_STOPPED)
+
+        drains = [
+            self.drain(handle, park, seconds, kill_reason="stopping", abort=abort)
+            for handle in list(self.handles.values())
+        ]
+        if not drains:
+            return 0
+        results = await asyncio.gather(*drains, return_exceptions=True)
+        return sum(1 for result in results if isinstance(result, tuple) and result[0])
 
     async def _on_ready(self, handle: RunnerHandle, child: Child, message_id: str) -> None:
         """Answer ``ready`` and send the run command in one write; the command carries the

@@ -116,27 +116,37 @@ def server_status(ctx: click.Context, as_json: bool) -> None:
 
 @server.command("stop")
 @click.option(
+    "--drain",
+    type=click.FloatRange(min=0, max=3600),
+    default=None,
+    help="Seconds running nodes get to reach their next node boundary before their runs "
+    "are parked (default: the server's PI_WORKFLOWS_DRAIN_SECONDS, 10); 0 parks at once.",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0.1),
-    default=30.0,
+    default=60.0,
     show_default=True,
-    help="Seconds to wait for the server process to exit.",
+    help="Seconds to wait for the server process to exit (after its drain).",
 )
 @json_option
 @click.pass_context
-def stop_server(ctx: click.Context, timeout: float, as_json: bool) -> None:
+def stop_server(ctx: click.Context, drain: float | None, timeout: float, as_json: bool) -> None:
     """Stop the server and wait until it has exited; running runs resume at the next start.
 
-    Exits 0 also when no server is running.
+    Running nodes first get the drain time to reach their next node boundary, so a manual
+    effect in flight finishes instead of needing review. Stopping again during the drain
+    (or Ctrl-C on `server run`) stops at once. Exits 0 also when no server is running.
 
     \b
     Example:
       pi-workflows server stop
+      pi-workflows server stop --drain 60
     """
     client = make_client(ctx, autostart=False)
     try:
         pid = client.connect().server_pid
-        client.stop(wait=True, timeout=timeout)
+        client.stop(wait=True, timeout=timeout + (drain or 0), drain=drain)
     except ServerUnavailableError:
         if as_json:
             print_json({"stopped": True, "wasRunning": False})

@@ -24,6 +24,7 @@ from pi_workflows.server.handlers.registry import (
     text,
 )
 from pi_workflows.store import lifecycle, values, views
+from pi_workflows.store.claims import Claim
 from pi_workflows.store.lifecycle import NewRun, SourceRecord
 from pi_workflows.store.runs import read_run
 from pi_workflows.store.states import ParkReason, RunStatus
@@ -66,10 +67,23 @@ async def server_status(server: Server, request: Request) -> dict[str, Any]:
     }
 
 
+MAX_DRAIN_SECONDS = 3600
+"""The longest drain a ``server.stop`` may ask for."""
+
+
 @operation("server.stop")
 async def server_stop(server: Server, request: Request) -> dict[str, Any]:
-    """Begin an orderly shutdown after this response is sent."""
-    server.request_stop()
+    """``{drainSeconds?}``: begin an orderly shutdown after this response is sent; running
+    nodes get ``drainSeconds`` (default ``PI_WORKFLOWS_DRAIN_SECONDS``) to reach their next
+    node boundary. A second stop while the first drains stops at once."""
+    drain = request.payload.get("drainSeconds")
+    if drain is not None and (
+        not isinstance(drain, int | float)
+        or isinstance(drain, bool)
+        or not 0 <= drain <= MAX_DRAIN_SECONDS
+    ):
+        raise bad(f"payload field 'drainSeconds' must be a number from 0 to {MAX_DRAIN_SECONDS}")
+    server.request_stop(drain_seconds=None if drain is None else float(drain))
     return {"stopping": True}
 
 
@@ -208,9 +222,29 @@ def _status_receipt(server: Server, run_id: str) -> tuple[str | None, dict[str, 
 
 @operation("run.pause", command=True)
 async def run_pause(server: Server, request: Request) -> dict[str, Any]:
-    """Pause a queued run, or park a running one and stop its runner."""
+    """Pause a queued or waiting run; a running one parks at its runner's next node
+    boundary (at most ``PI_WORKFLOWS_DRAIN_SECONDS``), else at once, and its runner stops."""
     run_id = run_id_of(request)
     handle = server.supervisor.handle_of(run_id)
+    if handle is not None and server.config.drain_seconds > 0:
+        stored = stored_receipt(server, request)
+        if stored is not None:
+            return stored
+
+        def park_here(claim: Claim) -> dict[str, Any]:
+            def parked() -> tuple[str | None, dict[str, Any]]:
+                lifecycle.park(server.db, claim, ParkReason.USER_PAUSED)
+                return _status_receipt(server, run_id)
+
+            return receipted(server, request, parked)
+
+        done, body = await server.supervisor.drain(
+            handle, park_here, server.config.drain_seconds, kill_reason="cancelled"
+        )
+        if done:
+            assert isinstance(body, dict)
+            return body
+        handle = server.supervisor.handle_of(run_id)
 
     def change() -> tuple[str | None, dict[str, Any]]:
         run = read_run(server.db.conn, run_id)

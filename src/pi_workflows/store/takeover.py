@@ -101,8 +101,9 @@ def expire_request(db: Database, request_id: str) -> WriteResult:
     the request's answer); any other request closes as ``timed_out``, rejecting a submission
     still waiting for validation. The waiting attempt stays open: the next runner records
     that same attempt as timed out (or the decision's default) and routes it. A run that
-    was already queued for validation stays queued; one whose validation runner is live is
-    refused (the server stops that runner first, see ``interaction_writes.abandon``).
+    was already queued for validation stays queued; a paused run stays paused (its route
+    runs after ``run resume``); one whose validation runner is live is refused (the server
+    stops that runner first, see ``interaction_writes.abandon``).
     """
     with db.read() as conn:
         request = interactions.read_request(conn, request_id)
@@ -132,7 +133,9 @@ def expire_request(db: Database, request_id: str) -> WriteResult:
         )  # fmt: skip
         if current.kind == "decision":
             interactions.resolve_decision(tx, request_id, "timedOut", default, None)
-        if run.status is not RunStatus.QUEUED:  # queued: a runner already comes to route it
+        # Queued: a runner already comes to route it. Paused: a person's pause is durable,
+        # the expiry is recorded and the route runs only after ``run resume``.
+        if run.status is RunStatus.WAITING:
             apply_transition(tx, run, Operation.RESUME, next_command=NextCommand.RESUME)
 
     return write_run(

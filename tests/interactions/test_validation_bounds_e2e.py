@@ -201,7 +201,7 @@ def test_a_held_submission_hears_its_request_closed_at_once_not_at_the_end_of_it
     thread.join(10)
     rejected = outcome["error"]
     assert isinstance(rejected, RejectedError)
-    assert rejected.code == "validationRejected"
+    assert rejected.code == "requestClosed"  # not a validation's refusal: do not retry
     [(status, error)] = server.query("SELECT status, error FROM interactive_submissions")
     assert status == "rejected"
     assert error == rejected.message
@@ -213,5 +213,57 @@ def test_a_held_submission_hears_its_request_closed_at_once_not_at_the_end_of_it
         30,
         "the request to be closed",
     )
+    release.write_text("go")
+    assert server.diagnose() == []
+
+
+DEADLINED = GATED.replace("validate=check)}}", "validate=check, timeout=seconds(3))}}").replace(
+    "import Rejected, Workflow, agent", "import Rejected, Workflow, agent, seconds"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["pause", "deadline"])
+def test_a_held_submission_whose_request_closes_hears_request_closed(
+    server_process: ServerProcess, tmp_path: Path, how: str
+) -> None:
+    """Window: a submission is being validated when its run is paused or its step's deadline
+    passes: its held answer is ``requestClosed`` (do not submit again now), never
+    ``validationRejected`` (which would ask the model for a corrected submission)."""
+    started, release = tmp_path / "started.txt", tmp_path / "release"
+    source = DEADLINED if how == "deadline" else GATED
+    server_process.write_workflow(
+        "gated", source.format(started=str(started), release=str(release))
+    )
+    server = server_process.start(PI_WORKFLOWS_DRAIN_SECONDS="0.5")
+    run_id = server.start_run("gated")
+    request_id = server.wait_status(run_id, "waiting")["waitingOn"]["requestId"]
+    answers: dict[str, object] = {}
+
+    def submit() -> None:
+        with server.client(timeout=60) as client:
+            try:
+                answers["receipt"] = client.submit(request_id, {"ok": True, "wait": True})
+            except RejectedError as exc:
+                answers["refused"] = exc
+
+    submitter = threading.Thread(target=submit)
+    submitter.start()
+    wait_for(lambda: _calls(started), 30, "validation to start")
+    if how == "pause":
+        with server.client() as client:
+            client.pause(run_id)
+    submitter.join(60)
+    refused = answers.get("refused")
+    assert isinstance(refused, RejectedError), answers
+    assert refused.code == "requestClosed", refused
+    expected = "paused" if how == "pause" else "timed_out"
+    [(status,)] = server.query(
+        "SELECT CASE WHEN ? = 'paused' THEN r.status ELSE q.status END FROM runs r"
+        " JOIN interactive_requests q USING (run_id) WHERE r.run_id = ?",
+        expected,
+        run_id,
+    )
+    assert status == expected
     release.write_text("go")
     assert server.diagnose() == []

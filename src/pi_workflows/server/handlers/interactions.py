@@ -30,6 +30,7 @@ from pi_workflows.store.errors import RequestClosedError
 from pi_workflows.store.interaction_writes import PROTECTED_DECISION_MESSAGE
 from pi_workflows.store.interactions import Interaction
 from pi_workflows.store.runs import read_run, write_run
+from pi_workflows.store.states import RunStatus
 
 if TYPE_CHECKING:
     from pi_workflows.server.app import Server
@@ -142,13 +143,32 @@ async def _outcome(server: Server, body: dict[str, Any]) -> dict[str, Any]:
     if submission.status == "rejected":
         raise RequestError(
             Outcome.REJECTED.value,
-            "validationRejected",
+            _rejection_code(server, submission.request_id, run_id),
             submission.error or "rejected",
             {**{k: v for k, v in body.items() if k != "_adopted"}, "status": "rejected"},
         )
     with server.db.read() as conn:
         revision = read_run(conn, str(body["runId"])).revision
     return {**body, "status": submission.status, "revision": revision}
+
+
+def _rejection_code(server: Server, request_id: str, run_id: str) -> str:
+    """Why a submission ended rejected, for its submitter: ``validationRejected`` when the
+    workflow's ``validate`` refused it (or its validation did not finish) and the request
+    still waits for a corrected one; ``requestClosed`` when the request was closed
+    (cancelled, timed out, or past its deadline and about to be) or the run was paused
+    meanwhile, so submitting again now is pointless (a paused run presents its step again
+    after ``run resume``)."""
+    with server.db.read() as conn:
+        request = interactions.read_request(conn, request_id)
+        run = read_run(conn, run_id)
+    if request is None or request.status not in ("pending", "validating"):
+        return "requestClosed"
+    if run.status is RunStatus.PAUSED:
+        return "requestClosed"
+    if request.deadline_at is not None and request.deadline_at <= server.db.clock.now_ms():
+        return "requestClosed"  # past its deadline: the sweep closes it at once
+    return "validationRejected"
 
 
 @operation("interaction.submit", command=True)

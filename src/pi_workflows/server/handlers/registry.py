@@ -265,3 +265,9 @@ def stored_receipt(server: Server, request: Request) -> dict[str, Any] | None:
     with server.db.atomic("command.lookup") as tx:
         found = receipts.lookup(tx, command_of(request))
     return None if found is None else {**found.body, "_adopted": True}
+
+
+def registered() -> dict[str, bool]:
+    """Every registered operation, mapped to whether it is a command (for tests that must
+    cover each operation, such as the revision rule's)."""
+    return {name: name in _COMMANDS for name in sorted(_HANDLERS)}

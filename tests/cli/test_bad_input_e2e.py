@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from pi_workflows.client import RejectedError
+
 from support.server import ServerProcess
 
 
@@ -91,3 +93,43 @@ def test_start_wait_prints_the_run_and_exits_0(server: ServerProcess) -> None:
     result = pw(server, "run", "start", "good", "--wait", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["run"]["status"] == "completed"
+
+
+def test_an_overlong_cancel_reason_is_one_line_and_changes_nothing(server: ServerProcess) -> None:
+    """A cancellation reason over the 1000-character bound is refused in one line naming the
+    field and the bound; the run is not cancelled."""
+    run_id = server.start_run("good")
+    server.wait_status(run_id, "completed")
+    before = server.run(run_id)
+    result = pw(server, "run", "cancel", run_id, "--reason", "x" * 1001)
+    assert result.returncode == 1
+    line = _one_error_line(result)
+    assert "'reason' is 1001 characters long; the limit is 1000" in line
+    assert server.run(run_id)["revision"] == before["revision"]
+
+
+@pytest.mark.parametrize(
+    ("operation", "payload", "field"),
+    [
+        ("effect.resolve", {"effectId": "e", "resolution": "rejected", "reason": "r" * 1001},
+         "'reason'"),
+        ("decision.answer", {"choice": "c" * 201}, "'choice'"),
+        ("workflowMessage.report", {"sessionId": "s", "coordinatorEpoch": 1,
+                                    "present": [{"workflowMessageId": "m", "entryId": "e" * 201}]},
+         "ids must be at most 200"),
+        ("workflowTurn.report", {"sessionId": "s", "coordinatorEpoch": 1, "event": "ended",
+                                 "stopReason": "error", "errorMessage": "x" * 70_000},
+         "'errorMessage'"),
+        ("state.backup", {"path": "/" + "p" * 5000}, "'path'"),
+    ],
+)  # fmt: skip
+def test_every_free_text_field_is_bounded(
+    server: ServerProcess, operation: str, payload: dict[str, object], field: str
+) -> None:
+    """Free text past its bound is refused ``badRequest`` with one line naming the field."""
+    run_id = server.start_run("good")
+    with server.client() as client, pytest.raises(RejectedError) as refused:
+        client.call(operation, payload, run_id=run_id if operation == "decision.answer" else None)
+    assert refused.value.code == "badRequest"
+    assert field in refused.value.message
+    assert "\n" not in refused.value.message

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from pi_workflows.protocol import Outcome, Request
 from pi_workflows.server.errors import RequestError
 from pi_workflows.server.handlers.registry import (
+    MAX_REASON_CHARS,
     bad,
     limit_of,
     operation,
@@ -55,7 +56,9 @@ async def effect_resolve(server: Server, request: Request) -> dict[str, Any]:
     resolution = text(request.payload, "resolution")
     if resolution not in ("applied", "rejected", "retry"):
         raise bad("payload field 'resolution' must be applied, rejected or retry")
-    reason = text(request.payload, "reason", required=resolution == "rejected")
+    reason = text(
+        request.payload, "reason", required=resolution == "rejected", limit=MAX_REASON_CHARS
+    )
     with server.db.read() as conn:
         effect_run = effects.run_of(conn, effect_id)
     if server.supervisor.handle_of(effect_run) is not None:

@@ -94,12 +94,28 @@ def bad(message: str) -> RequestError:
     return RequestError(Outcome.REJECTED.value, "badRequest", message)
 
 
-def text(payload: dict[str, Any], name: str, *, required: bool = True) -> str | None:
+MAX_ID_CHARS = 200
+"""The longest id, name or cursor a payload field may carry (the default bound of ``text``)."""
+MAX_REASON_CHARS = 1000
+"""The longest free text a person gives (a cancellation's or a resolution's reason)."""
+MAX_PATH_CHARS = 4096
+"""The longest path (PATH_MAX), and workflow names given as paths."""
+
+
+def text(
+    payload: dict[str, Any], name: str, *, required: bool = True, limit: int = MAX_ID_CHARS
+) -> str | None:
+    """The non-empty string ``payload[name]`` of at most ``limit`` characters (a one-line
+    refusal names the field, its length and the bound)."""
     value = payload.get(name)
     if value is None and not required:
         return None
     if not isinstance(value, str) or not value:
         raise bad(f"payload field {name!r} must be a non-empty string")
+    if len(value) > limit:
+        raise bad(
+            f"payload field {name!r} is {len(value)} characters long; the limit is {limit}"
+        )
     return value
 
 

@@ -15,6 +15,8 @@ from pi_workflows.protocol import NotJsonError, Outcome, Request, fingerprint
 from pi_workflows.server import resolver
 from pi_workflows.server.errors import RequestError, ResolveError
 from pi_workflows.server.handlers.registry import (
+    MAX_PATH_CHARS,
+    MAX_REASON_CHARS,
     bad,
     limit_of,
     operation,
@@ -91,7 +93,7 @@ async def server_stop(server: Server, request: Request) -> dict[str, Any]:
 
 
 def _project(payload: dict[str, Any]) -> str | None:
-    project = text(payload, "projectDir", required=False)
+    project = text(payload, "projectDir", required=False, limit=MAX_PATH_CHARS)
     if project is not None and not Path(project).is_absolute():
         raise bad("payload field 'projectDir' must be an absolute path")
     return project
@@ -152,7 +154,7 @@ async def run_start(server: Server, request: Request) -> dict[str, Any]:
     stored = stored_receipt(server, request)
     if stored is not None:
         return stored
-    spec = text(request.payload, "workflow")
+    spec = text(request.payload, "workflow", limit=MAX_PATH_CHARS)
     assert spec is not None
     session = text(request.payload, "originSession", required=False)
     if session is not None and (len(session) > 200 or not session.isprintable()):
@@ -280,7 +282,10 @@ async def run_resume(server: Server, request: Request) -> dict[str, Any]:
 async def run_cancel(server: Server, request: Request) -> dict[str, Any]:
     """Commit the cancellation (with its receipt) first, then stop the runner."""
     run_id = run_id_of(request)
-    reason = text(request.payload, "reason", required=False) or "cancelled by request"
+    reason = (
+        text(request.payload, "reason", required=False, limit=MAX_REASON_CHARS)
+        or "cancelled by request"
+    )
     handle = server.supervisor.handle_of(run_id)
 
     def change() -> tuple[str | None, dict[str, Any]]:

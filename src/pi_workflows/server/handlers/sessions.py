@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from pi_workflows.protocol import Outcome, Request
 from pi_workflows.server.errors import RequestError
-from pi_workflows.server.handlers.registry import bad, current_peer, operation, receipted, text
+from pi_workflows.server.handlers.registry import (
+    MAX_ID_CHARS,
+    bad,
+    current_peer,
+    operation,
+    receipted,
+    text,
+)
 from pi_workflows.store import sessions
 
 if TYPE_CHECKING:
@@ -23,6 +30,9 @@ if TYPE_CHECKING:
 MAX_SESSION_ID_CHARS = 200
 MAX_PRESENT = 20_000
 MAX_TURN_ERROR_CHARS = 500
+"""What is kept of a provider's error text (one line)."""
+MAX_TURN_ERROR_RAW = 64 * 1024
+"""The longest ``errorMessage`` a report may carry."""
 
 
 def _session(payload: dict[str, Any]) -> str:
@@ -93,6 +103,8 @@ async def message_report(server: Server, request: Request) -> dict[str, Any]:
         message_id, entry_id = item.get("workflowMessageId"), item.get("entryId")
         if not isinstance(message_id, str) or not isinstance(entry_id, str) or not entry_id:
             raise bad("each 'present' entry must be {workflowMessageId, entryId}")
+        if len(message_id) > MAX_ID_CHARS or len(entry_id) > MAX_ID_CHARS:
+            raise bad(f"a 'present' entry's ids must be at most {MAX_ID_CHARS} characters each")
         pairs.append((message_id, entry_id))
     idle = request.payload.get("idle", False)
     if not isinstance(idle, bool):
@@ -116,8 +128,11 @@ async def turn_report(server: Server, request: Request) -> dict[str, Any]:
         raise bad("payload field 'stopReason' must be completed, aborted, error or lost")
     message_id = text(request.payload, "workflowMessageId", required=False)
     error = request.payload.get("errorMessage")
-    if error is not None and not isinstance(error, str):
-        raise bad("payload field 'errorMessage' must be a string")
+    if error is not None and (not isinstance(error, str) or len(error) > MAX_TURN_ERROR_RAW):
+        raise bad(
+            f"payload field 'errorMessage' must be a string of at most {MAX_TURN_ERROR_RAW}"
+            " characters (the server keeps its first 500, on one line)"
+        )
     result = sessions.report_turn(
         server.db,
         session_id,

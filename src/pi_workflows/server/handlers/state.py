@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pi_workflows.protocol import Outcome, Request
 from pi_workflows.server.errors import RequestError
 from pi_workflows.server.handlers.registry import (
+    MAX_PATH_CHARS,
     MAX_PROBLEMS,
     bad,
     operation,
@@ -68,7 +69,7 @@ async def state_backup(server: Server, request: Request) -> dict[str, Any]:
     Copying and the integrity check run in a worker thread on a connection of their own,
     so the loop keeps serving and renewing claims meanwhile.
     """
-    target = Path(text(request.payload, "path") or "")
+    target = Path(text(request.payload, "path", limit=MAX_PATH_CHARS) or "")
     return await asyncio.to_thread(_backup, server.db, target)
 
 

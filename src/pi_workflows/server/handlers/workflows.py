@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 from pi_workflows.protocol import Request
 from pi_workflows.server import resolver
 from pi_workflows.server.errors import ResolveError
-from pi_workflows.server.handlers.registry import bad, operation, text
+from pi_workflows.server.handlers.registry import MAX_PATH_CHARS, bad, operation, text
 
 if TYPE_CHECKING:
     from pi_workflows.server.app import Server
 
 
 def _absolute(payload: dict[str, Any], name: str) -> str | None:
-    value = text(payload, name, required=False)
+    value = text(payload, name, required=False, limit=MAX_PATH_CHARS)
     if value is not None and not Path(value).is_absolute():
         raise bad(f"payload field {name!r} must be an absolute path")
     return value
@@ -38,7 +38,7 @@ async def _describe(server: Server, spec: str, project: str | None) -> dict[str,
 async def workflows_show(server: Server, request: Request) -> dict[str, Any]:
     """``{workflow, projectDir?}``: ``{workflow, source: {kind, ref, revision}, definition,
     definitionDigest}``; the definition is the topology snapshot a run would record."""
-    spec = text(request.payload, "workflow")
+    spec = text(request.payload, "workflow", limit=MAX_PATH_CHARS)
     assert spec is not None
     reply = await _describe(server, spec, _absolute(request.payload, "projectDir"))
     source = reply.get("source", {})

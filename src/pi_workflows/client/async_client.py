@@ -36,6 +36,7 @@ from pi_workflows.client.run_methods import AsyncRunMethods
 from pi_workflows.client.sync_client import (
     MAX_RETRIES,
     RETRY_BACKOFF,
+    SERVER_STOPPING,
     checked_key,
     request_for,
     server_process,
@@ -337,7 +338,13 @@ class AsyncClient(AsyncInteractionMethods, AsyncRunMethods):
                     await self.close()
                     lost = exc
                     continue
-            return ops.receipt_of(operation, request, response)
+            try:
+                return ops.receipt_of(operation, request, response)
+            except UnavailableError as exc:
+                if exc.code != SERVER_STOPPING or attempt == MAX_RETRIES:
+                    raise
+                await self.close()  # the next server answers the same command (same key)
+                lost = ConnectionLostError(exc.message, operation=operation)
         assert lost is not None
         raise ConnectionLostError(
             lost.reason,

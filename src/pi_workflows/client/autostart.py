@@ -34,6 +34,11 @@ __all__ = ["ServerInfo", "connect_or_start", "ensure_server", "server_command"]
 
 _FIRST_BACKOFF: Final = 0.005
 _MAX_BACKOFF: Final = 0.05  # never sleep longer than this between connection attempts
+_ALREADY_RUNNING_EXIT: Final = 4
+"""The exit status of a server refused because another one holds the state directory's lock
+(``server/main.py`` EXIT_ALREADY_RUNNING; a test keeps the two equal)."""
+_RESPAWN_DELAY: Final = 0.2
+"""How long to wait before starting a server again while a stopping one still holds the lock."""
 _TAIL_BYTES: Final = 8192
 _TAIL_LINES: Final = 12
 
@@ -90,15 +95,26 @@ def connect_or_start(
     Same errors as `ensure_server`.
     """
     path = socket_path(home)
-    try:
-        return Connection.open(path, timeout=timeout), False
-    except ServerUnavailableError as exc:
-        if not exc.startable:
-            raise
-    argv = list(command) if command is not None else server_command(home)
-    log = log_path(home)
-    child, log_offset = _spawn(home, argv, log)
-    return _wait_for_hello(child, path, log, log_offset, timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return Connection.open(path, timeout=timeout), False
+        except ServerUnavailableError as exc:
+            if not exc.startable:
+                raise
+        argv = list(command) if command is not None else server_command(home)
+        log = log_path(home)
+        child, log_offset = _spawn(home, argv, log)
+        try:
+            return _wait_for_hello(
+                child, path, log, log_offset, max(0.1, deadline - time.monotonic())
+            )
+        except ServerStartError as exc:
+            # Refused for the lock, yet nobody answers: the holder is a server that is
+            # stopping (draining its runs). Start again once it has gone, within the deadline.
+            if exc.exit_code != _ALREADY_RUNNING_EXIT or time.monotonic() >= deadline:
+                raise
+        time.sleep(min(_RESPAWN_DELAY, max(0.0, deadline - time.monotonic())))
 
 
 def _spawn(home: Path, argv: list[str], log: Path) -> tuple[subprocess.Popen[bytes], int]:

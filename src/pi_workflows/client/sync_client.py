@@ -79,6 +79,9 @@ Everything else carries one."""
 
 RETRY_BACKOFF: Final = (0.05, 0.1, 0.2)
 """Seconds to wait before each resend after a lost connection."""
+SERVER_STOPPING: Final = "serverStopping"
+"""The code of an ``unavailable`` answer a stopping server gives a held command: it is sent
+again (same key) like after a lost connection, to the next server."""
 
 _STOP_POLL: Final = 0.02
 
@@ -440,7 +443,13 @@ class Client(InteractionMethods, RunMethods):
                 self.close()
                 lost = exc
                 continue
-            return ops.receipt_of(operation, request, response)
+            try:
+                return ops.receipt_of(operation, request, response)
+            except UnavailableError as exc:
+                if exc.code != SERVER_STOPPING or attempt == MAX_RETRIES:
+                    raise
+                self.close()  # the next server answers the same command (same key)
+                lost = ConnectionLostError(exc.message, operation=operation)
         assert lost is not None
         raise ConnectionLostError(
             lost.reason,

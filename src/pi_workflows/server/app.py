@@ -14,6 +14,7 @@ import os
 import signal
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 from pi_workflows.protocol import MAX_FRAME_BYTES
 from pi_workflows.server import recovery
@@ -83,6 +84,7 @@ class Server:
         self._wake = asyncio.Event()
         self._run_changed: dict[str, asyncio.Event] = {}  # set and dropped on a change
         self._clients: set[asyncio.StreamWriter] = set()
+        self._client_tasks: set[asyncio.Task[Any]] = set()  # each connection's serving task
         self._no_clients = asyncio.Event()
         self._no_clients.set()
         self._idle_since = asyncio.get_running_loop().time()
@@ -127,6 +129,7 @@ class Server:
         elif drain_seconds is not None:
             self._drain_seconds = drain_seconds
         self._stop.set()
+        self.wake()  # held answers look now, and end with ``serverStopping``
 
     def _interrupted(self) -> None:
         """SIGINT: stop without draining."""
@@ -137,14 +140,25 @@ class Server:
         """Open client connections."""
         return len(self._clients)
 
+    @property
+    def stop_requested(self) -> bool:
+        """Shutdown has begun: held answers end (``unavailable``, code ``serverStopping``)."""
+        return self._stop.is_set()
+
     def connection_opened(self, writer: asyncio.StreamWriter) -> None:
-        """A client connected."""
+        """A client connected (called from the connection's serving task)."""
         self._clients.add(writer)
+        task = asyncio.current_task()
+        if task is not None:
+            self._client_tasks.add(task)
         self._no_clients.clear()
 
     def connection_closed(self, writer: asyncio.StreamWriter) -> None:
         """A client disconnected."""
         self._clients.discard(writer)
+        task = asyncio.current_task()
+        if task is not None:
+            self._client_tasks.discard(task)
         if not self._clients:
             self._no_clients.set()
         self._idle_since = asyncio.get_running_loop().time()
@@ -243,6 +257,12 @@ class Server:
             writer.close()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._no_clients.wait(), 2.0)
+        #    A connection still serving a request by now (a resolver child that never
+        #    answered) is cancelled and awaited here, so nothing is left to the loop's end.
+        stuck = list(self._client_tasks)
+        for task in stuck:
+            task.cancel()
+        await asyncio.gather(*stuck, return_exceptions=True)
         # 6. Remove the socket so clients see at once that no server runs.
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()

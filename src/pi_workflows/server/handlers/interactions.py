@@ -139,6 +139,13 @@ async def _outcome(server: Server, body: dict[str, Any]) -> dict[str, Any]:
         left = until - loop.time()
         if submission.status != "validating" or left <= 0:
             break
+        if server.stop_requested:
+            raise RequestError(
+                Outcome.UNAVAILABLE.value,
+                "serverStopping",
+                "the server is stopping before this submission was validated; send the same"
+                " command again (same idempotency key) for its outcome",
+            )
         await server.changed(run_id, min(left, RECHECK_SECONDS))
     if submission.status == "rejected":
         raise RequestError(

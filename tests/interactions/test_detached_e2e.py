@@ -147,3 +147,39 @@ def test_an_orphaned_agent_is_stopped_by_the_next_server(
     assert _alive(second)
     assert server_process.run(run_id)["status"] == "waiting"
     os.kill(second, signal.SIGKILL)  # the test's cleanup does not know this pid
+
+
+TALKER = """#!{python}
+import sys
+sys.stdout.write('{{"type": "message_end", "text": "SECRET-CONVERSATION the file says hunter2"}}\\n')
+sys.stdout.flush()
+sys.stderr.write("Error: the provider refused the API key\\n")
+sys.exit(3)
+"""
+
+
+def test_a_dead_agents_conversation_is_never_logged_or_stored(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    """The agent's stdout (its RPC stream: conversation and file contents) is dropped; what
+    is kept for diagnosis is the end of its stderr, in its record and the park detail, and
+    the server log gets the exit code (the error line only at info level)."""
+    program = tmp_path / "talking-pi"
+    program.write_text(TALKER.format(python=sys.executable))
+    program.chmod(program.stat().st_mode | stat.S_IXUSR)
+    server_process.write_workflow("step", STEP)
+    server_process.start(PI_WORKFLOWS_PI=str(program))
+    run_id = server_process.start_run("step", detached=True)
+    view = server_process.wait_status(run_id, {"paused", "completed", "failed"}, 60)
+    assert (view["status"], view["parkReason"]) == ("paused", "agentUnavailable")
+    assert "the provider refused the API key" in view["parkDetail"]
+    [(tail,)] = server_process.query("SELECT output_tail FROM agent_processes")
+    assert "the provider refused the API key" in tail
+    assert "SECRET-CONVERSATION" not in tail
+    assert "SECRET-CONVERSATION" not in json.dumps(view)
+    server_process.stop()
+    log = server_process.log.read_text(errors="replace")
+    assert "SECRET-CONVERSATION" not in log
+    warnings = [line for line in log.splitlines() if " WARNING " in line and "headless" in line]
+    assert warnings, log[-2000:]
+    assert all("provider refused" not in line for line in warnings)

@@ -13,6 +13,8 @@ that commit reads the end of its stdin, which only the server held, and shuts do
 bounded output; and stopped (SIGTERM, grace, SIGKILL, then reaped) when its run finishes,
 is cancelled or paused, or no longer needs it. A missing ``pi`` or an agent that dies while
 its run waits parks the run ``agentUnavailable`` with the reason; ``run resume`` retries.
+What is kept of its output: only the end of its stderr (``AGENT_ERROR_TAIL_BYTES``), in its
+record and (the last line) in the park detail; its stdout is never logged or stored.
 """
 
 from __future__ import annotations
@@ -71,6 +73,11 @@ def _cli_path() -> str | None:
 
 
 AGENTS_DIR = "agents"
+
+AGENT_ERROR_TAIL_BYTES = 2000
+"""What the server keeps of a headless Pi's output, for diagnosis: the end of its stderr
+(Pi's own errors). Its stdout is the RPC stream (the conversation, tool output, file
+contents): read and dropped, never logged or stored."""
 """Under the state directory: one session directory per detached run's headless Pi."""
 
 
@@ -193,8 +200,9 @@ class HeadlessAgents:
             argv,
             cwd=cwd,
             env=env,
-            tail_bytes=self.config.runner_output_tail_bytes,
+            tail_bytes=AGENT_ERROR_TAIL_BYTES,
             spawned=record,
+            keep_stdout=False,  # its RPC stream: the conversation, never the server's to keep
         )
         agent = Agent(recorded[0], want.run_id, process)
         self.agents[want.run_id] = agent
@@ -206,13 +214,14 @@ class HeadlessAgents:
         if agent.stopping:
             return  # ``_stop`` reaps it
         code = await children.stop(agent.process, 0.1)
-        tail = agent.process.output_tail()[-4000:]
+        tail = agent.process.error_tail()[-AGENT_ERROR_TAIL_BYTES:]
         self.agents.pop(agent.run_id, None)
         with contextlib.suppress(StoreError):
             agents.record_ended(self.db, agent.agent_id, code, tail)
-        last = (tail.strip().splitlines() or ["no output"])[-1]
-        log.warning("the headless Pi of run %s exited with %s: %s", agent.run_id, code, last)
-        self._park(agent.run_id, f"the headless Pi exited with code {code}: {last[:200]}")
+        last = (tail.strip().splitlines() or ["no error output"])[-1][:200]
+        log.warning("the headless Pi of run %s exited with %s", agent.run_id, code)
+        log.info("the headless Pi of run %s: last error line: %s", agent.run_id, last)
+        self._park(agent.run_id, f"the headless Pi exited with code {code}: {last}")
 
     def _park(self, run_id: str, detail: str) -> None:
         with self.db.read() as conn:
@@ -228,7 +237,9 @@ class HeadlessAgents:
         self.agents.pop(agent.run_id, None)
         # A full disk must not stop the shutdown: the next server marks the agent orphaned.
         with contextlib.suppress(StoreError, sqlite3.Error):
-            agents.record_ended(self.db, agent.agent_id, code, agent.process.output_tail()[-4000:])
+            agents.record_ended(
+                self.db, agent.agent_id, code, agent.process.error_tail()[-AGENT_ERROR_TAIL_BYTES:]
+            )
         log.info("stopped the headless Pi of run %s", agent.run_id)
 
     async def stop_all(self) -> None:

@@ -64,6 +64,11 @@ class Process:
         """The pipe to the child's stdin, when the server holds one."""
         return None if self.popen is None else self.popen.stdin
 
+    def error_tail(self) -> str:
+        """The last bytes of stderr only (a program whose stdout carries content that is not
+        the server's to keep, such as a headless Pi's conversation)."""
+        return b"".join(self.stderr_tail).decode(errors="replace")
+
     def output_tail(self) -> str:
         """The last bytes of stdout and stderr, for diagnostics."""
         out = b"".join(self.stdout_tail).decode(errors="replace")
@@ -87,9 +92,12 @@ class Child(Process):
 
 
 async def _drain(stream: asyncio.StreamReader, tail: deque[bytes], limit: int) -> None:
-    """Read a pipe to its end keeping only the last ``limit`` bytes (memory stays flat)."""
+    """Read a pipe to its end keeping only the last ``limit`` bytes (memory stays flat;
+    nothing when ``limit`` is 0)."""
     kept = 0
     while chunk := await stream.read(65536):
+        if limit <= 0:
+            continue
         tail.append(chunk)
         kept += len(chunk)
         while kept - len(tail[0]) >= limit:
@@ -218,12 +226,14 @@ async def _fork(
     return pid, os.fdopen(out_read, "rb", buffering=0), os.fdopen(err_read, "rb", buffering=0)
 
 
-async def _supervise_output(child: Process, stdout: IO[bytes], stderr: IO[bytes]) -> None:
+async def _supervise_output(
+    child: Process, stdout: IO[bytes], stderr: IO[bytes], *, keep_stdout: bool = True
+) -> None:
     out = await _pipe_reader(stdout)
     err = await _pipe_reader(stderr)
     child.tasks = [
         asyncio.create_task(_watch_exit(child)),
-        asyncio.create_task(_drain(out, child.stdout_tail, child.tail_bytes)),
+        asyncio.create_task(_drain(out, child.stdout_tail, child.tail_bytes if keep_stdout else 0)),
         asyncio.create_task(_drain(err, child.stderr_tail, child.tail_bytes)),
     ]
 
@@ -235,9 +245,11 @@ async def spawn_command(
     env: dict[str, str],
     tail_bytes: int,
     spawned: Callable[[int], None] | None = None,
+    keep_stdout: bool = True,
 ) -> Process:
     """Start ``argv`` in a new session with stdin on a pipe the server holds open (closing
-    it asks the program to end) and stdout/stderr drained into bounded tails.
+    it asks the program to end) and stdout/stderr drained into bounded tails (stdout read
+    and dropped when not ``keep_stdout``).
 
     ``spawned(pid)`` runs right after the exec, before this coroutine first yields, so the
     server handles nothing from the child before it returns; if it raises, the child's group
@@ -261,7 +273,7 @@ async def spawn_command(
     child = Process(popen.pid, tail_bytes, popen=popen)
     assert popen.stdout is not None
     assert popen.stderr is not None
-    await _supervise_output(child, popen.stdout, popen.stderr)
+    await _supervise_output(child, popen.stdout, popen.stderr, keep_stdout=keep_stdout)
     return child
 
 

@@ -151,7 +151,7 @@ def test_an_orphaned_agent_is_stopped_by_the_next_server(
 
 TALKER = """#!{python}
 import sys
-sys.stdout.write('{{"type": "message_end", "text": "SECRET-CONVERSATION the file says hunter2"}}\\n')
+sys.stdout.write('{{"type": "message_end", "text": "SECRET-CONVERSATION: hunter2"}}\\n')
 sys.stdout.flush()
 sys.stderr.write("Error: the provider refused the API key\\n")
 sys.exit(3)

@@ -55,3 +55,48 @@ def test_contract_is_deterministic() -> None:
         workflow="w", node_id="n", request_id="r", expected_output="x"
     )
     assert make() == make()
+
+
+def test_a_step_without_allowed_tools_names_no_tool_limit() -> None:
+    """Without ``allowed_tools`` the contract has no tools line."""
+    text = step_contract(workflow="w", node_id="n", request_id="r", expected_output="x")
+    assert "Tools:" not in text
+
+
+def test_allowed_tools_are_named_with_the_workflow_tool_after_the_request_line() -> None:
+    """A limited step lists its tools (``workflow`` always, named once, last) right after
+    the request line, and says every other call is blocked."""
+    text = step_contract(
+        workflow="w", node_id="n", request_id="r", expected_output="x",
+        allowed_tools=["read", "grep", "read", "workflow"],
+    )  # fmt: skip
+    lines = text.splitlines()
+    assert lines[lines.index("Request: r") + 1] == (
+        "Tools: during this step you may call only `read`, `grep` and the `workflow` tool; "
+        "every other tool call is blocked."
+    )
+
+
+def test_an_empty_allowed_tools_list_allows_only_the_workflow_tool() -> None:
+    """``allowed_tools=[]`` names only the ``workflow`` tool, also for a reply step."""
+    text = step_contract(
+        workflow="w", node_id="n", request_id="r", expected_output=assistant_message(),
+        allowed_tools=[],
+    )  # fmt: skip
+    assert (
+        "Tools: during this step you may call only the `workflow` tool; every other tool call"
+        " is blocked." in text
+    )
+
+
+def test_agent_prompt_carries_the_nodes_tool_limit() -> None:
+    """``agent_prompt`` renders the node's own ``allowed_tools``."""
+    node = agent("Read it.", "a JSON object", allowed_tools=["read"])
+    text = agent_prompt(workflow="w", node_id="n", node=node, prompt="Read it.", request_id="r")
+    assert "you may call only `read` and the `workflow` tool" in text
+
+
+def test_the_contract_says_not_to_submit_a_closed_step_again() -> None:
+    """A JSON step's contract tells the model not to retry a step the tool says is closed."""
+    text = step_contract(workflow="w", node_id="n", request_id="r", expected_output="x")
+    assert "if the tool says the step is closed, do not submit it again" in text

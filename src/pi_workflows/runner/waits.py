@@ -134,6 +134,7 @@ def _agent(
         node_id=node_id,
         request_id=REQUEST_ID_PLACEHOLDER,
         expected_output=node.expected_output,
+        allowed_tools=node.allowed_tools,
     )
     request: JsonObject = {
         "prompt": prompt,

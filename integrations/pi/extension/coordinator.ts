@@ -16,6 +16,10 @@
  *   Turns started by our messages are reported started and ended (`workflowTurn.report`, with
  *   the provider's error text when one ended with an error); an assistant-message step's
  *   final reply is submitted as its output.
+ * - the tool limit: a step with `allowedTools` is presented only when this Pi can enforce the
+ *   limit (else it is refused: not presented, its run paused, the reason shown); from its
+ *   presentation until its request stops being the session's active request, Pi's `tool_call`
+ *   hook asks `onToolCall`, which blocks every tool the step does not allow (`toollimit.ts`).
  * - a lost connection goes back to `connecting` after a short, growing delay (a restarted
  *   server gets a new attach); `fenced` (a newer coordinator attached) stops presenting for
  *   good; `closed` at `session_shutdown`.
@@ -25,12 +29,14 @@
  * callback here is guarded: a stale context throws in Pi 1.x and an uncaught throw exits Pi.
  */
 
-import type {
-	AgentEndEvent,
-	AgentSettledEvent,
-	BeforeAgentStartEvent,
-	ExtensionAPI,
-	ExtensionContext,
+import {
+	type AgentEndEvent,
+	type AgentSettledEvent,
+	type BeforeAgentStartEvent,
+	type ExtensionAPI,
+	type ExtensionContext,
+	type ToolCallEventResult,
+	VERSION,
 } from "@earendil-works/pi-coding-agent";
 
 import { newIdempotencyKey, type WorkflowClient } from "./client.ts";
@@ -41,11 +47,14 @@ import {
 	ConnectionLostError,
 	describeError,
 	ServerNotRunningError,
+	ServerStartError,
 	ServerUnreachableError,
 } from "./errors.ts";
 import {
+	type ActiveRequest,
 	attachSession,
 	type PresentMessage,
+	type RunView,
 	reportMessages,
 	reportTurn,
 	type SessionView,
@@ -62,15 +71,28 @@ import {
 	endedWithError,
 	finalReplyText,
 	findPresented,
+	lastLimitInBranch,
 	MESSAGE_TYPE,
 	type MessageDetails,
+	presentedLimit,
 	providerError,
+	REFUSAL_ENTRY_TYPE,
+	refusalCard,
 	rejectionText,
 	startsTurn,
 	statusText,
 	UI_KEY,
 	widgetLines,
 } from "./presentation.ts";
+import {
+	allowedToolsField,
+	blockReason,
+	enforcementProblem,
+	mayBeLimited,
+	parseAllowedTools,
+	type StepTools,
+	WORKFLOW_TOOL,
+} from "./toollimit.ts";
 
 /** The first delay before reconnecting; it doubles up to `RECONNECT_MAX_MS`. */
 const RECONNECT_FIRST_MS = 100;
@@ -136,6 +158,12 @@ export class SessionCoordinator {
 	private readonly inFlight = new Set<string>();
 	private turn: OpenTurn | undefined;
 	private readonly rejections: Rejection[] = [];
+	/** The tool limits of steps by request id, once read (from the view, else from `run.get`). */
+	private readonly stepTools = new Map<string, StepTools | "reading">();
+	/** The tool limit a step was sent with, by request id, until its entry is in the branch. */
+	private readonly sentLimits = new Map<string, string[] | null>();
+	/** Active requests this coordinator refused to present, until they stop being active. */
+	private readonly refused = new Set<string>();
 	private shownWidget = "";
 	private shownStatus = "";
 
@@ -215,6 +243,33 @@ export class SessionCoordinator {
 				),
 			);
 		});
+	}
+
+	/**
+	 * `tool_call`: block a call of a tool the step in force does not allow; the model sees the
+	 * reason as the call's error. Not guarded on purpose: Pi blocks a call whose hook throws.
+	 */
+	onToolCall(toolName: string): ToolCallEventResult | undefined {
+		const limit = this.toolLimit();
+		if (!limit || toolName === WORKFLOW_TOOL || limit.tools.includes(toolName)) return undefined;
+		return { block: true, reason: blockReason(limit.requestId, limit.tools, toolName) };
+	}
+
+	/**
+	 * The tool limit in force now, if any: that of the session's active request once its step
+	 * is presented in this branch (or sent and not yet there). Before the server's first view
+	 * after an attach, that of the latest step in the branch, unless its run's result followed.
+	 */
+	toolLimit(): { requestId: string; tools: string[] } | undefined {
+		if (this.phaseValue === "closed") return undefined;
+		const branch = this.branch();
+		const view = this.view;
+		if (!view) return lastLimitInBranch(branch);
+		const active = view.activeRequest;
+		if (!active || !mayBeLimited(active.kind)) return undefined;
+		const presented = presentedLimit(branch, active.requestId);
+		const tools = presented !== undefined ? presented : this.sentLimits.get(active.requestId);
+		return tools ? { requestId: active.requestId, tools } : undefined;
 	}
 
 	/** `message_start`, `message_end`, `turn_end`: a sent entry may be in the branch now. */
@@ -355,6 +410,7 @@ export class SessionCoordinator {
 		this.pumping = true;
 		let report = false;
 		try {
+			this.forgetInactive(view.activeRequest);
 			const present = new Set(this.branchPresent().map((item) => item.workflowMessageId));
 			const rejection = this.rejections[0];
 			if (rejection) {
@@ -387,10 +443,15 @@ export class SessionCoordinator {
 					continue;
 				}
 				if (!startsTurn(message)) continue;
+				const limit = message.kind === "step" ? this.limitFor(message, view.activeRequest) : null;
+				if (limit === "wait") break; // its tool limit is being read; pumped again then
+				if (limit === "refused") continue; // not presented: its run is paused
 				// Re-checked synchronously right before the send: idle, nothing pending.
 				if (!this.canStartTurn(ctx)) break;
 				this.inFlight.add(id);
-				this.pi.sendMessage(this.customMessage(message), { triggerTurn: true });
+				const requestId = message.body.requestId;
+				if (typeof requestId === "string" && message.kind === "step") this.sentLimits.set(requestId, limit);
+				this.pi.sendMessage(this.customMessage(message, limit), { triggerTurn: true });
 				report = true;
 				break;
 			}
@@ -403,13 +464,111 @@ export class SessionCoordinator {
 		}
 	}
 
-	private customMessage(message: WorkflowMessage) {
+	private customMessage(message: WorkflowMessage, allowedTools: string[] | null = null) {
+		const details: MessageDetails = detailsOf(message);
+		if (allowedTools) details.allowedTools = allowedTools;
 		return {
 			customType: MESSAGE_TYPE,
 			content: contentOf(message),
 			display: true,
-			details: detailsOf(message),
+			details,
 		};
+	}
+
+	// -- the tool limit ----------------------------------------------------------------
+
+	/**
+	 * The tool limit to present a step with (`null`: none), `"wait"` while it is read, or
+	 * `"refused"` when this Pi cannot enforce it (the step is then refused, once while active).
+	 */
+	private limitFor(message: WorkflowMessage, active: ActiveRequest | null): string[] | null | "wait" | "refused" {
+		const requestId = message.body.requestId;
+		if (typeof requestId !== "string" || !mayBeLimited(String(message.body.requestKind))) return null;
+		if (this.refused.has(requestId)) return "refused";
+		if (!active || active.requestId !== requestId) return "wait";
+		const tools = this.readTools(active);
+		if (tools === undefined) return "wait";
+		if (tools.kind === "none") return null;
+		const problem =
+			tools.kind === "unreadable" ? tools.reason : enforcementProblem(tools.tools, this.knownTools(), VERSION);
+		if (problem === undefined && tools.kind === "limit") return tools.tools;
+		this.refuse(active, problem ?? "the step's tool limit cannot be enforced");
+		return "refused";
+	}
+
+	/**
+	 * The step's tool limit: from the view if its active request carries `allowedTools`, else
+	 * read once from the run (`run.get`; the session view carries no request body).
+	 */
+	private readTools(active: ActiveRequest): StepTools | undefined {
+		const known = this.stepTools.get(active.requestId);
+		if (known === "reading") return undefined;
+		if (known) return known;
+		const field = allowedToolsField(active);
+		if (field !== undefined) {
+			const tools = parseAllowedTools(field);
+			this.stepTools.set(active.requestId, tools);
+			return tools;
+		}
+		this.stepTools.set(active.requestId, "reading");
+		void this.readToolsOfRun(active.runId, active.requestId);
+		return undefined;
+	}
+
+	/** Read a step's tool limit from its run (`waitingOn.request.allowedTools`), then present again. */
+	private async readToolsOfRun(runId: string, requestId: string): Promise<void> {
+		let tools: StepTools | undefined;
+		try {
+			const receipt = await this.client.call({ operation: "run.get", runId, autostart: false });
+			const run = (receipt.body.run ?? {}) as unknown as RunView;
+			if (run.waitingOn?.requestId === requestId) tools = parseAllowedTools(allowedToolsField(run.waitingOn.request));
+		} catch (error) {
+			// A refusal is final for this step; a lost connection is read again after the reattach.
+			if (error instanceof CommandRefusedError) {
+				tools = { kind: "unreadable", reason: `its tool limit could not be read: ${describeError(error)}` };
+			}
+		}
+		this.guard(() => {
+			if (this.stepTools.get(requestId) !== "reading") return;
+			if (tools) this.stepTools.set(requestId, tools);
+			else this.stepTools.delete(requestId); // the run moved on, or the server went away
+			if (tools) this.pump();
+		});
+	}
+
+	/** The names of every tool this Pi has (active or not); empty when Pi cannot say. */
+	private knownTools(): Set<string> {
+		try {
+			return new Set(this.pi.getAllTools().map((tool) => tool.name));
+		} catch {
+			return new Set();
+		}
+	}
+
+	/** Refuse to present the active step: say why (a card and an error), and pause its run. */
+	private refuse(active: ActiveRequest, reason: string): void {
+		this.refused.add(active.requestId);
+		const card = refusalCard(active.runId, active.requestId, active.nodeId, reason);
+		this.guard(() => this.pi.appendEntry(REFUSAL_ENTRY_TYPE, card));
+		this.notify(card.text, "error");
+		const key = newIdempotencyKey(`refuse.${active.requestId}`);
+		this.operations.control("pause", active.runId, key).then(
+			() => undefined,
+			(error: unknown) =>
+				this.guard(() => {
+					// Not paused for want of a server: refused (and paused) again once it is back.
+					if (isConnectionFailure(error) || error instanceof ServerStartError) this.refused.delete(active.requestId);
+				}),
+		);
+	}
+
+	/** Forget what this coordinator kept about requests that are no longer the active one. */
+	private forgetInactive(active: ActiveRequest | null): void {
+		const current = active?.requestId;
+		for (const map of [this.stepTools, this.sentLimits]) {
+			for (const requestId of map.keys()) if (requestId !== current) map.delete(requestId);
+		}
+		for (const requestId of this.refused) if (requestId !== current) this.refused.delete(requestId);
 	}
 
 	private canStartTurn(ctx: ExtensionContext): boolean {
@@ -454,10 +613,15 @@ export class SessionCoordinator {
 
 	/** The workflow messages in the current branch ([] when the context is gone). */
 	private branchPresent(): PresentMessage[] {
+		return findPresented(this.branch());
+	}
+
+	/** The session's current branch ([] when the context is gone). */
+	private branch(): readonly unknown[] {
 		const ctx = this.ctx;
 		if (!ctx) return [];
 		try {
-			return findPresented(ctx.sessionManager.getBranch());
+			return ctx.sessionManager.getBranch();
 		} catch {
 			return []; // a stale context: the session ended under us
 		}
@@ -544,11 +708,11 @@ export class SessionCoordinator {
 		});
 	}
 
-	/** A warning for the person; never throws. */
-	private notify(message: string): void {
+	/** A warning (or an error) for the person; never throws. */
+	private notify(message: string, level: "warning" | "error" = "warning"): void {
 		this.guard(() => {
 			const ctx = this.ctx;
-			if (ctx?.hasUI) ctx.ui.notify(message, "warning");
+			if (ctx?.hasUI) ctx.ui.notify(message, level);
 		});
 	}
 

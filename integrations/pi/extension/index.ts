@@ -13,6 +13,7 @@
  * - `session.ts`: what exists between `session_start` and `session_shutdown`.
  * - `coordinator.ts`: the session coordinator: presents workflow messages, reports the branch
  *   and model turns; `presentation.ts`: our entries, their text, the widget and status line.
+ * - `toollimit.ts`: a step's tool limit (`allowed_tools`), enforced through Pi's `tool_call` hook.
  * - `command.ts`, `tool.ts`: `/workflow` and `workflow`; `format.ts`: their text.
  * - `renderers.ts`: how the TUI draws our entries.
  * - `errors.ts`: the extension's errors, each one line.
@@ -58,6 +59,8 @@ export function createWorkflowExtension(options: ExtensionOptions = {}): (pi: Ex
 		});
 		pi.on("agent_end", (event, ctx) => slot.coordinator(ctx)?.onAgentEnd(event));
 		pi.on("agent_settled", (event, ctx) => slot.coordinator(ctx)?.onAgentSettled(event));
+		// A workflow step's tool limit: every other tool call is blocked while the step is in force.
+		pi.on("tool_call", (event, ctx) => slot.coordinator(ctx)?.onToolCall(event.toolName));
 		registerWorkflowCommand(pi, slot);
 		registerWorkflowTool(pi, slot);
 		registerRenderers(pi);

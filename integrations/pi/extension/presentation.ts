@@ -30,6 +30,9 @@ export const MESSAGE_TYPE = "pi-workflows";
 /** The `customType` of the custom entries that show a human decision (never sent to the model). */
 export const DECISION_ENTRY_TYPE = "pi-workflows-decision";
 
+/** The `customType` of the custom entries that say a step was refused (never sent to the model). */
+export const REFUSAL_ENTRY_TYPE = "pi-workflows-refusal";
+
 /** The key of the extension's widget and status line. */
 export const UI_KEY = "pi-workflows";
 
@@ -57,6 +60,11 @@ export interface MessageDetails {
 	kind: string;
 	/** `agent`, `assistant`, `checkpoint` or `decision` for a request's message. */
 	requestKind: string | null;
+	/**
+	 * On a step presented with a tool limit: the tools it allows besides `workflow` (absent
+	 * when the step has no limit). The limit is re-applied from here after a Pi restart.
+	 */
+	allowedTools?: string[];
 }
 
 /** The session entry's fields this module reads (Pi's `SessionEntry`, structurally). */
@@ -136,6 +144,23 @@ export function rejectionText(requestId: string, reason: string): string {
 	].join("\n");
 }
 
+/** What the card of a refused step stores (a custom entry the model never receives). */
+export interface RefusalCard {
+	runId: string;
+	requestId: string;
+	nodeId: string;
+	reason: string;
+	text: string;
+}
+
+/** The card of a step the extension refused to present, for the person. */
+export function refusalCard(runId: string, requestId: string, nodeId: string, reason: string): RefusalCard {
+	const text =
+		`pi-workflows did not present step ${nodeId} (${requestId}) of run ${runId}: ${oneLine(reason)}. ` +
+		`The run is paused; fix the workflow's allowed_tools (or start Pi with those tools), then /workflow resume ${runId}.`;
+	return { runId, requestId, nodeId, reason: oneLine(reason), text };
+}
+
 /** What a decision's card stores: the message's details plus what the card shows. */
 export interface DecisionCard extends MessageDetails {
 	text: string;
@@ -210,6 +235,60 @@ export function statusText(view: SessionView | undefined): string | undefined {
 	if (active?.kind === "decision") return `workflows: ${count}; decision waiting: /workflow decide ${active.runId}`;
 	if (active) return `workflows: ${count}; ${active.kind} step waiting`;
 	return `workflows: ${count}`;
+}
+
+/** A session entry as this module reads it when it looks at Pi's own messages. */
+interface BranchEntry extends EntryLike {
+	message?: MessageLike;
+}
+
+/** Our custom message's details, when `entry` is one of our custom messages. */
+function ourDetails(entry: BranchEntry): MessageDetails | undefined {
+	if (entry.type !== "custom_message" || entry.customType !== MESSAGE_TYPE) return undefined;
+	const details = entry.details;
+	return details && typeof details === "object" ? (details as MessageDetails) : undefined;
+}
+
+/** The index of the latest of our entries in `branch` that presents `requestId` (a step or a rejection note), or -1. */
+function lastEntryOf(branch: readonly unknown[], requestId: string, kinds: ReadonlySet<string>): number {
+	for (let index = branch.length - 1; index >= 0; index--) {
+		const details = ourDetails((branch[index] ?? {}) as BranchEntry);
+		if (details && details.requestId === requestId && kinds.has(details.kind)) return index;
+	}
+	return -1;
+}
+
+const STEP_KINDS: ReadonlySet<string> = new Set(["step"]);
+
+/**
+ * How the latest step entry of `requestId` in `branch` recorded its tool limit: the allowed
+ * tools, `null` (presented without a limit), or `undefined` (the step is not in this branch).
+ */
+export function presentedLimit(branch: readonly unknown[], requestId: string): string[] | null | undefined {
+	const index = lastEntryOf(branch, requestId, STEP_KINDS);
+	if (index < 0) return undefined;
+	const tools = ourDetails(branch[index] as BranchEntry)?.allowedTools;
+	return Array.isArray(tools) ? tools : null;
+}
+
+/**
+ * The limit of the latest step in `branch`, for the time before the server's first view
+ * says which request is active: the step's request and allowed tools, unless that step had
+ * no limit or its run's result was presented after it.
+ */
+export function lastLimitInBranch(branch: readonly unknown[]): { requestId: string; tools: string[] } | undefined {
+	for (let index = branch.length - 1; index >= 0; index--) {
+		const details = ourDetails((branch[index] ?? {}) as BranchEntry);
+		if (!details || details.kind !== "step") continue;
+		if (!Array.isArray(details.allowedTools) || !details.requestId) return undefined;
+		const runId = details.runId;
+		const ended = branch.slice(index + 1).some((item) => {
+			const later = ourDetails((item ?? {}) as BranchEntry);
+			return later?.kind === "terminal" && later.runId === runId;
+		});
+		return ended ? undefined : { requestId: details.requestId, tools: details.allowedTools };
+	}
+	return undefined;
 }
 
 /** The Pi message fields this module reads from an `agent_end` message list. */

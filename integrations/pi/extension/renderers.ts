@@ -1,7 +1,8 @@
 /**
- * How the TUI draws the extension's session entries: the card of a human decision (a custom
- * entry the model never receives) and the workflow messages (custom messages the model
- * receives as user-role text), each under a one-line header saying what it is.
+ * How the TUI draws the extension's session entries: the cards of a human decision and of a
+ * refused step (custom entries the model never receives) and the workflow messages (custom
+ * messages the model receives as user-role text), each under a one-line header saying what
+ * it is.
  *
  * Runs in the Pi process, only in interactive mode (RPC clients get the entries themselves).
  * Renderers are pure: they read the entry and the theme and never contact the server.
@@ -10,7 +11,14 @@
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 import { Box, Text } from "@earendil-works/pi-tui";
 
-import { DECISION_ENTRY_TYPE, type DecisionCard, MESSAGE_TYPE, type MessageDetails } from "./presentation.ts";
+import {
+	DECISION_ENTRY_TYPE,
+	type DecisionCard,
+	MESSAGE_TYPE,
+	type MessageDetails,
+	REFUSAL_ENTRY_TYPE,
+	type RefusalCard,
+} from "./presentation.ts";
 
 const HEADERS: Record<string, string> = {
 	step: "workflow step",
@@ -19,13 +27,19 @@ const HEADERS: Record<string, string> = {
 	rejection: "workflow step: reply rejected",
 };
 
-/** Register the decision card's entry renderer and the workflow messages' renderer. */
+/** Register the decision and refusal cards' entry renderers and the workflow messages' renderer. */
 export function registerRenderers(pi: ExtensionAPI): void {
 	pi.registerEntryRenderer<DecisionCard>(DECISION_ENTRY_TYPE, (entry, _options, theme) => {
 		const card = entry.data;
 		const box = new Box(1, 1, (text) => theme.bg("customMessageBg", text));
 		box.addChild(new Text(theme.fg("accent", "[workflow decision — for you, not the model]"), 0, 0));
 		box.addChild(new Text(card ? card.text : "(a workflow decision)", 0, 0));
+		return box;
+	});
+	pi.registerEntryRenderer<RefusalCard>(REFUSAL_ENTRY_TYPE, (entry, _options, theme) => {
+		const box = new Box(1, 1, (text) => theme.bg("customMessageBg", text));
+		box.addChild(new Text(theme.fg("error", "[workflow step refused — for you, not the model]"), 0, 0));
+		box.addChild(new Text(entry.data ? entry.data.text : "(a workflow step was refused)", 0, 0));
 		return box;
 	});
 	pi.registerMessageRenderer<MessageDetails>(MESSAGE_TYPE, (message, options, theme) => {

@@ -15,6 +15,11 @@ is cancelled or paused, or no longer needs it. A missing ``pi`` or an agent that
 its run waits parks the run ``agentUnavailable`` with the reason; ``run resume`` retries.
 What is kept of its output: only the end of its stderr (``AGENT_ERROR_TAIL_BYTES``), in its
 record and (the last line) in the park detail; its stdout is never logged or stored.
+
+Its tools: one agent serves every step of its run, so it starts with Pi's ``--tools`` set to
+the union of what the run's model-facing steps allow (``tool_flags``, from the run's stored
+definition), never Pi's default set unless a step without a limit needs it; the extension in
+it narrows each step to that step's own ``allowed_tools`` through Pi's ``tool_call`` hook.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import shutil
 import sqlite3
 import sys
@@ -34,7 +40,7 @@ from pi_workflows.protocol.process_start import process_start
 from pi_workflows.server import children
 from pi_workflows.server.children import Process
 from pi_workflows.server.config import ServerConfig
-from pi_workflows.store import agents, interactions, lifecycle
+from pi_workflows.store import agents, interactions, jsoncol, lifecycle
 from pi_workflows.store.database import Database
 from pi_workflows.store.errors import StoreError
 from pi_workflows.store.states import ParkReason
@@ -70,6 +76,61 @@ def extension_path(config: ServerConfig) -> str | None:
 def _cli_path() -> str | None:
     beside = Path(sys.executable).parent / "pi-workflows"
     return str(beside) if beside.exists() else shutil.which("pi-workflows")
+
+
+WORKFLOW_TOOL = "workflow"
+"""The extension's tool: every step may call it, so every ``--tools`` list names it."""
+
+TOOL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")
+"""A tool name ``--tools`` can carry as itself (no ``,`` separator, ``*`` pattern, ``+``/``-``
+edit or blank)."""
+
+
+def tool_flags(definition: Any) -> list[str]:
+    """Pi's tool flags for the headless agent of a run whose definition snapshot is
+    ``definition``: ``["--tools", "a,b,workflow"]`` with the union of the tools its agent
+    steps allow, or ``[]`` (Pi's own default tools) when any step the model answers has no
+    limit: an agent step without ``allowed_tools``, or a checkpoint. The union, because one
+    agent serves all the run's steps; the extension enforces each step's own set.
+
+    Raises ``ValueError`` for an unreadable definition or a name ``--tools`` cannot carry
+    (the agent is then not started and the run parks with that reason)."""
+    nodes = definition.get("nodes") if isinstance(definition, dict) else None
+    if not isinstance(nodes, dict):
+        raise ValueError("the run's definition has no nodes to read its tool limits from")
+    allowed: set[str] = {WORKFLOW_TOOL}
+    for node_id, node in nodes.items():
+        kind = node.get("kind") if isinstance(node, dict) else None
+        if kind == "checkpoint":
+            return []
+        if kind != "agent":
+            continue
+        tools = node.get("allowedTools")
+        if tools is None:
+            return []
+        if not isinstance(tools, list):
+            raise ValueError(f"node {node_id!r} has allowedTools that are not a list")
+        for name in tools:
+            if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+                raise ValueError(
+                    f"node {node_id!r} allows the tool {name!r}, which is not a tool name"
+                    " Pi's --tools can carry"
+                )
+            allowed.add(name)
+    return ["--tools", ",".join(sorted(allowed))]
+
+
+def run_tool_flags(db: Database, run_id: str) -> list[str]:
+    """``tool_flags`` of the run's stored definition snapshot."""
+    with db.read() as conn:
+        row = conn.execute(
+            "SELECT b.data FROM runs r JOIN blobs b ON b.digest = r.definition_digest"
+            " WHERE r.run_id = ?",
+            (run_id,),
+        ).fetchone()
+    if row is None:
+        raise ValueError(f"run {run_id} has no stored definition")
+    return tool_flags(jsoncol.loads(bytes(row[0]).decode("utf-8")))
 
 
 AGENTS_DIR = "agents"
@@ -153,10 +214,12 @@ class HeadlessAgents:
         )
 
     def _command(self, want: agents.Wanted) -> tuple[list[str], dict[str, str], str | None]:
-        """The agent's argument list, environment and working directory."""
+        """The agent's argument list (with the run's tool flags), environment and working
+        directory."""
         extension = extension_path(self.config)
         if extension is None:
             raise FileNotFoundError("the pi-workflows Pi extension is not installed")
+        tools = run_tool_flags(self.db, want.run_id)
         session_dir = self.config.home / AGENTS_DIR / want.run_id
         session_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         argv = [
@@ -170,6 +233,7 @@ class HeadlessAgents:
             "--no-extensions",
             "-e",
             extension,
+            *tools,
         ]
         env = dict(os.environ)
         env["PI_WORKFLOWS_HOME"] = str(self.config.home)

@@ -1,13 +1,14 @@
-"""A step's `allowed_tools` with the real Pi.
+"""A step's `allowed_tools` with the real Pi, and the model-facing holes around steps.
 
 Every real-Pi test runs a real pi-workflows server, the real Pi binary in RPC mode with only
 our extension loaded and the built-in `read` and `bash` tools turned on (`--tools`), and the
 scripted model. They check that a limited step blocks every other tool call through Pi's
 `tool_call` hook (the model sees why), that the limit is lifted once the step is answered and
 applied again after a Pi restart, that a step this Pi cannot guard is refused rather than
-presented, and that a detached run's headless Pi starts with only the tools its steps allow
-and enforces each step's own set. The pure rules (`tool_flags`, `toollimit.ts`) are checked
-directly as well.
+presented, that a detached run's headless Pi starts with only the tools its steps allow, that
+an assistant-message reply the server never got is submitted on reattach, and that the tool
+says a closed step is closed, needs request ids and leaves a protected decision's run alone.
+The pure rules (`tool_flags`, `toollimit.ts`) are checked directly as well.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pi.support.mock_provider import (
     REQUEST_ID,
     ChatRequest,
     MockProvider,
+    Reply,
     last_is_tool_result,
     last_tool_result_contains,
     message_text,
@@ -46,9 +48,13 @@ pytestmark = pytest.mark.timeout(120)
 SESSION = "tools-session"
 STEP_MARK = "--- Workflow step ---"
 TERMINAL_MARK = "--- Workflow run finished ---"
+CHECKPOINT_MARK = "--- Workflow checkpoint ---"
+ASSISTANT_MARK = "Your visible reply is this step's output"
 BLOCKED = "Blocked by pi-workflows"
+CLOSED_ADVICE = "this workflow step is closed: do not submit or answer it again"
 TOOLS = ["--tools", "read,bash,workflow"]
 """Pi's tools in these tests: the built-in `read` and `bash`, and our `workflow`."""
+HAIKU = "An old silent pond / a frog jumps into the pond / splash! Silence again."
 
 LIMITED = """
 from pi_workflows import Workflow, agent, compute, edge
@@ -62,6 +68,49 @@ workflow = Workflow(
         "done": compute(lambda ctx: {{"route": ctx.outputs["classify"]["route"]}}),
     }},
     edges=[edge("classify", "done")],
+)
+"""
+
+HAIKU_FLOW = """
+from pi_workflows import Workflow, agent, assistant_message, compute, edge
+
+workflow = Workflow(
+    "haiku",
+    start="write",
+    nodes={
+        "write": agent(prompt="Write a haiku about a pond", expected_output=assistant_message()),
+        "done": compute(lambda ctx: {"haiku": ctx.outputs["write"]}),
+    },
+    edges=[edge("write", "done")],
+)
+"""
+
+ASK = """
+from pi_workflows import Workflow, checkpoint, compute, edge
+
+workflow = Workflow(
+    "ask",
+    start="ask",
+    nodes={
+        "ask": checkpoint({"question": "What is your name?"}),
+        "greet": compute(lambda ctx: {"greeting": "hello " + ctx.outputs["ask"]["name"]}),
+    },
+    edges=[edge("ask", "greet")],
+)
+"""
+
+APPROVE = """
+from pi_workflows import Workflow, choice, compute, human_decision, edge
+
+workflow = Workflow(
+    "approve",
+    start="approve",
+    nodes={
+        "approve": human_decision(title="Ship the build?",
+                                  choices=[choice("ship", "Ship it"), choice("hold", "Hold")]),
+        "done": compute(lambda ctx: {"choice": ctx.outputs["approve"]["choice"]}),
+    },
+    edges=[edge("approve", "done")],
 )
 """
 
@@ -303,6 +352,147 @@ def test_a_step_allowing_a_tool_this_pi_lacks_is_refused_and_its_run_paused(
     assert card["data"]["requestId"] == paused["waitingOn"]["requestId"]
     assert workflow_messages(pi.entries(), "step") == []
     assert requests_with(provider, STEP_MARK) == []
+
+
+# --- assistant-message replies, closed steps, and what the tool refuses ----------------------
+
+
+def test_an_assistant_reply_the_server_never_got_is_submitted_when_the_session_reattaches(
+    server: ServerProcess, make_pi: MakePi, provider: MockProvider
+) -> None:
+    """The server dies between the model's reply and its submission (and cannot be started
+    from Pi); once a server is back, the coordinator reattaches and submits that reply from
+    the branch, once, and the run completes with it as the step's output."""
+    server.write_workflow("haiku", HAIKU_FLOW)
+    run_id = server.start_run("haiku", origin_session=SESSION)
+    server.wait_status(run_id, "waiting")
+
+    def reply_after_the_server_died(_request: ChatRequest) -> Reply:
+        server.kill()
+        return Reply(text=HAIKU)
+
+    provider.on(user_text_contains(ASSISTANT_MARK), reply_after_the_server_died, times=1)
+    finish_rules(provider)
+    pi = make_pi(session_id=SESSION, env={"PI_WORKFLOWS_CLI": "/bin/false"})
+    failed = pi.wait_notify(lambda r: "was not submitted" in str(r.get("message")))
+    assert "it is submitted when the server is back" in failed["message"]
+    assert server.query("SELECT COUNT(*) FROM interactive_submissions") == [(0,)]
+
+    server.start()
+
+    done = server.wait_status(run_id, {"completed", "failed"})
+    assert done["output"] == {"haiku": HAIKU}
+    assert server.query("SELECT status FROM interactive_submissions") == [("accepted",)]
+    assert len(requests_with(provider, ASSISTANT_MARK)) == 1
+
+
+def test_a_reply_to_a_step_closed_meanwhile_tells_the_model_not_to_answer_it_again(
+    server: ServerProcess, make_pi: MakePi, provider: MockProvider
+) -> None:
+    """The run is cancelled while the model writes its reply to an assistant-message step;
+    the refused submission adds a note that the step is closed (no reply-again note, no new
+    turn for it)."""
+    server.write_workflow("haiku", HAIKU_FLOW)
+    run_id = server.start_run("haiku", origin_session=SESSION)
+    server.wait_status(run_id, "waiting")
+
+    def reply_after_cancel(_request: ChatRequest) -> Reply:
+        with server.client() as client:
+            client.cancel(run_id)
+        return Reply(text=HAIKU)
+
+    provider.on(user_text_contains(ASSISTANT_MARK), reply_after_cancel, times=1)
+    finish_rules(provider)
+    pi = make_pi(session_id=SESSION)
+
+    entries = entries_until(pi, lambda es: workflow_messages(es, "closed"), "the closed note")
+
+    [note] = workflow_messages(entries, "closed")
+    assert "--- Workflow step closed ---" in content_text(note)
+    assert "Do not answer or submit it again" in content_text(note)
+    assert workflow_messages(entries, "rejection") == []
+    assert server.run(run_id)["status"] == "cancelled"
+    assert not [r for r in provider.requests() if user_text_contains("step closed")(r)]
+
+
+def test_a_submission_for_a_closed_step_says_not_to_submit_it_again(
+    server: ServerProcess, make_pi: MakePi, provider: MockProvider
+) -> None:
+    """The model submits a step whose run was cancelled: the tool's error is the server's
+    message followed by the advice not to submit the closed step again."""
+    write_limited(server, ["read"])
+    provider.on(user_text_contains("submit the old step"), submit_route("fix"), name="late")
+    provider.on(user_text_contains(STEP_MARK), text("Later."), name="later")
+    finish_rules(provider)
+    run_id = server.start_run("limited", origin_session=SESSION)
+    pi = make_pi(session_id=SESSION, extra_args=TOOLS)
+    entries_until(pi, lambda es: workflow_messages(es, "step"), "the step")
+    with server.client() as client:
+        client.cancel(run_id)
+    server.wait_status(run_id, "cancelled")
+    wait_for(lambda: requests_with(provider, TERMINAL_MARK) and idle(pi), 30, "the result turn")
+
+    [end] = tool_results(pi.run_prompt("submit the old step"))
+
+    assert end["isError"] is True
+    assert "cancelled" in result_text(end)
+    assert result_text(end).endswith(CLOSED_ADVICE)
+
+
+def test_the_tool_needs_the_request_id_to_answer_a_checkpoint(
+    server: ServerProcess, make_pi: MakePi, provider: MockProvider
+) -> None:
+    """An `answer` without `requestId` is refused before anything is sent, with a message
+    naming the field; the run keeps waiting."""
+    server.write_workflow("ask", ASK)
+    run_id = server.start_run("ask")
+    server.wait_status(run_id, "waiting")
+    provider.on(
+        user_text_contains("answer it"),
+        tool_call("workflow", {"action": "answer", "runId": run_id, "value": {"name": "pi"}}),
+    )
+    finish_rules(provider)
+    pi = make_pi()
+
+    [end] = tool_results(pi.run_prompt("answer it"))
+
+    assert end["isError"] is True
+    assert result_text(end) == (
+        "answer needs `requestId`, the checkpoint's request id, from its text"
+    )
+    assert server.run(run_id)["status"] == "waiting"
+
+
+def test_the_tool_refuses_to_pause_or_cancel_a_run_waiting_on_a_human_decision(
+    server: ServerProcess, make_pi: MakePi, provider: MockProvider
+) -> None:
+    """A run waiting on a protected decision is the person's to pause or cancel: the tool
+    refuses both with one line naming the person's commands, and the run keeps waiting."""
+    server.write_workflow("approve", APPROVE)
+    run_id = server.start_run("approve")
+    server.wait_status(run_id, "waiting")
+    provider.on(
+        user_text_contains("pause it"),
+        tool_call("workflow", {"action": "pause", "runId": run_id}),
+    )
+    provider.on(
+        user_text_contains("cancel it"),
+        tool_call("workflow", {"action": "cancel", "runId": run_id, "reason": "no"}),
+    )
+    finish_rules(provider)
+    pi = make_pi()
+
+    [paused] = tool_results(pi.run_prompt("pause it"))
+    [cancelled] = tool_results(pi.run_prompt("cancel it"))
+
+    assert paused["isError"] is True
+    assert cancelled["isError"] is True
+    assert result_text(paused) == (
+        f"Run {run_id} waits on a protected human decision: the workflow tool cannot pause it;"
+        f" the person decides (/workflow decide {run_id}) or pauses it (/workflow pause {run_id})"
+    )
+    assert "cannot cancel it" in result_text(cancelled)
+    assert server.run(run_id)["status"] == "waiting"
 
 
 # --- the headless Pi of a detached run -------------------------------------------------------

@@ -56,6 +56,7 @@ TERMINAL_MARK = "--- Workflow run finished ---"
 REJECTED_MARK = "--- Workflow step reply rejected ---"
 ASSISTANT_MARK = "Your visible reply is this step's output"
 PROTECTED = "Protected human decisions cannot be answered by the workflow tool"
+CLOSED_ADVICE = "this workflow step is closed: do not submit or answer it again"
 RUN_ID = re.compile(r"\brun_[0-9a-z]+")
 
 STEP = """
@@ -532,7 +533,7 @@ def test_a_submission_for_a_request_that_is_no_longer_open_is_refused(
 
     [end] = tool_results(records)
     assert end["isError"] is True
-    assert result_text(end) == closed.value.message
+    assert result_text(end) == f"{closed.value.message.rstrip('. ')}; {CLOSED_ADVICE}"
     assert server.run(run_id)["output"] == {"route": "skip"}
     assert len(server.query("SELECT 1 FROM interactive_submissions")) == 1
 
@@ -599,7 +600,7 @@ def test_a_submission_for_an_earlier_attempt_of_the_step_is_refused_and_the_new_
     with server.client() as client, pytest.raises(RejectedError) as closed:
         client.submit(old_request, {"route": "fix"})
     assert closed.value.code == "requestClosed"
-    assert result_text(stale_end) == closed.value.message
+    assert result_text(stale_end) == f"{closed.value.message.rstrip('. ')}; {CLOSED_ADVICE}"
     assert old_request in result_text(stale_end)
     assert "cancelled" in result_text(stale_end)
     [waiting] = seen_after_refusal

@@ -213,6 +213,7 @@ def test_the_model_answers_an_ordinary_checkpoint(
             lambda r: {
                 "action": "answer",
                 "runId": run_id_in_user_text(r),
+                "requestId": waiting["waitingOn"]["requestId"],
                 "value": {"name": "pi"},
             },
         ),

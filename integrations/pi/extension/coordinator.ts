@@ -15,7 +15,8 @@
  *   sees. The branch is reported again once a sent entry shows up.
  *   Turns started by our messages are reported started and ended (`workflowTurn.report`, with
  *   the provider's error text when one ended with an error); an assistant-message step's
- *   final reply is submitted as its output.
+ *   final reply is submitted as its output (again, with the same key, from the branch when an
+ *   earlier submission never reached the server).
  * - the tool limit: a step with `allowedTools` is presented only when this Pi can enforce the
  *   limit (else it is refused: not presented, its run paused, the reason shown); from its
  *   presentation until its request stops being the session's active request, Pi's `tool_call`
@@ -64,6 +65,7 @@ import {
 	type WorkflowOperations,
 } from "./operations.ts";
 import {
+	closedText,
 	contentOf,
 	DECISION_ENTRY_TYPE,
 	decisionCard,
@@ -79,6 +81,7 @@ import {
 	REFUSAL_ENTRY_TYPE,
 	refusalCard,
 	rejectionText,
+	replyAfterStep,
 	startsTurn,
 	statusText,
 	UI_KEY,
@@ -164,6 +167,8 @@ export class SessionCoordinator {
 	private readonly sentLimits = new Map<string, string[] | null>();
 	/** Active requests this coordinator refused to present, until they stop being active. */
 	private readonly refused = new Set<string>();
+	/** The idempotency keys of assistant-message replies submitted (or being submitted) here. */
+	private readonly submittedReplies = new Set<string>();
 	private shownWidget = "";
 	private shownStatus = "";
 
@@ -299,7 +304,9 @@ export class SessionCoordinator {
 					reportTurn(this.client, this.sessionId, epoch, "ended", { stopReason, errorMessage }).then(() => undefined),
 				);
 				if (turn.requestKind === "assistant" && turn.requestId && stopReason === "completed") {
-					this.submitReply(turn, turn.requestId, finalReplyText(turn.messages));
+					const reply = replyAfterStep(this.branch(), turn.requestId);
+					const text = reply ? reply.text : finalReplyText(turn.messages);
+					this.submitReply(turn.requestId, turn.runId, turn.messageId, text, reply?.entryId);
 				}
 			}
 			// Pi settled: whatever was sent before now is in the branch, or was lost.
@@ -411,7 +418,12 @@ export class SessionCoordinator {
 		let report = false;
 		try {
 			this.forgetInactive(view.activeRequest);
+			this.retryReply(ctx, view.activeRequest);
 			const present = new Set(this.branchPresent().map((item) => item.workflowMessageId));
+			// A note for a step that is no longer active would ask for a reply nobody takes.
+			while (this.rejections[0] && this.rejections[0].requestId !== view.activeRequest?.requestId) {
+				this.rejections.shift();
+			}
 			const rejection = this.rejections[0];
 			if (rejection) {
 				if (!this.canStartTurn(ctx)) return;
@@ -589,23 +601,62 @@ export class SessionCoordinator {
 		);
 	}
 
-	/** Submit the final visible reply of an assistant-message step's turn as its output. */
-	private submitReply(turn: OpenTurn, requestId: string, text: string): void {
-		const key = newIdempotencyKey(`assistant.${requestId}`);
+	/**
+	 * Submit the final visible reply of an assistant-message step's turn as its output. The
+	 * key is derived from the request and the reply's entry, so submitting the same reply again
+	 * (after a reattach, from another Pi process) adopts the first submission.
+	 */
+	private submitReply(
+		requestId: string,
+		runId: string,
+		stepMessageId: string | undefined,
+		text: string,
+		entryId: string | undefined,
+	): void {
+		const key = entryId ? replyKey(requestId, entryId) : newIdempotencyKey(`assistant.${requestId}`);
+		if (this.submittedReplies.has(key)) return;
+		this.submittedReplies.add(key);
 		this.operations.submit(requestId, text, undefined, key).then(
 			() => undefined,
 			(error: unknown) =>
 				this.guard(() => {
 					if (this.phaseValue === "closed") return;
 					if (error instanceof CommandRefusedError && error.code === "validationRejected") {
-						this.rejections.push({ requestId, stepMessageId: turn.messageId, runId: turn.runId, reason: error.message });
+						this.rejections.push({ requestId, stepMessageId, runId, reason: error.message });
 						this.pump();
 						return;
 					}
-					// Answered meanwhile (the model also used the tool, or it timed out): nothing to do.
-					if (error instanceof CommandRefusedError && error.code === "requestClosed") return;
-					this.notify(`pi-workflows: the reply for ${requestId} was not submitted: ${describeError(error)}`);
+					if (error instanceof CommandRefusedError && error.code === "requestClosed") {
+						this.sendClosed(requestId, runId, error.message);
+						return;
+					}
+					// The server was away: the reply stays in the branch and is submitted on reattach.
+					const retry = isConnectionFailure(error) || error instanceof ServerStartError;
+					if (retry) this.submittedReplies.delete(key);
+					const later = retry ? "; it is submitted when the server is back" : "";
+					this.notify(`pi-workflows: the reply for ${requestId} was not submitted: ${describeError(error)}${later}`);
 				}),
+		);
+	}
+
+	/**
+	 * An assistant-message step's reply that is in the branch but was never taken (Pi ended, or
+	 * the server was unreachable, before the submission): submit it now, with its reply's key.
+	 */
+	private retryReply(ctx: ExtensionContext, active: ActiveRequest | null): void {
+		if (!active || active.kind !== "assistant" || active.status !== "pending") return;
+		if (this.turn !== undefined || !ctx.isIdle()) return;
+		const reply = replyAfterStep(this.branch(), active.requestId);
+		if (!reply) return;
+		this.submitReply(active.requestId, active.runId, active.workflowMessageId ?? undefined, reply.text, reply.entryId);
+	}
+
+	/** Tell the model (without a turn) that the step it replied to is closed: no reply is taken. */
+	private sendClosed(requestId: string, runId: string, reason: string): void {
+		const details: MessageDetails = { runId, requestId, kind: "closed", requestKind: "assistant" };
+		this.pi.sendMessage(
+			{ customType: MESSAGE_TYPE, content: closedText(requestId, reason), display: true, details },
+			{ triggerTurn: false },
 		);
 	}
 
@@ -734,6 +785,11 @@ function isConnectionFailure(error: unknown): boolean {
 		error instanceof ServerUnreachableError ||
 		error instanceof ClientClosedError
 	);
+}
+
+/** The idempotency key of submitting the reply in entry `entryId` for `requestId` (the same in every Pi process). */
+function replyKey(requestId: string, entryId: string): string {
+	return `pi:assistant:${requestId}:${entryId}`.replace(/[^A-Za-z0-9_.:-]/g, "_").slice(0, 200);
 }
 
 function isFenced(error: unknown): boolean {

@@ -144,6 +144,16 @@ export function rejectionText(requestId: string, reason: string): string {
 	].join("\n");
 }
 
+/** The note that tells the model a step it replied to is closed, so it must not answer it again. */
+export function closedText(requestId: string, reason: string): string {
+	return [
+		"--- Workflow step closed ---",
+		`Request: ${requestId}`,
+		`Reason: ${oneLine(reason)}`,
+		"This step is closed, so your reply was not used as its output. Do not answer or submit it again unless the workflow presents it to you again.",
+	].join("\n");
+}
+
 /** What the card of a refused step stores (a custom entry the model never receives). */
 export interface RefusalCard {
 	runId: string;
@@ -259,6 +269,7 @@ function lastEntryOf(branch: readonly unknown[], requestId: string, kinds: Reado
 }
 
 const STEP_KINDS: ReadonlySet<string> = new Set(["step"]);
+const STEP_AND_NOTE_KINDS: ReadonlySet<string> = new Set(["step", "rejection"]);
 
 /**
  * How the latest step entry of `requestId` in `branch` recorded its tool limit: the allowed
@@ -289,6 +300,30 @@ export function lastLimitInBranch(branch: readonly unknown[]): { requestId: stri
 		return ended ? undefined : { requestId: details.requestId, tools: details.allowedTools };
 	}
 	return undefined;
+}
+
+/**
+ * The final reply of the turn that answered the latest presentation of the assistant-message
+ * step `requestId` (its step entry, or the rejection note after it), if that turn completed:
+ * the last assistant message before the next user or custom message, when it ended normally
+ * (not with a tool call, an error or an abort). Its entry id names the reply for a submission.
+ */
+export function replyAfterStep(branch: readonly unknown[], requestId: string): { entryId: string; text: string } | undefined {
+	const start = lastEntryOf(branch, requestId, STEP_AND_NOTE_KINDS);
+	if (start < 0) return undefined;
+	let reply: BranchEntry | undefined;
+	for (const item of branch.slice(start + 1)) {
+		const entry = (item ?? {}) as BranchEntry;
+		if (entry.type === "custom_message") break;
+		if (entry.type !== "message" || !entry.message || typeof entry.message !== "object") continue;
+		if (entry.message.role === "user") break;
+		if (entry.message.role === "assistant") reply = entry;
+	}
+	const stop = reply?.message?.stopReason;
+	if (!reply || typeof reply.id !== "string" || stop === "toolUse" || stop === "error" || stop === "aborted") {
+		return undefined;
+	}
+	return { entryId: reply.id, text: finalReplyText([reply.message]) };
 }
 
 /** The Pi message fields this module reads from an `agent_end` message list. */

@@ -25,6 +25,7 @@ const HEADERS: Record<string, string> = {
 	notification: "workflow",
 	terminal: "workflow finished",
 	rejection: "workflow step: reply rejected",
+	closed: "workflow step closed",
 };
 
 /** Register the decision and refusal cards' entry renderers and the workflow messages' renderer. */

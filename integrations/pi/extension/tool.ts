@@ -4,10 +4,13 @@
  * ordinary checkpoint), submit (an agent step's output) or update (an agent step's progress).
  *
  * Owns what the model may do and what it sees back. A refused command is thrown, so the model
- * sees the server's one-line message as the tool error and can correct itself. A human
- * decision is never answered here: `answer` checks the run's waiting request and refuses a
- * decision with `PROTECTED_DECISION_MESSAGE` (the server refuses it too). Runs in the Pi
- * process, inside the tool's `execute`; every retry of one call reuses that call's key.
+ * sees the server's one-line message as the tool error and can correct itself; a step that is
+ * closed (`requestClosed`) says so and that it must not be submitted again. A human decision
+ * is never answered here, and a run waiting on one is neither paused nor cancelled: `answer`,
+ * `pause` and `cancel` read the run's waiting request first and refuse a decision
+ * (`PROTECTED_DECISION_MESSAGE`, `protectedRunMessage`; the server refuses answers too).
+ * `answer` and `submit` need the step's `requestId`. Runs in the Pi process, inside the tool's
+ * `execute`; every retry of one call reuses that call's key.
  */
 
 import { StringEnum } from "@earendil-works/pi-ai";
@@ -16,16 +19,28 @@ import { Type, type Static } from "typebox";
 
 import { newIdempotencyKey, type Receipt } from "./client.ts";
 import type { JsonObject, JsonValue } from "./connection.ts";
-import { UsageError, WorkflowError } from "./errors.ts";
+import { CommandRefusedError, UsageError, WorkflowError } from "./errors.ts";
 import { bound, formatRuns, formatStarted, formatWorkflows, runForModel } from "./format.ts";
 import { DECISION_KIND } from "./operations.ts";
 import type { SessionSlot } from "./session.ts";
+import { WORKFLOW_TOOL } from "./toollimit.ts";
 
 /** The tool's name, as the step contract tells the model. */
-export const TOOL_NAME = "workflow";
+export const TOOL_NAME = WORKFLOW_TOOL;
 
 /** The tool's answer when the model tries to answer a human decision. */
 export const PROTECTED_DECISION_MESSAGE = "Protected human decisions cannot be answered by the workflow tool";
+
+/** The tool's answer when the model tries to pause or cancel a run that waits on a human decision. */
+export function protectedRunMessage(action: string, runId: string): string {
+	return (
+		`Run ${runId} waits on a protected human decision: the workflow tool cannot ${action} it; ` +
+		`the person decides (/workflow decide ${runId}) or ${action}s it (/workflow ${action} ${runId})`
+	);
+}
+
+/** What the model is told after the server's message when the step it answers is closed. */
+export const CLOSED_STEP_ADVICE = "this workflow step is closed: do not submit or answer it again";
 
 export const ACTIONS = ["list", "start", "status", "pause", "resume", "cancel", "answer", "submit", "update"] as const;
 
@@ -36,7 +51,7 @@ export const workflowToolParameters = Type.Object({
 	action: StringEnum(ACTIONS, {
 		description:
 			"list: workflows you can start; start: start `workflow` with `input` (optionally `detached`); status: one run (`runId`) or the latest runs; " +
-			"pause/resume/cancel: control `runId`; answer: answer the checkpoint `runId` waits on with `value`; " +
+			"pause/resume/cancel: control `runId`; answer: answer the checkpoint `requestId` of `runId` with `value`; " +
 			"submit: hand in `output` for the agent step `requestId`; update: report progress `body` for `requestId`",
 	}),
 	workflow: Type.Optional(Type.String({ description: "start: the workflow's name (or builtin:NAME)" })),
@@ -50,7 +65,7 @@ export const workflowToolParameters = Type.Object({
 	),
 	runId: Type.Optional(Type.String({ description: "status, pause, resume, cancel, answer: the run" })),
 	requestId: Type.Optional(
-		Type.String({ description: "submit, update: the step's request id (from the step text); answer: optional" }),
+		Type.String({ description: "submit, update, answer: the step's or checkpoint's request id (from its text)" }),
 	),
 	value: Type.Optional(Type.Unknown({ description: "answer: the checkpoint's answer, a JSON value" })),
 	output: Type.Optional(Type.Unknown({ description: "submit: the step's output, as the step asks for it" })),
@@ -131,6 +146,10 @@ async function runAction(
 		case "resume":
 		case "cancel": {
 			const runId = required(params.runId, "runId", params.action);
+			if (params.action !== "resume") {
+				const view = await operations.getRun(runId);
+				if (view.waitingOn?.kind === DECISION_KIND) throw new WorkflowError(protectedRunMessage(params.action, runId));
+			}
 			const receipt = await operations.control(params.action, runId, key, params.reason);
 			return result(params.action, runId, receipt, `Run ${runId} is ${String(receipt.body.status ?? "updated")}.`);
 		}
@@ -139,19 +158,20 @@ async function runAction(
 			if (params.value === undefined) throw new UsageError("answer needs `value`, the checkpoint's answer");
 			const view = await operations.getRun(runId);
 			if (view.waitingOn?.kind === DECISION_KIND) throw new WorkflowError(PROTECTED_DECISION_MESSAGE);
-			const receipt = await operations.answerCheckpoint(runId, params.value as JsonValue, params.requestId, key);
+			const requestId = required(params.requestId, "requestId", "answer", "the checkpoint's request id, from its text");
+			const receipt = await closedStep(operations.answerCheckpoint(runId, params.value as JsonValue, requestId, key));
 			return result(params.action, runId, receipt, `Answered ${String(receipt.body.requestId)} of run ${runId}.`);
 		}
 		case "submit": {
-			const requestId = required(params.requestId, "requestId", "submit");
+			const requestId = required(params.requestId, "requestId", "submit", "the step's request id, from its text");
 			if (params.output === undefined) throw new UsageError("submit needs `output`, the step's result");
-			const receipt = await operations.submit(requestId, params.output as JsonValue, params.runId, key);
+			const receipt = await closedStep(operations.submit(requestId, params.output as JsonValue, params.runId, key));
 			return result(params.action, params.runId ?? null, receipt, `Submitted the output for ${requestId}.`);
 		}
 		case "update": {
 			const requestId = required(params.requestId, "requestId", "update");
 			if (params.body === undefined) throw new UsageError("update needs `body`, the progress update");
-			const receipt = await operations.update(requestId, params.body as JsonValue, params.runId, key);
+			const receipt = await closedStep(operations.update(requestId, params.body as JsonValue, params.runId, key));
 			return result(params.action, params.runId ?? null, receipt, `Recorded the update for ${requestId}.`);
 		}
 		default:
@@ -159,9 +179,26 @@ async function runAction(
 	}
 }
 
-function required(value: string | undefined, field: string, action: string): string {
-	if (!value) throw new UsageError(`${action} needs \`${field}\``);
+function required(value: string | undefined, field: string, action: string, what?: string): string {
+	if (!value) throw new UsageError(`${action} needs \`${field}\`${what ? `, ${what}` : ""}`);
 	return value;
+}
+
+/** `promise`, with a refusal for a closed step (`requestClosed`) saying not to try again. */
+async function closedStep(promise: Promise<Receipt>): Promise<Receipt> {
+	try {
+		return await promise;
+	} catch (error) {
+		if (error instanceof CommandRefusedError && error.code === "requestClosed") {
+			throw new CommandRefusedError(
+				`${error.message.replace(/[.\s]+$/, "")}; ${CLOSED_STEP_ADVICE}`,
+				error.operation,
+				error.outcome,
+				error.code,
+			);
+		}
+		throw error;
+	}
 }
 
 type ToolResult = { content: { type: "text"; text: string }[]; details: WorkflowToolDetails };

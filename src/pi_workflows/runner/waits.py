@@ -9,8 +9,9 @@ to do: a ``validating`` request's submission is checked with the node's ``valida
 ever here, in a supervised runner) and either accepted — the result carries the submission
 id and ``node.finish`` commits both — or rejected with ``interaction.reject`` and the exact
 message, after which the run waits again and the child exits; a decision answer
-``{"choice": id}`` is a ``decision_result`` (by the person, or by timeout), and a timeout
-is ``timed_out`` for the same attempt.
+``{"choice": id}`` is a ``decision_result`` (by the person, or by timeout), a timeout
+is ``timed_out`` for the same attempt, and an agent step its model never submitted (closed
+``failed`` after its reminders) fails with ``missingSubmission``.
 
 The agent request's ``contract`` is rendered before the server assigns the request id, so
 it names the request as ``REQUEST_ID_PLACEHOLDER``; the server substitutes the id when it
@@ -251,6 +252,13 @@ def resumed(rt: Runtime, active: ActiveAttempt, ctx: NodeContext) -> Execution:
             return Finished(decision_result(node_id, node, choice, DECIDED_BY_PERSON))
         except NodeValueError as exc:
             return Finished(NodeResult.failed(str(exc)))
+    if request.status == "failed":  # the model never submitted it (store/reminders.py)
+        answer = request.answer
+        error = answer.get("error") if isinstance(answer, dict) else None
+        details = answer if isinstance(answer, dict) else None
+        return Finished(
+            NodeResult.failed(str(error or f"step {node_id!r} was never submitted"), details)
+        )
     if request.status == "timed_out":
         answer = request.answer
         if isinstance(node, HumanDecisionNode) and isinstance(answer, dict):

@@ -69,9 +69,12 @@ def record_request(
     deadline_at: int | None,
     origin_session: str | None,
     resumed: bool = False,
+    reminder: tuple[int, int] | None = None,
 ) -> str:
     """Record the message that presents a request (``decision`` for a human decision,
-    ``step`` otherwise); a presentation again supersedes the request's earlier messages."""
+    ``step`` otherwise); a presentation again supersedes the request's earlier messages.
+    ``reminder`` (``(k, of)``) makes it the k-th reminder of an agent step whose model
+    ended its turn without submitting (``store/reminders.py``)."""
     if resumed:
         tx.conn.execute(
             "UPDATE workflow_messages SET status = 'superseded', settled_at = ?"
@@ -91,6 +94,9 @@ def record_request(
         "resumed": resumed,
         "text": step_text(workflow, run_id, node_id, request_id, kind, request, resumed),
     }
+    if reminder is not None:
+        body["reminder"] = reminder[0]
+        body["text"] = reminder_text(*reminder) + "\n\n" + str(body["text"])
     if kind == "decision":
         body["choices"] = request.get("choices", [])
     message_kind = "decision" if kind == "decision" else "step"
@@ -124,6 +130,20 @@ def cancel_for_request(tx: Transaction, request_id: str) -> None:
         "UPDATE workflow_messages SET status = 'cancelled', settled_at = ?"
         " WHERE request_id = ? AND status = 'pending'",
         (tx.now, request_id),
+    )
+
+
+def reminder_text(k: int, of: int) -> str:
+    """The line that opens the k-th reminder of an agent step."""
+    last = (
+        "this is the last reminder: if this turn also ends without a submission, the step"
+        " fails (missingSubmission)"
+        if k >= of
+        else f"after {of} reminders a turn that ends without a submission fails the step"
+    )
+    return (
+        f"--- Reminder {k} of {of}: your last turn ended without submitting this workflow"
+        f" step. Submit it now with the `{TOOL}` tool; {last}. ---"
     )
 
 

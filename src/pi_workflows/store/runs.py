@@ -39,7 +39,9 @@ RUN_COLUMNS = (
     " unrouted_attempt, origin, origin_session, execution_revision"
 )
 
-PRESENTATION_EVENTS = frozenset({"message.sent", "message.resumed", "interaction.update"})
+PRESENTATION_EVENTS = frozenset(
+    {"message.sent", "message.resumed", "interaction.update", "step.reminded"}
+)
 """Event types of session and presentation bookkeeping: they move ``revision`` but never
 ``execution_revision`` (the module docstring states the rule)."""
 

@@ -312,14 +312,18 @@ CREATE TABLE interactive_requests (
     attempt_id TEXT NOT NULL REFERENCES node_attempts (attempt_id),
     node_id TEXT NOT NULL,
     kind TEXT NOT NULL CHECK (kind IN ('checkpoint', 'agent', 'assistant', 'decision')),
+    -- 'failed': an agent step whose model ended its turns without submitting after every
+    -- reminder (store/reminders.py); its attempt fails as missingSubmission.
     status TEXT NOT NULL CHECK (
-        status IN ('pending', 'validating', 'answered', 'timed_out', 'cancelled')
+        status IN ('pending', 'validating', 'answered', 'timed_out', 'cancelled', 'failed')
     ),
     request_json TEXT NOT NULL,
     answer_json TEXT,
     answer_ref TEXT REFERENCES blobs (digest),
     deadline_at INTEGER,
     origin_session TEXT,
+    -- Reminders sent after model turns that ended without submitting (agent steps).
+    reminders INTEGER NOT NULL DEFAULT 0 CHECK (reminders >= 0),
     created_at INTEGER NOT NULL,
     settled_at INTEGER,
     CHECK ((status IN ('pending', 'validating')) = (settled_at IS NULL))

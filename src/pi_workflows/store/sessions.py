@@ -16,7 +16,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from pi_workflows.store import interactions, jsoncol, lifecycle
+from pi_workflows.store import interactions, jsoncol, lifecycle, reminders
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import CoordinatorFencedError
 from pi_workflows.store.ids import new_id
@@ -262,14 +262,14 @@ def report_turn(
                 " started_at) VALUES (?, ?, ?, ?, 'started', ?)",
                 (turn_id, session_id, workflow_message_id if run_id else None, run_id, tx.now),
             )
-            return {"turnId": turn_id, "paused": None}
+            return {"turnId": turn_id, "paused": None, "reminder": None}
         open_turn = tx.conn.execute(
             "SELECT turn_id, run_id, message_id FROM workflow_turns WHERE session_id = ?"
             " AND status = 'started' ORDER BY started_at DESC LIMIT 1",
             (session_id,),
         ).fetchone()
         if open_turn is None:
-            return {"turnId": None, "paused": None}
+            return {"turnId": None, "paused": None, "reminder": None}
         tx.conn.execute(
             "UPDATE workflow_turns SET status = 'ended', stop_reason = ?, ended_at = ?"
             " WHERE turn_id = ?",
@@ -298,7 +298,10 @@ def report_turn(
                     + " (check its provider configuration); run resume tries again",
                 )
                 paused = turn_run
-        return {"turnId": open_turn[0], "paused": paused}
+        reminder = None
+        if turn_run is not None and open_turn[2] is not None and stop_reason == "completed":
+            reminder = reminders.after_turn(db, tx, turn_run, open_turn[2])
+        return {"turnId": open_turn[0], "paused": paused, "reminder": reminder}
 
 
 def _for_open_request(conn: sqlite3.Connection, run_id: str, message_id: str | None) -> bool:

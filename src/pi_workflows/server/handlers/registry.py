@@ -113,9 +113,7 @@ def text(
     if not isinstance(value, str) or not value:
         raise bad(f"payload field {name!r} must be a non-empty string")
     if len(value) > limit:
-        raise bad(
-            f"payload field {name!r} is {len(value)} characters long; the limit is {limit}"
-        )
+        raise bad(f"payload field {name!r} is {len(value)} characters long; the limit is {limit}")
     return value
 
 

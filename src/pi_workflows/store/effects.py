@@ -88,7 +88,7 @@ class Uncertain:
 def settle_on_exit(tx: Transaction, run_id: str, *, terminal: bool) -> list[Uncertain]:
     """The run leaves ``running``: settle every effect its runner may still be applying.
 
-    The one rule every exit from ``running`` goes through (``lifecycle.apply_transition``
+    The one rule every exit from ``running`` goes through (``transitions.apply_transition``
     calls it): an ``applying`` body is never assumed to have failed or succeeded.
 
     - The run ends (``terminal``): effects that never started are cancelled, applying ones

@@ -30,7 +30,8 @@ EXIT_STATUS = 137
 
 COMMIT_POINTS: Final[Mapping[str, str]] = MappingProxyType(
     {
-        # Lifecycle transitions (store/lifecycle.py, store/takeover.py).
+        # Lifecycle transitions (store/lifecycle.py, reservations.py, claiming.py,
+        # node_steps.py, takeover.py; transaction names keep the lifecycle. prefix).
         "lifecycle.reserve": "a run is reserved: queued with its definition, input and source",
         "lifecycle.claim": "a queued run is claimed for a runner: new generation, run running",
         "lifecycle.control_claim": "the server takes control of a running run whose claim died",

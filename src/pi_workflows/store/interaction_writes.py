@@ -20,9 +20,9 @@ from pi_workflows.store.claims import Claim
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import InvalidTransitionError, RequestClosedError
 from pi_workflows.store.interactions import Interaction
-from pi_workflows.store.lifecycle import apply_transition
 from pi_workflows.store.runs import RunRow, WriteResult, write_run
 from pi_workflows.store.states import NextCommand, Operation, RunStatus
+from pi_workflows.store.transitions import apply_transition
 
 PROTECTED_DECISION_MESSAGE = "Protected human decisions cannot be answered by the workflow tool"
 """The exact refusal of any non-person answer to a human decision."""

@@ -25,9 +25,9 @@ from typing import Any, Final
 
 from pi_workflows.store import interactions, messages
 from pi_workflows.store.database import Database, Transaction
-from pi_workflows.store.lifecycle import apply_transition
 from pi_workflows.store.runs import RunRow, write_run
 from pi_workflows.store.states import NextCommand, Operation, RunStatus
+from pi_workflows.store.transitions import apply_transition
 
 MAX_REMINDERS: Final = 2
 """Reminders before a turn that ends without a submission fails the step (three turns in all,

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pi_workflows.store import jsoncol
+from pi_workflows.store.claiming import claim as claim_run
 from pi_workflows.store.claims import Claim, check_and_renew, read_lease
 from pi_workflows.store.database import Database, Transaction
-from pi_workflows.store.lifecycle import claim as claim_run
 from pi_workflows.store.states import NextCommand
 from pi_workflows.store.takeover import runner_owner_id
 

@@ -1,7 +1,7 @@
 """Taking over runs whose runner is gone: recovery, node deadlines, request deadlines.
 
 Each operation is one transaction that changes every projection of the run together, like
-the rest of the lifecycle (it uses ``lifecycle.apply_transition``). None of them ever takes
+the rest of the lifecycle (it uses ``transitions.apply_transition``). None of them ever takes
 a live claim: they need the claim's own holder, an expired or released lease, or the exact
 evidence that the claim's server is dead (a newer server epoch holds the lock).
 """
@@ -13,9 +13,9 @@ from pi_workflows.store.claims import Claim, OwnerType, acquire, read_lease
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import InvalidTransitionError
 from pi_workflows.store.ids import new_id
-from pi_workflows.store.lifecycle import apply_transition
 from pi_workflows.store.runs import RunRow, WriteResult, read_run, write_run
 from pi_workflows.store.states import AttemptStatus, NextCommand, Operation, RunStatus
+from pi_workflows.store.transitions import apply_transition
 
 
 def recover(db: Database, run_id: str, *, claim: Claim | None = None) -> WriteResult:

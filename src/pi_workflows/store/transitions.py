@@ -1,0 +1,151 @@
+"""The one transition applier: a run's status change with every projection it implies.
+
+``apply_transition`` is the only code that changes ``runs.status``. It checks
+``states.TRANSITIONS`` first, then changes together the run status, the queue row, the
+active attempt, decision and interaction state, effects, the claim (released whenever the
+run leaves ``running``) and the terminal message. It runs inside a run write's transaction
+(``runs.write_run``), which appends the event and rebuilds the viewer row; the operations
+that call it live in ``lifecycle`` (run-level), ``node_steps`` (a runner's steps),
+``claiming``, ``reservations``, ``takeover``, ``interaction_writes`` and ``reminders``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pi_workflows.store import attempts, effects, interactions, jsoncol, messages, values
+from pi_workflows.store.database import Transaction
+from pi_workflows.store.errors import InvalidTransitionError
+from pi_workflows.store.runs import RunRow
+from pi_workflows.store.states import (
+    QUEUE_STATUS_OF,
+    TERMINAL_STATUSES,
+    TRANSITIONS,
+    AttemptStatus,
+    NextCommand,
+    Operation,
+    ParkReason,
+    RunStatus,
+)
+
+_ATTEMPT_STATUS_OF_TERMINAL = {
+    RunStatus.FAILED: AttemptStatus.FAILED,
+    RunStatus.TIMED_OUT: AttemptStatus.TIMED_OUT,
+    RunStatus.CANCELLED: AttemptStatus.CANCELLED,
+}
+
+
+def apply_transition(
+    tx: Transaction,
+    run: RunRow,
+    operation: Operation,
+    *,
+    next_command: NextCommand | None = None,
+    park_reason: ParkReason | None = None,
+    park_detail: str | None = None,
+    output: Any = None,
+    error: str | None = None,
+) -> RunStatus:
+    """Move ``run`` along ``operation``: status, queue, claim, attempts, interactions, effects.
+
+    The caller has already checked the claim when the transition needs one. Leaving
+    ``running`` settles the effects its runner may still be applying, the same way whatever
+    the path (``effects.settle_on_exit``); if that leaves a manual effect ambiguous, a
+    non-terminal transition becomes a park with ``effectAmbiguous`` (the reason the caller
+    gave, if any, is kept in the detail), so an uncertain effect can never run again
+    unreviewed. Returns the status the run now has.
+    """
+    rule = TRANSITIONS[operation]
+    if run.status not in rule.sources:
+        raise InvalidTransitionError(run.run_id, operation.value, run.status.value)
+    target = rule.target
+    terminal = target in TERMINAL_STATUSES
+    if target is RunStatus.COMPLETED:
+        active = attempts.unfinished(tx.conn, run.run_id)
+        if active is not None:
+            raise InvalidTransitionError(
+                run.run_id,
+                operation.value,
+                run.status.value,
+                f"node {active.node_id} is still {active.status}",
+            )
+    leaving = run.status is RunStatus.RUNNING and target is not RunStatus.RUNNING
+    if leaving or terminal:
+        uncertain = effects.settle_on_exit(tx, run.run_id, terminal=terminal)
+        if uncertain and not terminal:
+            detail = uncertain[0].describe()
+            if park_detail:
+                detail += f"; {park_detail}"
+            if park_reason not in (None, ParkReason.EFFECT_AMBIGUOUS):
+                detail += f" (while parking as {park_reason})"
+            target, park_reason, park_detail = (
+                RunStatus.PAUSED,
+                ParkReason.EFFECT_AMBIGUOUS,
+                detail,
+            )
+    if target is RunStatus.PAUSED and park_reason is not ParkReason.SERVER_STOPPED:
+        # Nobody will validate a queued submission of a paused run: answer its submitter now
+        # (a clean server stop keeps it, and the next server validates it).
+        submission = interactions.validating_of(tx.conn, run.run_id)
+        if submission is not None:
+            interactions.reject(
+                tx,
+                submission.submission_id,
+                f"validation did not finish: the run was paused ({park_reason}); resume it and"
+                " submit again",
+            )
+    if target in _ATTEMPT_STATUS_OF_TERMINAL:
+        attempts.close_unfinished(tx, run.run_id, _ATTEMPT_STATUS_OF_TERMINAL[target])
+    elif leaving and target in (RunStatus.PAUSED, RunStatus.QUEUED):
+        attempts.close_unfinished(tx, run.run_id, AttemptStatus.INTERRUPTED, only_running=True)
+    if terminal:
+        interactions.cancel_open(tx, run.run_id)
+        messages.record(
+            tx,
+            run.run_id,
+            f"terminal:{run.round}",
+            "terminal",
+            {
+                "runId": run.run_id,
+                "workflow": run.workflow_name,
+                "status": target.value,
+                "output": output if output is None or len(jsoncol.dumps(output)) <= 16384 else None,
+                "error": error,
+            },
+            run.origin_session,
+        )
+    tx.conn.execute(
+        "UPDATE runs SET status = ?, park_reason = ?, park_detail = ?,"
+        " error = COALESCE(?, error), finished_at = ? WHERE run_id = ?",
+        (
+            target.value,
+            park_reason.value if park_reason else None,
+            park_detail if park_reason else None,
+            error,
+            tx.now if terminal else None,
+            run.run_id,
+        ),
+    )
+    if output is not None:
+        tx.conn.execute(
+            "UPDATE runs SET output_json = ?, output_ref = ? WHERE run_id = ?",
+            (*values.store(tx, output), run.run_id),
+        )
+    tx.conn.execute(
+        "UPDATE run_queue SET status = ?, next_command = COALESCE(?, next_command),"
+        " available_at = ?, updated_at = ? WHERE run_id = ?",
+        (
+            QUEUE_STATUS_OF[target].value,
+            next_command.value if next_command else None,
+            tx.now,
+            tx.now,
+            run.run_id,
+        ),
+    )
+    if target is not RunStatus.RUNNING:
+        tx.conn.execute(
+            "UPDATE leases SET status = 'released', released_at = ?"
+            " WHERE run_id = ? AND status = 'held'",
+            (tx.now, run.run_id),
+        )
+    return target

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -298,21 +299,32 @@ def test_an_empty_allowed_tools_list_lets_only_the_workflow_tool_through(
 def test_the_limit_is_applied_again_after_pi_restarts_while_the_step_is_open(
     root: Path, server: ServerProcess, make_pi: MakePi, provider: MockProvider
 ) -> None:
-    """The step is shown and left open; a new Pi on the same session blocks `bash` for it
-    (from the step entry's recorded limit and the server's view), and lifts the limit once the
-    step is submitted."""
+    """Pi is killed in the middle of the step's turn (after a `read`), leaving the step open;
+    a new Pi on the same session blocks `bash` for it (from the step entry's recorded limit
+    and the server's view), and lifts the limit once the step is submitted."""
     write_limited(server, ["read"])
+    (server.project / "report.txt").write_text("a report\n")
     marker = root / "ran-bash"
     bash = tool_call("bash", {"command": f"touch {marker}"})
+    held, release = threading.Event(), threading.Event()
+
+    def hold(_request: ChatRequest) -> Reply:
+        held.set()
+        release.wait(30)
+        return Reply(text="too late")
+
     provider.on(user_text_contains("submit the step"), submit_route("fix"), name="submit")
     provider.on(user_text_contains("run bash"), bash, name="bash")
-    provider.on(user_text_contains(STEP_MARK), text("I will look at it later."), name="later")
+    provider.on(
+        user_text_contains(STEP_MARK), tool_call("read", {"path": "report.txt"}), name="read"
+    )
+    provider.on(last_tool_result_contains("a report"), hold, times=1, name="held after read")
     finish_rules(provider)
     run_id = server.start_run("limited", origin_session=SESSION)
     first = make_pi(session_id=SESSION, extra_args=TOOLS)
-    entries_until(first, lambda es: workflow_messages(es, "step"), "the step")
-    first.settled(0)
-    first.stop()
+    assert held.wait(30), "the step's turn never asked the model after its read"
+    first.kill()
+    release.set()
 
     second = make_pi(session_id=SESSION, extra_args=TOOLS)
     blocked = tool_ends(second.run_prompt("run bash please"), "bash")
@@ -325,6 +337,7 @@ def test_the_limit_is_applied_again_after_pi_restarts_while_the_step_is_open(
     assert [r["isError"] for r in ran] == [False]
     assert marker.exists()
     assert server.run(run_id)["output"] == {"route": "fix"}
+    assert len(workflow_messages(second.entries(), "step")) == 1
 
 
 def test_a_step_allowing_a_tool_this_pi_lacks_is_refused_and_its_run_paused(
@@ -421,15 +434,23 @@ def test_a_submission_for_a_closed_step_says_not_to_submit_it_again(
     """The model submits a step whose run was cancelled: the tool's error is the server's
     message followed by the advice not to submit the closed step again."""
     write_limited(server, ["read"])
+    held, release = threading.Event(), threading.Event()
+
+    def later(_request: ChatRequest) -> Reply:
+        held.set()
+        release.wait(30)
+        return Reply(text="Later.")
+
     provider.on(user_text_contains("submit the old step"), submit_route("fix"), name="late")
-    provider.on(user_text_contains(STEP_MARK), text("Later."), name="later")
+    provider.on(user_text_contains(STEP_MARK), later, name="later, once the run is cancelled")
     finish_rules(provider)
     run_id = server.start_run("limited", origin_session=SESSION)
     pi = make_pi(session_id=SESSION, extra_args=TOOLS)
-    entries_until(pi, lambda es: workflow_messages(es, "step"), "the step")
+    assert held.wait(30), "the step's turn never asked the model"
     with server.client() as client:
         client.cancel(run_id)
     server.wait_status(run_id, "cancelled")
+    release.set()
     wait_for(lambda: requests_with(provider, TERMINAL_MARK) and idle(pi), 30, "the result turn")
 
     [end] = tool_results(pi.run_prompt("submit the old step"))

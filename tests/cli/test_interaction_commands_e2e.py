@@ -208,8 +208,8 @@ def test_session_show_prints_the_sessions_view(server: ServerProcess) -> None:
     assert view["coordinatorEpoch"] is None  # nobody attached yet
     active = view["activeRequest"]
     assert (active["requestId"], active["runId"], active["kind"]) == (request_id, run_id, "agent")
-    assert request_id in active["text"]
     assert [m["kind"] for m in view["messages"]] == ["step"]
+    assert request_id in view["messages"][0]["text"]
     assert [(r["runId"], r["status"]) for r in view["runs"]] == [(run_id, "waiting")]
     with server.client() as client:
         client.attach_session(SESSION)

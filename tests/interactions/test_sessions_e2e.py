@@ -58,9 +58,11 @@ def test_a_step_is_presented_once_and_reported_messages_are_never_presented_agai
     active = view["activeRequest"]
     assert active["runId"] == run_id
     assert active["kind"] == "agent"
-    assert active["requestId"] in active["text"]
-    assert "Write a title" in active["text"]
     assert _kinds(view) == ["notification", "step"]
+    step = view["messages"][1]
+    assert step["workflowMessageId"] == active["workflowMessageId"]
+    assert active["requestId"] in step["text"]
+    assert "Write a title" in step["text"]
     assert view["messages"][0]["text"] == "Starting a"
     present = {m["workflowMessageId"]: f"entry-{i}" for i, m in enumerate(view["messages"])}
     with server.client() as client:
@@ -322,15 +324,22 @@ def test_a_slow_session_watcher_gets_the_latest_view_not_every_one(
 
 
 def test_the_active_requests_contract_names_its_request_id(server: ServerProcess) -> None:
-    """The session view's ``activeRequest.request.contract`` has the real request id in
-    place of the runner's ``<requestId>`` placeholder, like the step's text."""
-    _start(server)
+    """The active step's text (in its message, the view's one copy) has the real request id
+    in place of the runner's ``<requestId>`` placeholder, and so has ``waitingOn``'s
+    contract; the active request itself carries no text."""
+    run_id = _start(server)
     with server.client() as client:
-        active = wait_for(lambda: client.get_session(SESSION)["activeRequest"], 30, "the step")
-    contract = active["request"]["contract"]
-    assert active["requestId"] in contract
-    assert "<requestId>" not in contract
-    assert contract in active["text"]
+        view = wait_for(
+            lambda: (v := client.get_session(SESSION))["activeRequest"] and v, 30, "the step"
+        )
+        contract = client.get_run(run_id)["waitingOn"]["request"]["contract"]
+    active = view["activeRequest"]
+    [step] = [m for m in view["messages"] if m["workflowMessageId"] == active["workflowMessageId"]]
+    assert "text" not in active
+    assert "request" not in active
+    assert active["requestId"] in step["text"]
+    assert "<requestId>" not in step["text"]
+    assert contract in step["text"]
 
 
 def test_run_show_and_interaction_list_name_the_request_id_in_the_contract(

@@ -302,7 +302,9 @@ def test_a_committed_request_is_presented_once_with_its_exact_text(
     run_id = start_from_origin(server, "step")
     server.wait_status(run_id, "waiting")
     with server.client() as client:
-        active = client.get_session(SESSION)["activeRequest"]
+        view = client.get_session(SESSION)
+    active = view["activeRequest"]
+    [shown] = [m for m in view["messages"] if m["workflowMessageId"] == active["workflowMessageId"]]
     provider.on(user_text_contains(STEP_MARK), submit_route("fix"))
     finish_rules(provider)
 
@@ -310,7 +312,7 @@ def test_a_committed_request_is_presented_once_with_its_exact_text(
 
     entries = entries_until(pi, lambda es: workflow_messages(es, "step"), "the step")
     [step] = workflow_messages(entries, "step")
-    assert content_text(step) == active["text"]
+    assert content_text(step) == shown["text"]
     assert active["requestId"] in content_text(step)
     assert step["display"] is True
     assert step["details"] == {
@@ -324,7 +326,7 @@ def test_a_committed_request_is_presented_once_with_its_exact_text(
     done = server.wait_status(run_id, {"completed", "failed"})
     assert done["output"] == {"route": "fix"}
     [asked] = requests_with(provider, STEP_MARK)
-    assert asked.last_user_text() == active["text"]
+    assert asked.last_user_text() == shown["text"]
     assert wait_for(
         lambda: message_rows(server, "step") == [(active["workflowMessageId"], "sent", step["id"])],
         30,

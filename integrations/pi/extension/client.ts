@@ -44,6 +44,7 @@ export const READ_OPERATIONS: ReadonlySet<string> = new Set([
 	"interaction.list",
 	"session.get",
 	"session.watch",
+	"workflowMessage.get",
 	"workflowMessage.report",
 	"workflowTurn.report",
 ]);

@@ -25,6 +25,12 @@
  *   server gets a new attach); `fenced` (a newer coordinator attached) stops presenting for
  *   good; `closed` at `session_shutdown`.
  *
+ * A view carries a long text cut (`textTruncated`): the message's whole text is read with
+ * `workflowMessage.get` before it is presented, one message at a time and in order, so a
+ * backlog of large notifications is presented whole, then the step after it. A
+ * `session.unavailable` event (the server could not push the view) drops the view and
+ * watches again after a growing delay, telling the person once per outage.
+ *
  * Runs in the Pi process. A send is proven only by finding its id in the branch, so a send
  * not yet found is kept "in flight" and never repeated. Every timer, socket and Pi-event
  * callback here is guarded: a stale context throws in Pi 1.x and an uncaught throw exits Pi.
@@ -55,11 +61,13 @@ import {
 	type ActiveRequest,
 	attachSession,
 	type PresentMessage,
+	readMessageText,
 	type RunView,
 	reportMessages,
 	reportTurn,
 	type SessionView,
 	type StopReason,
+	type ViewUnavailable,
 	watchSession,
 	type WorkflowMessage,
 	type WorkflowOperations,
@@ -76,6 +84,7 @@ import {
 	lastLimitInBranch,
 	MESSAGE_TYPE,
 	type MessageDetails,
+	needsWholeText,
 	presentedLimit,
 	providerError,
 	REFUSAL_ENTRY_TYPE,
@@ -103,6 +112,10 @@ const RECONNECT_MAX_MS = 2000;
 
 /** The most reports kept while the connection is down (turn reports; branch reports coalesce). */
 const MAX_OUTBOX = 100;
+
+/** The first delay before watching again after `session.unavailable`; it doubles up to `REWATCH_MAX_MS`. */
+const REWATCH_FIRST_MS = 1000;
+const REWATCH_MAX_MS = 30_000;
 
 /** The status line shown once another Pi process presents this session. */
 export const FENCED_STATUS = "workflows: another Pi process presents this session";
@@ -171,6 +184,14 @@ export class SessionCoordinator {
 	private readonly submittedReplies = new Set<string>();
 	private shownWidget = "";
 	private shownStatus = "";
+	/** Whole texts of messages the current view carries cut, by workflow message id. */
+	private readonly wholeTexts = new Map<string, string>();
+	/** The message whose whole text is being read (one at a time, in presentation order). */
+	private reading: string | undefined;
+	private rewatchTimer: NodeJS.Timeout | undefined;
+	private rewatchDelay = REWATCH_FIRST_MS;
+	/** The person was told the view is unavailable (once per outage). */
+	private toldUnavailable = false;
 
 	constructor(
 		pi: ExtensionAPI,
@@ -211,6 +232,8 @@ export class SessionCoordinator {
 		this.generation++;
 		if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
 		this.reconnectTimer = undefined;
+		this.clearRewatch();
+		this.wholeTexts.clear();
 		this.outbox.length = 0;
 		this.ctx = undefined;
 		this.client.close();
@@ -337,6 +360,7 @@ export class SessionCoordinator {
 			this.epoch = epoch;
 			this.view = undefined;
 			this.revision = -1;
+			this.clearRewatch();
 			// Before anything is sent: what this session already shows.
 			await reportMessages(this.client, this.sessionId, epoch, this.branchPresent(), this.isIdle());
 			if (stale()) return;
@@ -384,6 +408,8 @@ export class SessionCoordinator {
 		this.reconnectTimer = undefined;
 		this.outbox.length = 0;
 		this.view = undefined;
+		this.clearRewatch();
+		this.wholeTexts.clear();
 		this.showUi(undefined, FENCED_STATUS);
 		this.client.close();
 	}
@@ -397,13 +423,66 @@ export class SessionCoordinator {
 			if (typeof payload.coordinatorEpoch === "number" && payload.coordinatorEpoch !== this.epoch) this.fence();
 			return;
 		}
+		if (event.name === "session.unavailable") {
+			if (payload.coordinatorEpoch === this.epoch) this.unavailable(payload as unknown as ViewUnavailable);
+			return;
+		}
 		if (event.name !== "session.view") return;
 		const view = payload as unknown as SessionView;
 		if (view.coordinatorEpoch !== this.epoch || typeof view.revision !== "number" || view.revision <= this.revision) return;
 		this.revision = view.revision;
 		this.view = view;
+		this.rewatchDelay = REWATCH_FIRST_MS;
+		this.toldUnavailable = false;
+		const listed = new Set(view.messages.map((message) => message.workflowMessageId));
+		for (const id of [...this.wholeTexts.keys()]) if (!listed.has(id)) this.wholeTexts.delete(id);
 		this.showUi(widgetLines(view), statusText(view));
 		this.pump();
+	}
+
+	/** `session.unavailable`: the server ended the watch; present nothing until it is back. */
+	private unavailable(info: ViewUnavailable): void {
+		if (this.phaseValue !== "live") return;
+		this.view = undefined;
+		if (!this.toldUnavailable) {
+			this.toldUnavailable = true;
+			const reason = typeof info.message === "string" ? info.message : "the server could not push it";
+			this.notify(`pi-workflows: this session's workflow view is unavailable (${reason}); trying again`);
+		}
+		this.scheduleRewatch(info.retryAfterMs);
+	}
+
+	/** Watch again after the server's `retryAfterMs`, or the growing delay if that is longer. */
+	private scheduleRewatch(retryAfterMs: unknown): void {
+		if (this.rewatchTimer || this.phaseValue !== "live") return;
+		const floor = typeof retryAfterMs === "number" && retryAfterMs > 0 ? retryAfterMs : REWATCH_FIRST_MS;
+		const delay = Math.min(Math.max(floor, this.rewatchDelay), REWATCH_MAX_MS);
+		this.rewatchDelay = Math.min(delay * 2, REWATCH_MAX_MS);
+		const generation = this.generation;
+		this.rewatchTimer = setTimeout(() => {
+			this.rewatchTimer = undefined;
+			this.guard(() => {
+				if (generation === this.generation && this.phaseValue === "live") void this.rewatch(generation);
+			});
+		}, delay);
+	}
+
+	private async rewatch(generation: number): Promise<void> {
+		try {
+			await watchSession(this.client, this.sessionId, this.epoch);
+		} catch (error) {
+			this.guard(() => {
+				if (generation !== this.generation || this.phaseValue !== "live") return;
+				if (isFenced(error)) this.fence();
+				else if (!isConnectionFailure(error)) this.scheduleRewatch(undefined); // a lost connection attaches and watches anew
+			});
+		}
+	}
+
+	private clearRewatch(): void {
+		if (this.rewatchTimer) clearTimeout(this.rewatchTimer);
+		this.rewatchTimer = undefined;
+		this.rewatchDelay = REWATCH_FIRST_MS;
 	}
 
 	// -- presenting --------------------------------------------------------------------
@@ -441,8 +520,11 @@ export class SessionCoordinator {
 					if (startsTurn(message)) break;
 					continue;
 				}
+				// A text the view carries cut is read whole first; presenting goes on, in order, once it is here.
+				const text = this.textOf(message);
+				if (text === undefined) break;
 				if (message.kind === "decision") {
-					this.pi.appendEntry(DECISION_ENTRY_TYPE, decisionCard(message));
+					this.pi.appendEntry(DECISION_ENTRY_TYPE, decisionCard(message, text));
 					report = true;
 					continue;
 				}
@@ -450,7 +532,7 @@ export class SessionCoordinator {
 					// Only while idle: then the entry is in the branch at once (and proven).
 					if (!this.canStartTurn(ctx)) break;
 					this.inFlight.add(id);
-					this.pi.sendMessage(this.customMessage(message), { triggerTurn: false });
+					this.pi.sendMessage(this.customMessage(message, null, text), { triggerTurn: false });
 					report = true;
 					continue;
 				}
@@ -463,7 +545,7 @@ export class SessionCoordinator {
 				this.inFlight.add(id);
 				const requestId = message.body.requestId;
 				if (typeof requestId === "string" && message.kind === "step") this.sentLimits.set(requestId, limit);
-				this.pi.sendMessage(this.customMessage(message, limit), { triggerTurn: true });
+				this.pi.sendMessage(this.customMessage(message, limit, text), { triggerTurn: true });
 				report = true;
 				break;
 			}
@@ -476,15 +558,44 @@ export class SessionCoordinator {
 		}
 	}
 
-	private customMessage(message: WorkflowMessage, allowedTools: string[] | null = null) {
+	private customMessage(message: WorkflowMessage, allowedTools: string[] | null = null, text: string = message.text) {
 		const details: MessageDetails = detailsOf(message);
 		if (allowedTools) details.allowedTools = allowedTools;
 		return {
 			customType: MESSAGE_TYPE,
-			content: contentOf(message),
+			content: contentOf(message, text),
 			display: true,
 			details,
 		};
+	}
+
+	/** The whole text of `message`, or undefined while it is being read (the read is started here). */
+	private textOf(message: WorkflowMessage): string | undefined {
+		if (!needsWholeText(message)) return message.text;
+		const whole = this.wholeTexts.get(message.workflowMessageId);
+		if (whole !== undefined) return whole;
+		this.readWhole(message);
+		return undefined;
+	}
+
+	/** Read `message`'s whole text, then present again; one read at a time. */
+	private readWhole(message: WorkflowMessage): void {
+		if (this.reading !== undefined) return;
+		const id = message.workflowMessageId;
+		const generation = this.generation;
+		this.reading = id;
+		const done = (text: string | undefined) =>
+			this.guard(() => {
+				if (this.reading === id) this.reading = undefined;
+				if (generation !== this.generation || this.phaseValue !== "live") return;
+				if (text !== undefined) this.wholeTexts.set(id, text);
+				this.pump();
+			});
+		readMessageText(this.client, id).then(done, (error: unknown) => {
+			// A lost connection attaches again and reads it then; a refusal (the message was
+			// pruned) presents what the view carries, saying that the rest could not be read.
+			done(isConnectionFailure(error) ? undefined : cutNote(message, describeError(error)));
+		});
 	}
 
 	// -- the tool limit ----------------------------------------------------------------
@@ -794,4 +905,10 @@ function replyKey(requestId: string, entryId: string): string {
 
 function isFenced(error: unknown): boolean {
 	return error instanceof CommandRefusedError && error.code === "coordinatorFenced";
+}
+
+/** A cut text whose rest could not be read, with a note that says so. */
+function cutNote(message: WorkflowMessage, reason: string): string {
+	const missing = Math.max(0, message.textBytes - Buffer.byteLength(message.text, "utf8"));
+	return `${message.text}\n[the remaining ${missing} bytes of this workflow message could not be read: ${reason}]`;
 }

@@ -93,18 +93,23 @@ export interface SessionRun {
 	currentNode?: string | null;
 }
 
-/** The session's one active request, as the session view shows it. */
+/**
+ * The session's one active request, as the session view shows it. It carries no text: the
+ * step's text is its message's (`workflowMessageId`) in `SessionView.messages`.
+ */
 export interface ActiveRequest {
 	requestId: string;
 	runId: string;
 	nodeId: string;
 	kind: string;
 	status: string;
-	request: JsonValue;
+	/** A decision's title (at most 200 characters), else null. */
+	title: string | null;
+	/** The tools an agent step allows (`allowed_tools`), or null: no limit (or not an agent step). */
+	allowedTools: JsonValue;
 	deadlineAt: number | null;
 	workflowMessageId: string | null;
 	messageStatus: string | null;
-	text: string | null;
 	lastRejection: string | null;
 }
 
@@ -113,8 +118,13 @@ export interface WorkflowMessage {
 	workflowMessageId: string;
 	runId: string;
 	kind: string;
+	/** The message's other fields; never its text. */
 	body: JsonObject;
+	/** The message's text: its first 64 KiB when `textTruncated` (read the whole with `readMessageText`). */
 	text: string;
+	/** The whole text's size in UTF-8 bytes. */
+	textBytes: number;
+	textTruncated: boolean;
 	status: string;
 	resumed: boolean;
 	createdAt: number;
@@ -126,8 +136,19 @@ export interface SessionView {
 	coordinatorEpoch: number | null;
 	revision: number;
 	activeRequest: ActiveRequest | null;
+	/** The oldest messages to add, as many as fit the view's byte bound. */
 	messages: WorkflowMessage[];
+	/** How many messages to add follow the listed ones (they come once those are reported). */
+	moreMessages: number;
 	runs: SessionRun[];
+}
+
+/** Why the server stopped pushing the session's view (`session.unavailable`). */
+export interface ViewUnavailable {
+	sessionId: string;
+	code: string;
+	message: string;
+	retryAfterMs: number;
 }
 
 /** One workflow message found in the session's branch, with the entry that holds it. */
@@ -248,6 +269,37 @@ export async function watchSession(client: WorkflowClient, sessionId: string, ep
 		payload: { sessionId, coordinatorEpoch: epoch },
 		autostart: false,
 	});
+}
+
+/**
+ * `workflowMessage.get`, slice after slice: the whole text of a workflow message whose view
+ * carries it cut. Rejects with the server's refusal (e.g. `notFound`), or with a
+ * `WorkflowError` when the slices do not add up to the announced size.
+ */
+export async function readMessageText(client: WorkflowClient, workflowMessageId: string): Promise<string> {
+	const parts: string[] = [];
+	let offset: number | null = 0;
+	let total = 0;
+	while (offset !== null) {
+		const receipt: Receipt = await client.call({
+			operation: "workflowMessage.get",
+			payload: { workflowMessageId, offset },
+			autostart: false,
+		});
+		const body = receipt.body;
+		if (typeof body.text !== "string" || typeof body.textBytes !== "number") {
+			throw new WorkflowError(`workflowMessage.get answered without the text of ${workflowMessageId}`);
+		}
+		parts.push(body.text);
+		total = body.textBytes;
+		const next: JsonValue | undefined = body.next;
+		offset = typeof next === "number" && next > offset ? next : null;
+	}
+	const text = parts.join("");
+	if (Buffer.byteLength(text, "utf8") !== total) {
+		throw new WorkflowError(`the text of workflow message ${workflowMessageId} does not match its size`);
+	}
+	return text;
 }
 
 /** `workflowMessage.report`: the workflow messages in the session's branch; `{sent, resumed}`. */

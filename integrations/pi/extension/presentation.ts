@@ -115,9 +115,14 @@ export function detailsOf(message: WorkflowMessage): MessageDetails {
 }
 
 /** The model-visible text of a step, notification or terminal message. */
-export function contentOf(message: WorkflowMessage): string {
+export function contentOf(message: WorkflowMessage, text: string = message.text): string {
 	if (message.kind === "terminal") return terminalText(message.body);
-	return message.text;
+	return text;
+}
+
+/** True when the view carries `message`'s text cut: its whole text must be read before presenting it. */
+export function needsWholeText(message: WorkflowMessage): boolean {
+	return message.textTruncated === true && message.kind !== "terminal";
 }
 
 /** The text of a run's terminal result: what the one presentation turn tells the model. */
@@ -179,15 +184,15 @@ export interface DecisionCard extends MessageDetails {
 }
 
 /** The card of a human decision (a custom entry the model never receives). */
-export function decisionCard(message: WorkflowMessage): DecisionCard {
+export function decisionCard(message: WorkflowMessage, text: string = message.text): DecisionCard {
 	const choices = decisionChoices({
 		requestId: "",
 		nodeId: "",
 		kind: "decision",
 		request: { choices: (message.body.choices ?? []) as JsonValue },
 	});
-	const title = titleOf(message.text);
-	return { ...detailsOf(message), text: message.text, title, choices };
+	const title = titleOf(text);
+	return { ...detailsOf(message), text, title, choices };
 }
 
 function titleOf(text: string): string {
@@ -211,11 +216,7 @@ function waitingNote(run: SessionRun, active: ActiveRequest | null): string {
 		return run.parkReason ? ` (${run.parkReason})` : "";
 	}
 	if (active.kind === "decision") {
-		const request = active.request;
-		const title =
-			request && typeof request === "object" && !Array.isArray(request) && typeof request.title === "string"
-				? request.title
-				: "a decision";
+		const title = typeof active.title === "string" && active.title ? active.title : "a decision";
 		return ` — decision "${oneLine(title, 80)}": /workflow decide ${run.runId}`;
 	}
 	return ` — ${active.kind} ${active.requestId}${active.status === "validating" ? " (validating)" : ""}`;

@@ -45,6 +45,7 @@ from pi_workflows.client.errors import (
     StopTimeoutError,
     UnavailableError,
     WaitTimeoutError,
+    WatchUnavailableError,
 )
 from pi_workflows.client.interactions import AsyncSessionWatch, SessionWatch
 from pi_workflows.client.operations import JsonObject, Receipt
@@ -101,6 +102,7 @@ __all__ = [
     "InvalidPayloadError",
     "WaitTimeoutError",
     "RunFailedError",
+    "WatchUnavailableError",
 ]
 
 

@@ -10,7 +10,8 @@ Two families:
   protocol), `ServerProtocolError` (the server sent something invalid), `ConnectionLostError`
   (the connection kept breaking and the retries ran out), `StopTimeoutError` (a stopping
   server did not exit in time), `RequestTooLargeError` and
-  `InvalidPayloadError` (the request could not be sent at all).
+  `InvalidPayloadError` (the request could not be sent at all), `WatchUnavailableError`
+  (the server ended a watch it could not push).
 
 Messages are one printable line, never a payload, a token or a traceback, so a CLI can print
 `str(error)` as it is. This module imports nothing internal except `protocol.safe_message`.
@@ -40,6 +41,7 @@ __all__ = [
     "InvalidPayloadError",
     "WaitTimeoutError",
     "RunFailedError",
+    "WatchUnavailableError",
 ]
 
 
@@ -345,3 +347,32 @@ class RunFailedError(ClientError):
         self.status = status
         self.error = error
         self.view = view
+
+
+class WatchUnavailableError(ClientError):
+    """The server ended a watch with a `session.unavailable`, `run.unavailable` or
+    `runs.unavailable` event: it could not compute or send that watch's view.
+
+    Raised by `next_view` and `wait_for` of the watches. The watch has ended (no more views
+    come on it); the connection and the server are fine, and a new watch may be opened after
+    `retry_after` seconds. Unlike `ConnectionLostError`, nothing broke between client and
+    server.
+
+    Attributes:
+        code: `viewFailed` (the view could not be computed) or `viewTooLarge`.
+        event: the event's name, e.g. `session.unavailable`.
+        retry_after: seconds to wait before watching again.
+    """
+
+    code = "viewFailed"
+
+    def __init__(self, event: str, payload: dict[str, object]) -> None:
+        message = payload.get("message")
+        code = payload.get("code")
+        retry = payload.get("retryAfterMs")
+        super().__init__(
+            str(message) if message else f"the server ended the watch ({event})",
+            code=str(code) if code else None,
+        )
+        self.event = event
+        self.retry_after = retry / 1000 if isinstance(retry, int | float) else 1.0

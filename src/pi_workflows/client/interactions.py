@@ -7,7 +7,7 @@ outcome is durable, asking again with the same idempotency key while the server 
 `validating`. A rejected submission raises `RejectedError` with code `validationRejected`
 and the validation message. `SessionWatch` (and `AsyncSessionWatch`) is one connection
 that receives the server-pushed views of one session (what the Pi extension does, for
-programs and tests).
+programs and tests); a watch the server ended raises `WatchUnavailableError`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pi_workflows.client import operations as ops
 from pi_workflows.client.connection import Connection
+from pi_workflows.client.errors import WatchUnavailableError
 from pi_workflows.client.operations import SUBMIT_POLL_SECONDS
 from pi_workflows.protocol import CLIENT_SCHEMA, Event, Request, Response
 
@@ -85,6 +86,11 @@ class InteractionMethods:
     def get_session(self, session_id: str) -> JsonObject:
         """`session.get`: the session's view (active request, messages, runs)."""
         return self._run(ops.get_session(session_id))
+
+    def read_message_text(self, workflow_message_id: str) -> str:
+        """`workflowMessage.get`: a workflow message's whole text, read in slices (a view
+        carries a text over its bound cut, with `textTruncated: true`)."""
+        return self._run(ops.message_text(workflow_message_id))
 
     def report_messages(
         self, session_id: str, epoch: int, present: Mapping[str, str], *, idle: bool = False
@@ -167,6 +173,10 @@ class AsyncInteractionMethods:
         """`session.get`: the session's view (active request, messages, runs)."""
         return await self._run(ops.get_session(session_id))
 
+    async def read_message_text(self, workflow_message_id: str) -> str:
+        """`workflowMessage.get`: a workflow message's whole text, read in slices."""
+        return await self._run(ops.message_text(workflow_message_id))
+
     async def report_messages(
         self, session_id: str, epoch: int, present: Mapping[str, str], *, idle: bool = False
     ) -> JsonObject:
@@ -217,12 +227,16 @@ def _refused(response: Response) -> ValueError:
 
 
 class _SessionViews:
-    """What both session watches keep: the newest view, and whether they were fenced."""
+    """What both session watches keep: the newest view, whether they were fenced, and
+    whether the server ended them (`session.unavailable`)."""
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         self.fenced = False
         """True once a later `session.attach` took over (no more views come)."""
+        self.unavailable: WatchUnavailableError | None = None
+        """Set once the server ended the watch (`session.unavailable`); raised again by
+        every later read."""
         self.view: JsonObject | None = None
 
     def _take(self, event: Event | None) -> JsonObject | None:
@@ -231,6 +245,9 @@ class _SessionViews:
         if event.name == "session.fenced":
             self.fenced = True
             return None
+        if event.name == "session.unavailable":
+            self.unavailable = WatchUnavailableError(event.name, dict(event.payload))
+            raise self.unavailable
         self.view = dict(event.payload)
         return self.view
 
@@ -252,7 +269,10 @@ class SessionWatch(_SessionViews):
 
     def next_view(self, timeout: float) -> JsonObject | None:
         """The next view pushed within `timeout` seconds (None if none came). A
-        `session.fenced` event marks the watch fenced and returns None."""
+        `session.fenced` event marks the watch fenced and returns None; a
+        `session.unavailable` event raises `WatchUnavailableError` (the watch has ended)."""
+        if self.unavailable is not None:
+            raise self.unavailable
         return self._take(self._connection.next_event(timeout))
 
     def wait_for(self, predicate: Callable[[JsonObject], bool], timeout: float) -> JsonObject:
@@ -310,6 +330,8 @@ class AsyncSessionWatch(_SessionViews):
 
     async def next_view(self, timeout: float) -> JsonObject | None:  # noqa: ASYNC109 - the blocking twin's timeout=
         """The next view pushed within `timeout` seconds (see `SessionWatch.next_view`)."""
+        if self.unavailable is not None:
+            raise self.unavailable
         return self._take(await self._connection.next_event(timeout))
 
     async def wait_for(

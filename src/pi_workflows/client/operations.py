@@ -464,6 +464,25 @@ def get_session(session_id: str) -> Program[JsonObject]:
     return dict(found.get("session", {}))
 
 
+def message_text(message_id: str) -> Program[str]:
+    """`workflowMessage.get`, slice after slice: a workflow message's whole text (a view
+    carries a long one cut, with `textTruncated`); checked against its `textBytes`."""
+    parts: list[str] = []
+    offset: int | None = 0
+    total = 0
+    while offset is not None:
+        payload: JsonObject = {"workflowMessageId": message_id, "offset": offset}
+        found = yield from body("workflowMessage.get", payload)
+        parts.append(str(found["text"]))
+        total = int(found["textBytes"])
+        next_offset = found.get("next")
+        offset = int(next_offset) if next_offset is not None else None
+    text = "".join(parts)
+    if len(text.encode("utf-8")) != total:
+        raise ServerProtocolError(f"the text of message {message_id} does not match its size")
+    return text
+
+
 def report_messages(
     session_id: str, epoch: int, present: Mapping[str, str], idle: bool
 ) -> Program[JsonObject]:

@@ -63,6 +63,7 @@ READ_OPERATIONS: Final = frozenset(
         "interaction.list",
         "session.get",
         "session.watch",
+        "workflowMessage.get",
         "workflowMessage.report",
         "workflowTurn.report",
         "run.history",

@@ -4,8 +4,9 @@ Owns `Watch` (blocking) and `AsyncWatch` (asyncio): each opens a connection of i
 sends the watch request, and hands out the views the server pushes (`run.view` ->
 `{runId, run, graph}`, `runs.view` -> `{runs, counts}`), first come first served. The
 server keeps only the newest unsent view per watch, so a slow reader skips stale views
-instead of queueing them. A watched run that is pruned ends the watch (`gone`). Not
-thread-safe: one reader.
+instead of queueing them. A watched run that is pruned ends the watch (`gone`); a watch
+the server could not push ends with `run.unavailable` or `runs.unavailable`, raised as
+`WatchUnavailableError` by every later read. Not thread-safe: one reader.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from pi_workflows.client.connection import Connection
-from pi_workflows.client.errors import NotFoundError, RejectedError
+from pi_workflows.client.errors import NotFoundError, RejectedError, WatchUnavailableError
 from pi_workflows.protocol import CLIENT_SCHEMA, Event, Outcome, Request, Response
 
 if TYPE_CHECKING:
@@ -51,14 +52,21 @@ def _refusal(response: Response, operation: str, run_id: str | None) -> Exceptio
 
 
 class _Views:
-    """What both watches keep: the newest view, and whether the run is gone."""
+    """What both watches keep: the newest view, whether the run is gone, and whether the
+    server ended the watch."""
 
     def __init__(self, run_id: str | None) -> None:
         self.run_id = run_id
         self.gone = False
         """True once the watched run was removed (retention); no more views come."""
+        self.unavailable: WatchUnavailableError | None = None
+        """Set once the server ended the watch (`run.unavailable`, `runs.unavailable`)."""
         self.view: JsonObject | None = None
         """The newest view received."""
+
+    def _check(self) -> None:
+        if self.unavailable is not None:
+            raise self.unavailable
 
     def _take(self, event: Event | None) -> JsonObject | None:
         if event is None:
@@ -66,6 +74,9 @@ class _Views:
         if event.name == "run.gone":
             self.gone = True
             return None
+        if event.name in ("run.unavailable", "runs.unavailable"):
+            self.unavailable = WatchUnavailableError(event.name, dict(event.payload))
+            raise self.unavailable
         self.view = dict(event.payload)
         return self.view
 
@@ -93,7 +104,10 @@ class Watch(_Views):
             raise _refusal(response, operation, run_id)
 
     def next_view(self, timeout: float) -> JsonObject | None:
-        """The next pushed view within `timeout` seconds, or None (none came, or `gone`)."""
+        """The next pushed view within `timeout` seconds, or None (none came, or `gone`).
+
+        Raises `WatchUnavailableError` once the server ended the watch."""
+        self._check()
         if self.gone:
             return None
         return self._take(self._connection.next_event(timeout))
@@ -101,7 +115,8 @@ class Watch(_Views):
     def wait_for(self, predicate: Callable[[JsonObject], bool], timeout: float) -> JsonObject:
         """The first view (the newest one first) that satisfies `predicate`.
 
-        Raises `TimeoutError` after `timeout` seconds, `LookupError` if the run is gone.
+        Raises `TimeoutError` after `timeout` seconds, `LookupError` if the run is gone,
+        `WatchUnavailableError` if the server ended the watch.
         """
         until = time.monotonic() + timeout
         if self.view is not None and predicate(self.view):
@@ -160,7 +175,8 @@ class AsyncWatch(_Views):
         return cls(connection, run_id)
 
     async def next_view(self, timeout: float | None) -> JsonObject | None:  # noqa: ASYNC109 - the blocking twin's timeout=
-        """The next pushed view within `timeout` seconds, or None (none came, or `gone`)."""
+        """The next pushed view within `timeout` seconds, or None (see `Watch.next_view`)."""
+        self._check()
         if self.gone:
             return None
         return self._take(await self._connection.next_event(timeout))

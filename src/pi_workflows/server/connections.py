@@ -40,6 +40,7 @@ from pi_workflows.protocol import (
 )
 from pi_workflows.protocol.errors import ProtocolError
 from pi_workflows.server.handlers import current_peer, dispatch
+from pi_workflows.server.pushes import unavailable_for_key
 
 if TYPE_CHECKING:
     from pi_workflows.server.app import Server
@@ -88,7 +89,12 @@ def peer_uid(writer: asyncio.StreamWriter) -> int | None:
 
 async def _send(server: Server, writer: asyncio.StreamWriter, message: object) -> bool:
     """Write one frame; False (and the connection is closed) if the peer cannot keep up."""
-    writer.write(encode_frame(message))
+    return await _send_frame(server, writer, encode_frame(message))
+
+
+async def _send_frame(server: Server, writer: asyncio.StreamWriter, frame: bytes) -> bool:
+    """Write one encoded frame (see ``_send``)."""
+    writer.write(frame)
     if writer.transport.get_write_buffer_size() > server.config.client_write_buffer_bytes:
         log.warning("closing a client that does not read its responses")
         server.slow_clients_dropped += 1
@@ -108,7 +114,9 @@ async def _send(server: Server, writer: asyncio.StreamWriter, message: object) -
 class ConnectionPeer:
     """Server-pushed events of one connection: the newest unsent event per key, sent by one
     task in between (and never instead of) responses, so a slow reader holds at most one
-    event per key, never a queue."""
+    event per key, never a queue. An event that cannot be encoded (it would exceed a frame)
+    is logged and replaced by its watch's ``*.unavailable`` event; nothing an event holds
+    stops the sending task."""
 
     def __init__(self, server: Server, writer: asyncio.StreamWriter) -> None:
         self._server = server
@@ -128,15 +136,23 @@ class ConnectionPeer:
         self._closers.append(callback)
 
     async def _pump(self) -> None:
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            while self._slots:
-                key = next(iter(self._slots))
-                event = self._slots.pop(key)
-                if not await _send(self._server, self._writer, event):
-                    self._writer.close()
-                    return
+        try:
+            while True:
+                await self._wakeup.wait()
+                self._wakeup.clear()
+                while self._slots:
+                    key = next(iter(self._slots))
+                    frame = _event_frame(key, self._slots.pop(key))
+                    if frame is None:
+                        continue
+                    if not await _send_frame(self._server, self._writer, frame):
+                        self._writer.close()
+                        return
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a sender that died silently would leave a watcher waiting
+            log.exception("closing a client connection whose pushed events failed")
+            self._writer.close()
 
     def close(self) -> None:
         """The connection closed: stop sending and run the close callbacks."""
@@ -144,6 +160,23 @@ class ConnectionPeer:
         for callback in self._closers:
             with contextlib.suppress(Exception):
                 callback()
+
+
+def _event_frame(key: str, event: Event) -> bytes | None:
+    """``event`` encoded, or (logged) its watch's ``*.unavailable`` event when it cannot be
+    encoded; None when not even that can be sent."""
+    try:
+        return encode_frame(event)
+    except Exception:
+        log.exception("could not send the %s event for %s", event.name, key)
+    fallback = unavailable_for_key(key)
+    if fallback is None:
+        return None
+    try:
+        return encode_frame(fallback)
+    except Exception:  # pragma: no cover - a few hundred bytes of plain JSON
+        log.exception("could not send the %s event for %s", fallback.name, key)
+        return None
 
 
 @dataclass(frozen=True)

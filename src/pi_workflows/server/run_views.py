@@ -10,6 +10,11 @@ each watcher's connection as the latest event (``run.view`` or ``runs.view``). A
 keeps only the newest unsent event per key (``ConnectionPeer``), so a slow watcher gets the
 latest view, never an unbounded queue. A watched run that disappears (pruned) gets one
 ``run.gone`` event and its watchers are dropped.
+
+Views are bounded (``store.watch_views``), and each run's view and each list is computed,
+encoded and size-checked on its own: when that fails, the failure is logged and only that
+run's watchers (``run.unavailable``) or that list watcher (``runs.unavailable``) are ended;
+the task goes on with every other watch and never stops.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pi_workflows.protocol import Event
+from pi_workflows.server import pushes
 from pi_workflows.server.handlers.registry import Peer
 from pi_workflows.store import watch_views
 from pi_workflows.store.database import Database
@@ -108,30 +114,61 @@ class RunViews:
                 log.exception("could not push run views")
 
     def push_changed(self) -> None:
-        """Recompute every watched run whose revision moved, and every list; push changes."""
-        with self.db.read() as conn:
-            for run_id, group in list(self._runs.items()):
-                row = conn.execute(
-                    "SELECT revision FROM runs WHERE run_id = ?", (run_id,)
-                ).fetchone()
-                if row is None:
-                    gone = Event(name="run.gone", payload={"runId": run_id})
-                    for watcher in list(group):
-                        watcher.peer.push(f"run:{run_id}", gone)
-                        self.unwatch(watcher)
-                    continue
-                if self._revisions.get(run_id) == row[0]:
-                    continue
-                self._revisions[run_id] = int(row[0])
-                view = watch_views.run_watch(conn, run_id)
-                event = Event(name="run.view", payload={"runId": run_id, **view})
-                for watcher in group:
-                    watcher.peer.push(f"run:{run_id}", event)
-            for lister in list(self._lists):
-                page = watch_views.runs_watch(
-                    conn, statuses=lister.statuses, workflow=lister.workflow, limit=lister.limit
+        """Recompute every watched run whose revision moved, and every list; push changes.
+        A view that fails ends only its own watches (``run.unavailable``,
+        ``runs.unavailable``)."""
+        for run_id in list(self._runs):
+            try:
+                self._push_run(run_id)
+            except Exception as exc:
+                log.exception("could not push the view of run %s", run_id)
+                self._end_run(run_id, pushes.code_of(exc))
+        for lister in list(self._lists):
+            try:
+                self._push_list(lister)
+            except Exception as exc:
+                log.exception("could not push a run list")
+                event = pushes.unavailable(
+                    "runs", {}, pushes.code_of(exc), "the run list", operation="runs.watch"
                 )
-                if page == lister.last:
-                    continue
-                lister.last = page
-                lister.peer.push("runs", Event(name="runs.view", payload=page))
+                lister.peer.push("runs", event)
+                self.unwatch(lister)
+
+    def _push_run(self, run_id: str) -> None:
+        with self.db.read() as conn:
+            row = conn.execute("SELECT revision FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                gone = Event(name="run.gone", payload={"runId": run_id})
+                for watcher in list(self._runs.get(run_id, [])):
+                    watcher.peer.push(f"run:{run_id}", gone)
+                    self.unwatch(watcher)
+                return
+            if self._revisions.get(run_id) == row[0]:
+                return
+            view = watch_views.run_watch(conn, run_id)
+        event = Event(name="run.view", payload={"runId": run_id, **view})
+        pushes.checked_frame(event)
+        self._revisions[run_id] = int(row[0])
+        for watcher in self._runs.get(run_id, []):
+            watcher.peer.push(f"run:{run_id}", event)
+
+    def _end_run(self, run_id: str, code: str) -> None:
+        """End every watch of ``run_id`` with one ``run.unavailable`` event."""
+        event = pushes.unavailable(
+            "run", {"runId": run_id}, code, f"the view of run {run_id}", operation="run.watch"
+        )
+        for watcher in list(self._runs.get(run_id, [])):
+            watcher.peer.push(f"run:{run_id}", event)
+            self.unwatch(watcher)
+
+    def _push_list(self, lister: ListWatcher) -> None:
+        with self.db.read() as conn:
+            page = watch_views.runs_watch(
+                conn, statuses=lister.statuses, workflow=lister.workflow, limit=lister.limit
+            )
+        if page == lister.last:
+            return
+        event = Event(name="runs.view", payload=page)
+        pushes.checked_frame(event)
+        lister.last = page
+        lister.peer.push("runs", event)

@@ -7,6 +7,11 @@ the last one pushed, gives it the next revision and queues it on each watcher's 
 as the latest ``session.view`` event. A connection keeps only the newest unsent view, so a
 slow watcher gets the latest view, never an unbounded queue. A watcher whose coordinator
 epoch was fenced by a newer attach gets one ``session.fenced`` event and is dropped.
+
+Each session's view is computed, encoded and size-checked on its own: when that fails (the
+view cannot be read, or its bounded form would not fit a frame), the failure is logged and
+only that session's watchers get one ``session.unavailable`` event and are dropped; the task
+goes on with every other session and never stops.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pi_workflows.protocol import Event
+from pi_workflows.server import pushes
 from pi_workflows.server.handlers.registry import Peer
 from pi_workflows.store import sessions
 from pi_workflows.store.database import Database
@@ -89,25 +95,47 @@ class SessionViews:
                 log.exception("could not push session views")
 
     def push_changed(self) -> None:
-        """Recompute every watched session's view and push the ones that changed."""
-        for session_id, group in list(self._watchers.items()):
-            with self.db.read() as conn:
-                view = sessions.view(conn, session_id)
-            current = view["coordinatorEpoch"]
-            for watcher in list(group):
-                if watcher.coordinator_epoch != current:
-                    watcher.peer.push(
-                        f"session:{session_id}",
-                        Event(
-                            name="session.fenced",
-                            payload={"sessionId": session_id, "coordinatorEpoch": current},
-                        ),
-                    )
-                    self.unwatch(watcher)
-            if session_id not in self._watchers or self._last.get(session_id) == view:
-                continue
-            self._last[session_id] = view
-            self._revision += 1
-            event = Event(name="session.view", payload={**view, "revision": self._revision})
-            for watcher in self._watchers[session_id]:
-                watcher.peer.push(f"session:{session_id}", event)
+        """Recompute every watched session's view and push the ones that changed; a session
+        whose view fails ends its own watches (``session.unavailable``), never the others'."""
+        for session_id in list(self._watchers):
+            try:
+                self._push_session(session_id)
+            except Exception as exc:
+                log.exception("could not push the view of session %s", session_id)
+                self._end(session_id, pushes.code_of(exc))
+
+    def _push_session(self, session_id: str) -> None:
+        with self.db.read() as conn:
+            view = sessions.view(conn, session_id)
+        current = view["coordinatorEpoch"]
+        for watcher in list(self._watchers.get(session_id, [])):
+            if watcher.coordinator_epoch != current:
+                watcher.peer.push(
+                    f"session:{session_id}",
+                    Event(
+                        name="session.fenced",
+                        payload={"sessionId": session_id, "coordinatorEpoch": current},
+                    ),
+                )
+                self.unwatch(watcher)
+        if session_id not in self._watchers or self._last.get(session_id) == view:
+            return
+        event = Event(name="session.view", payload={**view, "revision": self._revision + 1})
+        pushes.checked_frame(event)
+        self._revision += 1
+        self._last[session_id] = view
+        for watcher in self._watchers[session_id]:
+            watcher.peer.push(f"session:{session_id}", event)
+
+    def _end(self, session_id: str, code: str) -> None:
+        """End every watch of ``session_id`` with one ``session.unavailable`` event."""
+        for watcher in list(self._watchers.get(session_id, [])):
+            event = pushes.unavailable(
+                "session",
+                {"sessionId": session_id, "coordinatorEpoch": watcher.coordinator_epoch},
+                code,
+                f"the view of session {session_id}",
+                operation="session.watch",
+            )
+            watcher.peer.push(f"session:{session_id}", event)
+            self.unwatch(watcher)

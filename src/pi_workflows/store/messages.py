@@ -114,6 +114,23 @@ def record_request(
     return message_id
 
 
+def text_of(body: Any) -> str:
+    """A message's text as views carry it: a step's exact text, a decision's card text, a
+    notification's text; ``""`` for a terminal message (its body holds the outcome)."""
+    return str(body.get("text", "")) if isinstance(body, dict) else ""
+
+
+def read_text(conn: sqlite3.Connection, message_id: str) -> tuple[str, str, str] | None:
+    """``(run id, kind, whole text)`` of one message (``workflowMessage.get``), or None."""
+    row = conn.execute(
+        "SELECT run_id, kind, body_json FROM workflow_messages WHERE message_id = ?",
+        (message_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    return str(row[0]), str(row[1]), text_of(jsoncol.loads(row[2]))
+
+
 def was_sent(conn: sqlite3.Connection, request_id: str) -> bool:
     """Whether the latest message presenting ``request_id`` reached its session."""
     row = conn.execute(

@@ -6,17 +6,19 @@ later attach fences the earlier one, whose reports are then refused
 (``CoordinatorFencedError``). The view is what the session must show now: its one active
 request (the oldest open request of its waiting or working runs; others wait in order),
 the messages to add (pending notifications and terminal results, and the active request's
-step while unsent), and its runs. Reports change message and run rows, so each is a run
-write (revision and event) on every run it touches.
+step while unsent), and its runs, bounded to fit one frame (``view_bounds``). Reports
+change message and run rows, so each is a run write (revision and event) on every run it
+touches.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pi_workflows.store import interactions, jsoncol, lifecycle, reminders
+from pi_workflows.store import interactions, jsoncol, lifecycle, messages, reminders, view_bounds
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import CoordinatorFencedError
 from pi_workflows.store.ids import new_id
@@ -26,6 +28,12 @@ from pi_workflows.store.views import list_session_runs
 
 MAX_VIEW_MESSAGES = 50
 """Most messages one view lists (oldest first); the rest follow once these are sent."""
+
+MAX_TITLE_CHARS = 200
+"""Longest decision title the active request carries."""
+
+MAX_REJECTION_CHARS = 2000
+"""Longest rejection message the active request carries."""
 
 STOP_REASONS = frozenset({"completed", "aborted", "error", "lost"})
 
@@ -77,72 +85,122 @@ def active_request(conn: sqlite3.Connection, session_id: str) -> interactions.In
 
 
 def _message(row: sqlite3.Row) -> dict[str, Any]:
+    """One message as the session view lists it: its text once, cut to the view's bound."""
     body = jsoncol.loads(row[3])
+    rest = {k: v for k, v in body.items() if k != "text"} if isinstance(body, dict) else body
     return {
         "workflowMessageId": row[0],
         "runId": row[1],
         "kind": row[2],
-        "body": body,
-        "text": str(body.get("text", "")) if isinstance(body, dict) else "",
+        "body": view_bounds.bounded_body(rest),
+        **view_bounds.bounded_text(messages.text_of(body), view_bounds.SESSION_TEXT_BYTES),
         "status": row[4],
         "resumed": bool(row[5]),
         "createdAt": row[6],
     }
 
 
-_MESSAGE_COLUMNS = "message_id, run_id, kind, body_json, status, resumed, created_at"
+_MESSAGE_COLUMNS = "message_id, run_id, kind, body_json, status, resumed, created_at, rowid"
+_PENDING_OF_SESSION = (
+    "FROM workflow_messages WHERE origin_session = ? AND status = 'pending'"
+    " AND kind IN ('notification', 'terminal')"
+)
+
+
+def _active_view(
+    conn: sqlite3.Connection, active: interactions.Interaction, message: sqlite3.Row | None
+) -> dict[str, Any]:
+    """The active request as the view shows it: ids, states and an agent step's tool limit,
+    never its text (that is its message's ``text``)."""
+    rejection = conn.execute(
+        "SELECT error FROM interactive_submissions WHERE request_id = ?"
+        " AND status = 'rejected' ORDER BY submitted_at DESC, rowid DESC LIMIT 1",
+        (active.request_id,),
+    ).fetchone()
+    request = active.request if isinstance(active.request, dict) else {}
+    title = request.get("title")
+    tools = request.get("allowedTools")
+    return {
+        "requestId": active.request_id,
+        "runId": active.run_id,
+        "nodeId": active.node_id,
+        "kind": active.kind,
+        "status": active.status,
+        "title": view_bounds.cut(str(title), MAX_TITLE_CHARS)
+        if active.kind == "decision" and title is not None
+        else None,
+        "allowedTools": tools if isinstance(tools, list) else None,
+        "deadlineAt": active.deadline_at,
+        "workflowMessageId": None if message is None else message[0],
+        "messageStatus": None if message is None else message[4],
+        "lastRejection": None
+        if rejection is None
+        else view_bounds.cut(rejection[0], MAX_REJECTION_CHARS),
+    }
 
 
 def view(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
-    """What the session must present now (see the module docstring)."""
+    """What the session must present now (see the module docstring), bounded to fit a frame:
+    texts cut at ``SESSION_TEXT_BYTES``, and ``messages`` the longest prefix of the messages
+    to add within ``MAX_VIEW_MESSAGES`` and ``SESSION_MESSAGES_BYTES`` (at least one), with
+    ``moreMessages`` counting the rest. A function of the stored rows only."""
     epoch_row = conn.execute(
         "SELECT coordinator_epoch FROM sessions WHERE session_id = ?", (session_id,)
     ).fetchone()
     active = active_request(conn, session_id)
     active_view: dict[str, Any] | None = None
-    pending: list[dict[str, Any]] = []
+    step: sqlite3.Row | None = None
     if active is not None:
         row = conn.execute(
             f"SELECT {_MESSAGE_COLUMNS} FROM workflow_messages WHERE request_id = ?"
             " AND status IN ('pending', 'sent') ORDER BY created_at DESC, rowid DESC LIMIT 1",
             (active.request_id,),
         ).fetchone()
-        message = None if row is None else _message(row)
-        rejection = conn.execute(
-            "SELECT error FROM interactive_submissions WHERE request_id = ?"
-            " AND status = 'rejected' ORDER BY submitted_at DESC, rowid DESC LIMIT 1",
-            (active.request_id,),
-        ).fetchone()
-        active_view = {
-            "requestId": active.request_id,
-            "runId": active.run_id,
-            "nodeId": active.node_id,
-            "kind": active.kind,
-            "status": active.status,
-            "request": interactions.request_for_clients(active.request, active.request_id),
-            "deadlineAt": active.deadline_at,
-            "workflowMessageId": None if message is None else message["workflowMessageId"],
-            "messageStatus": None if message is None else message["status"],
-            "text": None if message is None else message["text"],
-            "lastRejection": None if rejection is None else rejection[0],
-        }
-        if message is not None and message["status"] == "pending":
-            pending.append(message)
-    rows = conn.execute(
-        f"SELECT {_MESSAGE_COLUMNS} FROM workflow_messages WHERE origin_session = ?"
-        " AND status = 'pending' AND kind IN ('notification', 'terminal')"
-        " ORDER BY created_at, rowid LIMIT ?",
+        active_view = _active_view(conn, active, row)
+        if row is not None and row[4] == "pending":
+            step = row
+    total = conn.execute(f"SELECT COUNT(*) {_PENDING_OF_SESSION}", (session_id,)).fetchone()[0]
+    total += 0 if step is None else 1
+    listed: list[dict[str, Any]] = []
+    spent = 0
+    cursor = conn.execute(
+        f"SELECT {_MESSAGE_COLUMNS} {_PENDING_OF_SESSION} ORDER BY created_at, rowid LIMIT ?",
         (session_id, MAX_VIEW_MESSAGES),
-    ).fetchall()
-    pending.extend(_message(row) for row in rows)
-    pending.sort(key=lambda m: (m["createdAt"], m["workflowMessageId"]))
+    )
+    try:
+        for row in _merged(cursor, step):
+            if len(listed) >= MAX_VIEW_MESSAGES:
+                break
+            message = _message(row)
+            size = view_bounds.encoded_size(message)
+            if listed and spent + size > view_bounds.SESSION_MESSAGES_BYTES:
+                break
+            listed.append(message)
+            spent += size
+    finally:
+        cursor.close()  # rows past the bound are never read
     return {
         "sessionId": session_id,
         "coordinatorEpoch": None if epoch_row is None else epoch_row[0],
         "activeRequest": active_view,
-        "messages": pending,
+        "messages": listed,
+        "moreMessages": total - len(listed),
         "runs": list_session_runs(conn, session_id),
     }
+
+
+def _merged(rows: Iterable[sqlite3.Row], step: sqlite3.Row | None) -> Iterator[sqlite3.Row]:
+    """``rows`` (oldest first) with the active step's pending message in its place.
+
+    Rows are read one at a time, so a backlog of large messages is decoded only as far as
+    the view's bound reaches."""
+    for row in rows:
+        if step is not None and (step[6], step[7]) < (row[6], row[7]):
+            yield step
+            step = None
+        yield row
+    if step is not None:
+        yield step
 
 
 def _run_write(db: Database, run_id: str, event: str, data: dict[str, Any], apply: Any) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from pi_workflows.store import attempt_logs, effects, interactions, jsoncol, values
+from pi_workflows.store import attempt_logs, effects, interactions, jsoncol, values, view_bounds
 from pi_workflows.store.errors import RunNotFoundError
 from pi_workflows.store.runs import read_run
 from pi_workflows.store.states import view_status
@@ -467,7 +467,9 @@ def _validating(conn: sqlite3.Connection, request_id: str) -> dict[str, Any] | N
 
 
 def run_messages(conn: sqlite3.Connection, run_id: str, limit: int = 100) -> list[dict[str, Any]]:
-    """The run's newest workflow messages (oldest first), as ``run show`` lists them."""
+    """The run's newest workflow messages (oldest first), as ``run show`` lists them: each
+    text cut to ``RUN_VIEW_TEXT_BYTES`` (``textBytes``, ``textTruncated``; the whole one is
+    ``workflowMessage.get``'s), so a run with many large notifications still fits a frame."""
     rows = conn.execute(
         "SELECT * FROM (SELECT message_id, kind, status, body_json, created_at, rowid AS r"
         " FROM workflow_messages WHERE run_id = ? ORDER BY created_at DESC, rowid DESC LIMIT ?)"
@@ -479,7 +481,9 @@ def run_messages(conn: sqlite3.Connection, run_id: str, limit: int = 100) -> lis
             "workflowMessageId": row[0],
             "kind": row[1],
             "status": row[2],
-            "text": _message_text(row[1], jsoncol.loads(row[3])),
+            **view_bounds.bounded_text(
+                _message_text(row[1], jsoncol.loads(row[3])), view_bounds.RUN_VIEW_TEXT_BYTES
+            ),
             "createdAt": row[4],
         }
         for row in rows

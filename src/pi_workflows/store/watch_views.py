@@ -5,6 +5,8 @@ Owns no table; reads only. ``run_watch`` is the ``RunView`` (``views.run_view``)
 loaded) laid out as nodes and edges, each node with the state of its latest attempt in the
 current round. The server computes it, so every renderer (``pi-workflows watch``, the Pi
 extension, a program) shows the same status. ``runs_watch`` is a page of run summaries.
+Both are bounded to fit one pushed frame (``view_bounds.PUSH_BYTES``): message texts and a
+large request are cut, and the oldest list items left out with a count of them.
 """
 
 from __future__ import annotations
@@ -13,14 +15,16 @@ import sqlite3
 from collections import deque
 from typing import Any
 
-from pi_workflows.store import jsoncol, views
+from pi_workflows.store import jsoncol, view_bounds, views
 from pi_workflows.store.runs import RunRow, read_run
 
 
 def run_watch(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
-    """``{run: RunView, graph: Graph}`` of one run (what ``run.watch`` pushes)."""
+    """``{run: RunView, graph: Graph}`` of one run (what ``run.watch`` pushes), bounded:
+    see ``bounded_run_view``."""
     run = read_run(conn, run_id)
-    return {"run": views.run_view(conn, run_id), "graph": graph(conn, run)}
+    view = {"run": views.run_view(conn, run_id), "graph": graph(conn, run)}
+    return bounded_run_view(view)
 
 
 def runs_watch(
@@ -30,12 +34,58 @@ def runs_watch(
     workflow: str | None = None,
     limit: int = 100,
 ) -> dict[str, Any]:
-    """``{runs, counts}``: the newest run summaries and the number of runs per status."""
+    """``{runs, counts, runsOmitted}``: the newest run summaries (the oldest of them left
+    out when the page would exceed ``PUSH_BYTES``) and the number of runs per status."""
     runs, _ = views.list_runs_page(conn, statuses=statuses, workflow=workflow, limit=limit)
     counts = dict(
         conn.execute("SELECT status, COUNT(*) FROM viewer_runs GROUP BY status").fetchall()
     )
-    return {"runs": runs, "counts": counts}
+    omitted = 0
+    while runs and view_bounds.encoded_size({"runs": runs, "counts": counts}) > (
+        view_bounds.PUSH_BYTES
+    ):
+        keep = len(runs) // 2
+        omitted += len(runs) - keep
+        runs = runs[:keep]  # newest first: the oldest go
+    return {"runs": runs, "counts": counts, "runsOmitted": omitted}
+
+
+_OMITTED = {
+    "messages": "messagesOmitted",
+    "attempts": "attemptsOmitted",
+    "effects": "effectsOmitted",
+}
+"""The lists of a run view that may be shortened (oldest first), and their counters."""
+
+
+def bounded_run_view(view: dict[str, Any]) -> dict[str, Any]:
+    """A ``{run, graph}`` view cut to fit one pushed frame (deterministically).
+
+    Message texts come cut already (``views.run_messages``); a ``waitingOn.request`` over
+    ``RUN_VIEW_REQUEST_BYTES`` becomes ``{"omittedBytes": n}``; then, while the view still
+    exceeds ``PUSH_BYTES``, the oldest half of its largest list (messages, attempts,
+    effects) is left out and counted in ``messagesOmitted``, ``attemptsOmitted`` or
+    ``effectsOmitted``. A view that cannot be cut further is returned as it is (the server
+    then ends the watch with ``run.unavailable``).
+    """
+    run = dict(view["run"])
+    run.setdefault("messagesOmitted", 0)
+    waiting = run.get("waitingOn")
+    if isinstance(waiting, dict):
+        size = view_bounds.encoded_size(waiting.get("request"))
+        if size > view_bounds.RUN_VIEW_REQUEST_BYTES:
+            run["waitingOn"] = {**waiting, "request": {"omittedBytes": size}}
+    bounded = {**view, "run": run}
+    while view_bounds.encoded_size(bounded) > view_bounds.PUSH_BYTES:
+        sizes = {name: view_bounds.encoded_size(run.get(name, [])) for name in _OMITTED}
+        name = max(sorted(sizes), key=lambda n: sizes[n])
+        items = list(run.get(name, []))
+        if not items:
+            break
+        left_out = (len(items) + 1) // 2
+        run[name] = items[left_out:]  # oldest first: the oldest go
+        run[_OMITTED[name]] = int(run.get(_OMITTED[name]) or 0) + left_out
+    return bounded
 
 
 def _definition(conn: sqlite3.Connection, digest: str) -> dict[str, Any]:

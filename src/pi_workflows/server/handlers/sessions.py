@@ -4,7 +4,8 @@ Runs in the server. ``session.attach`` makes a connection the session's coordina
 epoch fences the previous one); ``session.watch`` pushes the session's view to that
 connection as ``session.view`` events; ``workflowMessage.report`` and
 ``workflowTurn.report`` record what the session proved it shows and the model turns it
-ran. Reports are idempotent facts, committed before the answer, and need no idempotency
+ran; ``workflowMessage.get`` reads a message's whole text in slices (a view carries long
+texts cut). Reports are idempotent facts, committed before the answer, and need no idempotency
 key; a report with a fenced epoch is refused (``coordinatorFenced``).
 """
 
@@ -22,7 +23,7 @@ from pi_workflows.server.handlers.registry import (
     receipted,
     text,
 )
-from pi_workflows.store import sessions
+from pi_workflows.store import messages, sessions, view_bounds
 
 if TYPE_CHECKING:
     from pi_workflows.server.app import Server
@@ -86,6 +87,30 @@ async def session_watch(server: Server, request: Request) -> dict[str, Any]:
     watcher = server.views.watch(session_id, epoch, peer)
     peer.on_close(lambda: server.views.unwatch(watcher))
     return {"sessionId": session_id, "coordinatorEpoch": epoch, "watching": True}
+
+
+@operation("workflowMessage.get")
+async def message_get(server: Server, request: Request) -> dict[str, Any]:
+    """``{workflowMessageId, offset?}``: one slice of the message's whole text, at most
+    ``SLICE_BYTES`` of UTF-8 from byte ``offset`` (``{workflowMessageId, runId, kind,
+    textBytes, offset, text, next}``), for a text a view carries cut."""
+    message_id = text(request.payload, "workflowMessageId")
+    assert message_id is not None
+    offset = request.payload.get("offset", 0)
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise bad("payload field 'offset' must be a byte offset (0, or a 'next' of this answer)")
+    with server.db.read() as conn:
+        found = messages.read_text(conn, message_id)
+    if found is None:
+        raise RequestError(
+            Outcome.NOT_FOUND.value, "notFound", f"no workflow message with id {message_id}"
+        )
+    run_id, kind, whole = found
+    try:
+        part = view_bounds.text_slice(whole, offset)
+    except ValueError as exc:
+        raise bad(f"payload field 'offset': {exc}") from None
+    return {"workflowMessageId": message_id, "runId": run_id, "kind": kind, **part}
 
 
 @operation("workflowMessage.report")

@@ -347,18 +347,30 @@ def test_a_committed_request_is_presented_once_with_its_exact_text(
 def test_restarting_pi_before_submission_presents_the_same_request_once(
     server: ServerProcess, make_pi: MakePi, provider: MockProvider
 ) -> None:
-    """Pi shows the step, the model does not submit, Pi exits; the same session reopened
-    finds the step in its branch and shows nothing again, and a later submission continues."""
+    """Pi shows the step, the model looks something up and Pi dies before it submits; the
+    same session reopened finds the step in its branch and shows nothing again, and a later
+    submission continues. (Pi dies inside the step's turn: a turn that ended without a
+    submission would be reminded instead, see tests/pi/test_reminders.py.)"""
     write_step(server)
     run_id = start_from_origin(server, "step")
+    held, release = threading.Event(), threading.Event()
+
+    def hold(_request: ChatRequest) -> Reply:
+        held.set()
+        release.wait(30)
+        return Reply(text="too late")
+
     provider.on(user_text_contains("submit it now"), submit_route("skip"))
-    provider.on(user_text_contains(STEP_MARK), text("I will look at it later."))
+    provider.on(user_text_contains(STEP_MARK), tool_call("workflow", {"action": "list"}))
+    provider.on(last_is_tool_result, hold, times=1, name="held after the lookup")
     finish_rules(provider)
     first = make_pi(session_id=SESSION)
     entries_until(first, lambda es: workflow_messages(es, "step"), "the step")
-    first.settled(0)
-    first.stop()
-    asked = len(provider.requests())
+    assert held.wait(30), "the step's turn never asked the model after its lookup"
+    first.kill()
+    release.set()
+    asked = 2  # the step's turn asked the model twice: the step, then after its lookup
+    wait_for(lambda: len(provider.requests()) == asked, 30, "the held request to be logged")
 
     second = make_pi(session_id=SESSION)
     wait_presenting(second, server, epoch=2)

@@ -205,7 +205,8 @@ def test_a_decision_deadline_takes_its_default_choice(server: ServerProcess) -> 
 def test_pause_stops_a_running_node_and_resume_finishes_the_run(
     server: ServerProcess, tmp_path: Path
 ) -> None:
-    """Pausing parks the run at its last boundary; resuming reruns the interrupted node."""
+    """Pausing parks the run at its last boundary, with the person's reason as its detail;
+    resuming reruns the interrupted node."""
     started, gate = tmp_path / "started", tmp_path / "gate"
     server.write_workflow(
         "gated",
@@ -226,9 +227,9 @@ def test_pause_stops_a_running_node_and_resume_finishes_the_run(
     run_id = server.start_run("gated")
     wait_for(started.exists, 30, "the node to start")
     with server.client() as client:
-        assert client.pause(run_id)["status"] == "paused"
+        assert client.pause(run_id, "the release is frozen")["status"] == "paused"
     paused = server.wait_status(run_id, "paused")
-    assert paused["parkReason"] == "userPaused"
+    assert (paused["parkReason"], paused["parkDetail"]) == ("userPaused", "the release is frozen")
     wait_for(lambda: server.run(run_id)["runner"] is None, 30, "the runner to stop")
     gate.write_text("open")
     with server.client() as client:

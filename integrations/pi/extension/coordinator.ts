@@ -675,7 +675,7 @@ export class SessionCoordinator {
 		this.guard(() => this.pi.appendEntry(REFUSAL_ENTRY_TYPE, card));
 		this.notify(card.text, "error");
 		const key = newIdempotencyKey(`refuse.${active.requestId}`);
-		this.operations.control("pause", active.runId, key).then(
+		this.operations.control("pause", active.runId, key, `the Pi session refused its step: ${reason}`).then(
 			() => undefined,
 			(error: unknown) =>
 				this.guard(() => {

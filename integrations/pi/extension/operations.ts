@@ -197,9 +197,9 @@ export class WorkflowOperations {
 		return (receipt.body.run ?? {}) as unknown as RunView;
 	}
 
-	/** `run.pause`, `run.resume` or `run.cancel` (with an optional reason). */
+	/** `run.pause`, `run.resume` or `run.cancel` (a pause's or a cancellation's reason is kept). */
 	control(action: "pause" | "resume" | "cancel", runId: string, idempotencyKey: string, reason?: string): Promise<Receipt> {
-		const payload: JsonObject = action === "cancel" && reason ? { reason } : {};
+		const payload: JsonObject = action !== "resume" && reason ? { reason: reason.slice(0, 1000) } : {};
 		return this.client.call({ operation: `run.${action}`, runId, payload, idempotencyKey });
 	}
 

@@ -208,9 +208,12 @@ class AsyncClient(AsyncInteractionMethods, AsyncRunMethods):
         """`run.get` with every value sent by reference (`inputRef`, `outputRef`) read in."""
         return await self._run(ops.get_run_complete(run_id))
 
-    async def pause(self, run_id: str, *, idempotency_key: str | None = None) -> Receipt:
-        """`run.pause`: park the run with `userPaused`."""
-        return await self.call("run.pause", run_id=run_id, idempotency_key=idempotency_key)
+    async def pause(
+        self, run_id: str, reason: str | None = None, *, idempotency_key: str | None = None
+    ) -> Receipt:
+        """`run.pause`: park the run with `userPaused` (and `reason` as its detail)."""
+        payload: JsonObject = {} if reason is None else {"reason": reason}
+        return await self.call("run.pause", payload, run_id=run_id, idempotency_key=idempotency_key)
 
     async def resume(self, run_id: str, *, idempotency_key: str | None = None) -> Receipt:
         """`run.resume`: continue a paused or parked run."""

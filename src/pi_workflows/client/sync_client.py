@@ -322,9 +322,13 @@ class Client(InteractionMethods, RunMethods):
         """`run.get` with every value sent by reference (`inputRef`, `outputRef`) read in."""
         return self._run(ops.get_run_complete(run_id))
 
-    def pause(self, run_id: str, *, idempotency_key: str | None = None) -> Receipt:
-        """`run.pause`: park the run with `userPaused`; receipt `{runId, status, revision}`."""
-        return self.call("run.pause", run_id=run_id, idempotency_key=idempotency_key)
+    def pause(
+        self, run_id: str, reason: str | None = None, *, idempotency_key: str | None = None
+    ) -> Receipt:
+        """`run.pause`: park the run with `userPaused` (and `reason` as its detail); receipt
+        `{runId, status, revision}`. A running run parks at its next node boundary."""
+        payload: JsonObject = {} if reason is None else {"reason": reason}
+        return self.call("run.pause", payload, run_id=run_id, idempotency_key=idempotency_key)
 
     def resume(self, run_id: str, *, idempotency_key: str | None = None) -> Receipt:
         """`run.resume`: continue a paused or parked run."""

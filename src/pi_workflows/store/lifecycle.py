@@ -65,8 +65,15 @@ def park(
     )
 
 
-def pause(db: Database, run_id: str, *, expected_revision: int | None = None) -> WriteResult:
-    """Pause a queued or waiting run (a running run is parked through its claim instead).
+def pause(
+    db: Database,
+    run_id: str,
+    *,
+    detail: str | None = None,
+    expected_revision: int | None = None,
+) -> WriteResult:
+    """Pause a queued or waiting run (a running run is parked through its claim instead);
+    ``detail`` is the person's reason, kept as the park detail.
 
     A waiting run keeps its open request (and its deadline); the session stops presenting
     it until the run is resumed.
@@ -79,7 +86,7 @@ def pause(db: Database, run_id: str, *, expected_revision: int | None = None) ->
         claim=None,
         expected_revision=expected_revision,
         apply=lambda tx, run: apply_transition(
-            tx, run, Operation.PAUSE, park_reason=ParkReason.USER_PAUSED
+            tx, run, Operation.PAUSE, park_reason=ParkReason.USER_PAUSED, park_detail=detail
         ),
     )
 

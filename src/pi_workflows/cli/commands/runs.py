@@ -234,17 +234,22 @@ def show(
 
 @run.command("pause")
 @click.argument("run_id")
+@click.option("--reason", help="Why, kept as the park detail (`run show`).")
 @click.option("--idempotency-key", help="Key that makes a repeated command harmless.")
 @json_option
 @click.pass_context
-def pause(ctx: click.Context, run_id: str, idempotency_key: str | None, as_json: bool) -> None:
-    """Pause a run; it holds no runner until `run resume`.
+def pause(
+    ctx: click.Context, run_id: str, reason: str | None, idempotency_key: str | None, as_json: bool
+) -> None:
+    """Pause a run; it holds no runner until `run resume`. A running run first finishes the
+    node in flight (at most the server's drain time).
 
     \b
     Example:
-      pi-workflows run pause run_123
+      pi-workflows run pause run_123 --reason "waiting for the release freeze"
     """
-    _report(make_client(ctx).pause(run_id, idempotency_key=idempotency_key), as_json)
+    receipt = make_client(ctx).pause(run_id, reason, idempotency_key=idempotency_key)
+    _report(receipt, as_json)
 
 
 @run.command("resume")

@@ -224,9 +224,11 @@ def _status_receipt(server: Server, run_id: str) -> tuple[str | None, dict[str, 
 
 @operation("run.pause", command=True)
 async def run_pause(server: Server, request: Request) -> dict[str, Any]:
-    """Pause a queued or waiting run; a running one parks at its runner's next node
-    boundary (at most ``PI_WORKFLOWS_DRAIN_SECONDS``), else at once, and its runner stops."""
+    """``{reason?}``: pause a queued or waiting run; a running one parks at its runner's next
+    node boundary (at most ``PI_WORKFLOWS_DRAIN_SECONDS``), else at once, and its runner
+    stops. ``reason`` becomes the park detail."""
     run_id = run_id_of(request)
+    reason = text(request.payload, "reason", required=False, limit=MAX_REASON_CHARS)
     handle = server.supervisor.handle_of(run_id)
     if handle is not None and server.config.drain_seconds > 0:
         stored = stored_receipt(server, request)
@@ -235,7 +237,7 @@ async def run_pause(server: Server, request: Request) -> dict[str, Any]:
 
         def park_here(claim: Claim) -> dict[str, Any]:
             def parked() -> tuple[str | None, dict[str, Any]]:
-                lifecycle.park(server.db, claim, ParkReason.USER_PAUSED)
+                lifecycle.park(server.db, claim, ParkReason.USER_PAUSED, reason)
                 return _status_receipt(server, run_id)
 
             return receipted(server, request, parked)
@@ -254,10 +256,10 @@ async def run_pause(server: Server, request: Request) -> dict[str, Any]:
             claim = handle.identity.claim if handle is not None else None
             lifecycle.park(
                 server.db, lifecycle.live_or_control(server.db, run_id, claim),
-                ParkReason.USER_PAUSED,
+                ParkReason.USER_PAUSED, reason,
             )  # fmt: skip
         else:
-            lifecycle.pause(server.db, run_id)
+            lifecycle.pause(server.db, run_id, detail=reason)
         return _status_receipt(server, run_id)
 
     body = receipted(server, request, change)

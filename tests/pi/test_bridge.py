@@ -390,16 +390,23 @@ def test_restarting_pi_before_submission_presents_the_same_request_once(
 def test_a_deadline_that_passes_while_the_server_is_down_routes_the_same_attempt(
     server: ServerProcess, make_pi: MakePi, provider: MockProvider
 ) -> None:
-    """The step is shown and not answered; the server dies, the deadline passes, the next
-    server times out that same attempt into its timeout route, and Pi's coordinator attaches
-    again and presents the run's result."""
+    """The step is shown and not answered (the model is still thinking); the server dies,
+    the deadline passes, the next server times out that same attempt into its timeout route,
+    and Pi's coordinator attaches again and presents the run's result."""
     write_step(server, timeout=2.0)
     run_id = start_from_origin(server, "step")
-    provider.on(user_text_contains(STEP_MARK), text("Thinking about it."))
+    held, release = threading.Event(), threading.Event()
+
+    def thinking(_request: ChatRequest) -> Reply:
+        held.set()
+        release.wait(30)
+        return Reply(text="Thinking about it.")
+
+    provider.on(user_text_contains(STEP_MARK), thinking, times=1, name="still thinking")
     finish_rules(provider)
     pi = make_pi(session_id=SESSION)
     entries_until(pi, lambda es: workflow_messages(es, "step"), "the step")
-    pi.settled(0)
+    assert held.wait(30), "the step's turn never asked the model"
     view = server.run(run_id)
     attempt = view["attempts"][-1]["attemptId"]
     request_id = view["waitingOn"]["requestId"]
@@ -408,6 +415,7 @@ def test_a_deadline_that_passes_while_the_server_is_down_routes_the_same_attempt
     )
 
     server.kill()
+    release.set()  # the turn ends while no server runs; its report waits for the next one
     wait_for(lambda: time.time_ns() // 1_000_000 > deadline, 10, "the deadline to pass")
     server.start()
 

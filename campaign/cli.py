@@ -27,6 +27,7 @@ import psutil
 
 from campaign import report
 from campaign.fuzz import run_fuzz
+from campaign.plan import SCENARIOS
 
 RESULTS: Final = Path(__file__).resolve().parent / "results"
 SEED_LIMIT_SECONDS: Final = 600.0
@@ -49,6 +50,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--keep", action="store_true", help="keep every seed's directory")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument(
+        "--scenario", choices=SCENARIOS, help="run a named plan instead of each seed's own"
+    )
+    parser.add_argument(
+        "--server-faults",
+        metavar="SPEC",
+        help="PI_WORKFLOWS_FAULTS for the seeds' servers, e.g. the rule-off flag "
+        "runs.presentation_moves_execution=flag (the oracle must then report violations)",
+    )
+    parser.add_argument(
+        "--stop-rule",
+        choices=("auto", "drain", "legacy"),
+        default="auto",
+        help="whether graceful stops and pauses drain (auto: ask `server stop --help`); "
+        "legacy lets any of them explain a lost effect",
+    )
     args = parser.parse_args(argv)
     seeds = (
         [int(s) for s in args.seed_list.split(",") if s.strip()]
@@ -61,7 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     fuzz = run_fuzz(args.fuzz, quiet=args.quiet) if args.fuzz else None
     results = _run_seeds(seeds, args)
-    built = report.build(results, command=command, seconds=time.monotonic() - began, fuzz=fuzz)
+    built = report.build(
+        results,
+        command=command,
+        seconds=time.monotonic() - began,
+        fuzz=fuzz,
+        rerun_args=_rerun_args(args),
+    )
     path = report.write(built, args.out)
     print(report.summary(built))
     print(f"report: {path}")
@@ -78,7 +101,11 @@ def _run_seeds(seeds: list[int], args: argparse.Namespace) -> list[dict[str, Any
         results[seed] = result
         if not args.quiet:
             bad = len(result.get("violations", []))
-            kinds = ",".join(f["kind"] for f in result.get("faults", []) if not f.get("skipped"))
+            kinds = ",".join(
+                f["kind"]
+                for f in result.get("faults", [])
+                if not f.get("skipped") and not f.get("final")
+            )
             print(
                 f"seed {seed}: {result.get('seconds', 0):.0f} s, faults [{kinds}], "
                 f"{bad} violation(s) [{len(results)}/{total}]",
@@ -100,6 +127,11 @@ def _seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     ]  # fmt: skip
     if args.keep:
         argv.append("--keep")
+    if args.scenario:
+        argv += ["--scenario", args.scenario]
+    if args.server_faults:
+        argv += ["--server-faults", args.server_faults]
+    argv += ["--stop-rule", args.stop_rule]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PI_WORKFLOWS_")}
     proc = subprocess.Popen(
         argv, cwd=Path(__file__).resolve().parent.parent, env=env, start_new_session=True,
@@ -121,9 +153,23 @@ def _seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
             seed, "campaignError", f"seed exited {proc.returncode}: {tail} (kept {root})"
         )
     result: dict[str, Any] = json.loads(out.read_text())
+    for violation in result.get("violations", []):
+        violation["rerun"] = f"make campaign SEEDS=1 SEED_START={seed}{_rerun_args(args)}"
     if not result.get("kept"):
         shutil.rmtree(root, ignore_errors=True)
     return result
+
+
+def _rerun_args(args: argparse.Namespace) -> str:
+    """What a `make campaign` re-run of one seed needs besides the seed (or nothing)."""
+    extra = []
+    if args.scenario:
+        extra.append(f"--scenario {args.scenario}")
+    if args.server_faults:
+        extra.append(f"--server-faults {shlex.quote(args.server_faults)}")
+    if args.stop_rule != "auto":
+        extra.append(f"--stop-rule {args.stop_rule}")
+    return f" CAMPAIGN_ARGS='{' '.join(extra)}'" if extra else ""
 
 
 def _kill_seed(pid: int, root: str) -> None:

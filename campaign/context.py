@@ -16,6 +16,7 @@ from typing import Any
 from campaign.leaks import LeakScanner
 from campaign.plan import Plan, PlannedRun
 from campaign.processes import Processes
+from campaign.sessions import SessionClients
 from campaign.surfaces import Surfaces
 from campaign.witness import Witnesses
 
@@ -114,12 +115,17 @@ class SeedContext:
     faults_done: list[dict[str, Any]] = field(default_factory=list)
     token_hashes: set[str] = field(default_factory=set)
     server_pid: int | None = None
+    server_epoch: int | None = None
     server_up: bool = False
     servers_seen: int = 0
     runner_pids: dict[int, str] = field(default_factory=dict)  # live runner pid -> run id
     pending_cont: list[tuple[float, int]] = field(default_factory=list)  # (when, pid)
     killed_shells: set[str] = field(default_factory=set)  # nonces of bodies we SIGKILLed
     last_hash_sample: float = 0.0
+    sessions: SessionClients | None = None  # the origin sessions' scripted clients
+    pi_wrapper: Path | None = None  # `bin/pi`: the headless agent the servers start
+    legacy_stop: bool = False  # the server does not drain: stops and pauses excuse more
+    attributed: dict[str, int] = field(default_factory=dict)  # "fact <- cause" -> count
 
     def elapsed(self) -> float:
         """Seconds since the seed began."""

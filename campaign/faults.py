@@ -5,6 +5,10 @@ and, when the plan asks for it, once an effect body is inside the chosen window 
 after it applied); it gives up waiting for the window after `WINDOW_WAIT` seconds and picks
 any target. Targets are chosen from the candidates sorted in a stable order by the plan's
 `pick`. Signals go only to processes whose start identity still matches (`processes.py`).
+
+Every fault that fired is recorded with what attribution (`attribution.py`) needs: its
+wall-clock start and end (milliseconds, comparable with the server's clock), the run it
+targeted, the pids it hit and the epoch of the server it hit.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import psutil
 from campaign import operator
 from campaign.context import TERMINAL, SeedContext
 from campaign.plan import Fault, PlannedFault, Restart
+from campaign.sessions import agents
 from campaign.witness import Body
 
 WINDOW_WAIT: Final = 6.0
@@ -29,6 +34,17 @@ TARGET_WAIT: Final = 10.0
 """Seconds a fault waits for any target (a live runner, a shell) before it is skipped."""
 
 EXIT_WAIT: Final = 60.0
+
+PROCESS_FAULTS: Final = frozenset(
+    {
+        Fault.KILL_SHELL,
+        Fault.KILL_RUNNER,
+        Fault.KILL_RUNNER_GROUP,
+        Fault.STOP_RUNNER,
+        Fault.KILL_SESSION,
+        Fault.KILL_AGENT,
+    }
+)
 
 CLI_PROBE_AFTER: Final = 1.5
 """Seconds an armed CLI kill waits for an operator command before it kills a CLI read."""
@@ -41,6 +57,12 @@ class Target:
     pid: int | None = None
     run_id: str | None = None
     body: Body | None = None
+    session: str | None = None
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds (the server's clock reads the wall clock too)."""
+    return round(time.time() * 1000)
 
 
 class FaultRunner:
@@ -157,6 +179,19 @@ class FaultRunner:
             return Target(run_id=_pick(runs, fault)) if runs else None
         if kind is Fault.KILL_CLI:
             return Target()
+        if kind is Fault.KILL_SESSION:
+            live = ctx.sessions.live() if ctx.sessions is not None else []
+            client = _pick(live, fault) if live else None
+            if client is None or client.proc is None:
+                return None
+            return Target(pid=client.proc.pid, session=client.session)
+        if kind is Fault.KILL_AGENT:
+            live_agents = agents(ctx.pi_wrapper) if ctx.pi_wrapper is not None else []
+            if not live_agents:
+                return None
+            pid, run_id = _pick(live_agents, fault)
+            ctx.processes.note(pid, "agent")
+            return Target(pid=pid, run_id=run_id)
         # Server faults: the server, optionally once some body is in the window.
         if in_window and not bodies:
             return None
@@ -172,30 +207,18 @@ class FaultRunner:
         kind = fault.kind
         hit = target.body.window if target.body is not None else None
         detail: str
+        start = now_ms()
+        extra: dict[str, Any] = {"runId": target.run_id, "epoch": ctx.server_epoch}
+        pids = [target.pid] if target.pid is not None else []
+        end: int | None = None
         if kind is Fault.KILL_CLI:
             ctx.surfaces.kill_next_cli = fault.hold
             self.cli_armed = (time.monotonic(), ctx.surfaces.cli_kills, fault)
             return
-        if kind is Fault.KILL_SHELL:
-            assert target.pid is not None
-            assert target.body is not None
-            sent = ctx.processes.send(target.pid, signal.SIGKILL)
-            if sent:
-                ctx.killed_shells.add(target.body.nonce)
-            detail = f"shell pid {target.pid} ({target.body.node}, {hit}) sent={sent}"
-        elif kind in (Fault.KILL_RUNNER, Fault.KILL_RUNNER_GROUP):
-            assert target.pid is not None
-            ctx.processes.note(target.pid, "runner")
-            sent = ctx.processes.send(
-                target.pid, signal.SIGKILL, group=kind is Fault.KILL_RUNNER_GROUP
-            )
-            detail = f"runner pid {target.pid} of {target.run_id} sent={sent}"
-        elif kind is Fault.STOP_RUNNER:
-            assert target.pid is not None
-            ctx.processes.note(target.pid, "runner")
-            if ctx.processes.send(target.pid, signal.SIGSTOP):
-                ctx.pending_cont.append((time.monotonic() + fault.hold, target.pid))
-            detail = f"runner pid {target.pid} stopped for {fault.hold:.1f} s"
+        if kind in PROCESS_FAULTS:
+            detail = self._hit_process(fault, target, extra)
+            if kind is Fault.STOP_RUNNER:
+                end = start + round(fault.hold * 1000)
         elif kind is Fault.STOP_SERVER:
             assert target.pid is not None
             ctx.processes.send(target.pid, signal.SIGSTOP)
@@ -204,7 +227,9 @@ class FaultRunner:
             detail = f"server pid {target.pid} stopped for {fault.hold:.1f} s"
         elif kind in (Fault.KILL_SERVER, Fault.KILL_SERVER_ALL, Fault.GRACEFUL_STOP):
             assert target.pid is not None
-            detail = self._server_down(fault, target.pid)
+            detail, killed = self._server_down(fault, target.pid)
+            pids += killed
+            extra["forced"] = fault.forced
         elif kind is Fault.PAUSE_RUN:
             track = ctx.track_of(target.run_id or "")
             ok = track is not None and operator.pause(ctx, track, 1.0 + fault.hold * 2)
@@ -215,15 +240,53 @@ class FaultRunner:
             detail = f"cancelled {target.run_id}: {ok}"
         else:  # pragma: no cover - a new kind without a branch
             raise ValueError(kind)
-        self._record(fault, detail, hit)
+        extra.update(startMs=start, endMs=end if end is not None else now_ms(), pids=pids)
+        self._record(fault, detail, hit, extra)
 
-    def _server_down(self, fault: PlannedFault, pid: int) -> str:
+    def _hit_process(self, fault: PlannedFault, target: Target, extra: dict[str, Any]) -> str:
+        """A signal to one process: a shell, a runner, a session client, a headless agent."""
+        ctx = self.ctx
+        kind = fault.kind
+        assert target.pid is not None
+        if kind is Fault.KILL_SHELL:
+            assert target.body is not None
+            sent = ctx.processes.send(target.pid, signal.SIGKILL)
+            if sent:
+                ctx.killed_shells.add(target.body.nonce)
+            extra["runId"] = target.body.run
+            return f"shell pid {target.pid} ({target.body.node}, {target.body.window}) sent={sent}"
+        if kind in (Fault.KILL_RUNNER, Fault.KILL_RUNNER_GROUP):
+            ctx.processes.note(target.pid, "runner")
+            sent = ctx.processes.send(
+                target.pid, signal.SIGKILL, group=kind is Fault.KILL_RUNNER_GROUP
+            )
+            return f"runner pid {target.pid} of {target.run_id} sent={sent}"
+        if kind is Fault.STOP_RUNNER:
+            ctx.processes.note(target.pid, "runner")
+            if ctx.processes.send(target.pid, signal.SIGSTOP):
+                ctx.pending_cont.append((time.monotonic() + fault.hold, target.pid))
+            return f"runner pid {target.pid} stopped for {fault.hold:.1f} s"
+        if kind is Fault.KILL_SESSION:
+            assert ctx.sessions is not None
+            killed = ctx.sessions.kill(ctx.sessions.clients[target.session or ""], fault.hold)
+            extra["session"] = target.session
+            return (
+                f"session client pid {killed} of {target.session} killed; it attaches again "
+                f"after {fault.hold:.1f} s"
+            )
+        sent = ctx.processes.send(target.pid, signal.SIGKILL)  # KILL_AGENT
+        return f"headless agent pid {target.pid} of {target.run_id} sent={sent}"
+
+    def _server_down(self, fault: PlannedFault, pid: int) -> tuple[str, list[int]]:
         ctx = self.ctx
         kind = fault.kind
         seen = ctx.processes.note(pid, "server")
         ctx.server_up = False
         ctx.server_pid = None
-        if kind is Fault.GRACEFUL_STOP:
+        killed: list[int] = []
+        if kind is Fault.GRACEFUL_STOP and fault.forced:
+            how = self._forced_stop(fault, pid)
+        elif kind is Fault.GRACEFUL_STOP:
             if fault.sigterm:
                 ctx.processes.send(pid, signal.SIGTERM)
                 how = "SIGTERM"
@@ -239,7 +302,8 @@ class FaultRunner:
             ctx.processes.send(pid, signal.SIGKILL)
             how = "SIGKILL"
             if kind is Fault.KILL_SERVER_ALL:
-                how += self._kill_children()
+                killed = self._kill_children()
+                how += f" with {len(killed)} runner/shell group(s)"
         ctx.surfaces.close()
         deadline = time.monotonic() + EXIT_WAIT
         while seen is not None and ctx.processes.alive(seen):
@@ -250,18 +314,29 @@ class FaultRunner:
             time.sleep(0.05)
         time.sleep(fault.hold)  # the fault itself: nobody around while the server is down
         self._restart(fault.restart)
-        return f"server pid {pid} down by {how}; restarted by {fault.restart}"
+        return f"server pid {pid} down by {how}; restarted by {fault.restart}", killed
 
-    def _kill_children(self) -> str:
+    def _forced_stop(self, fault: PlannedFault, pid: int) -> str:
+        """A stop that does not drain: SIGINT, or a second stop while the first drains."""
+        ctx = self.ctx
+        if fault.sigterm:
+            ctx.processes.send(pid, signal.SIGINT)
+            return "SIGINT"
+        ctx.processes.send(pid, signal.SIGTERM)
+        time.sleep(0.2)
+        ctx.processes.send(pid, signal.SIGTERM)
+        return "SIGTERM twice (the second during the drain)"
+
+    def _kill_children(self) -> list[int]:
         """SIGKILL every runner group and shell command (a power cut, as near as we get)."""
         ctx = self.ctx
         runners = [e.pid for e in ctx.processes.seen.values() if e.role == "runner"]
-        killed = sum(ctx.processes.send(pid, signal.SIGKILL, group=True) for pid in runners)
+        killed = [pid for pid in runners if ctx.processes.send(pid, signal.SIGKILL, group=True)]
         for body in ctx.witnesses.unfinished():
             if body.form == "shell" and ctx.processes.send(body.pid, signal.SIGKILL, group=True):
                 ctx.killed_shells.add(body.nonce)
-                killed += 1
-        return f" with {killed} runner/shell group(s)"
+                killed.append(body.pid)
+        return killed
 
     def _restart(self, mode: Restart) -> None:
         ctx = self.ctx
@@ -288,7 +363,13 @@ class FaultRunner:
                 keep.append((when, pid))
         ctx.pending_cont = keep
 
-    def _record(self, fault: PlannedFault, detail: str, window: str | None) -> None:
+    def _record(
+        self,
+        fault: PlannedFault,
+        detail: str,
+        window: str | None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
         ctx = self.ctx
         entry: dict[str, Any] = {
             "index": fault.index,
@@ -297,6 +378,7 @@ class FaultRunner:
             "window": window,
             "detail": detail,
             "skipped": detail.startswith("skipped"),
+            **(extra or {}),
         }
         ctx.faults_done.append(entry)
         ctx.note(f"fault {fault.kind}: {detail}")

@@ -28,6 +28,8 @@ def observe(ctx: SeedContext) -> None:
         return
     ctx.server_up = True
     pid = int(status["pid"])
+    if status.get("epoch") is not None:
+        ctx.server_epoch = int(status["epoch"])
     if pid != ctx.server_pid:
         ctx.server_pid = pid
         ctx.servers_seen += 1

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from campaign.context import TERMINAL, Resolution, RunTrack, SeedContext
 from campaign.observe import dump_run
-from campaign.plan import rng_for
+from campaign.plan import Mode, rng_for
 from campaign.surfaces import Answer
 from campaign.workflows import SHELL_NODES, tip
 
@@ -160,6 +160,11 @@ def _command(ctx: SeedContext, track: RunTrack, what: str, *args: Any) -> Answer
 def _start(ctx: SeedContext, track: RunTrack) -> None:
     planned = track.planned
     if planned.via_cli:
+        where: list[str] = []
+        if planned.session is not None:
+            where = ["--session", planned.session]
+        elif planned.mode is Mode.DETACHED:
+            where = ["--detached"]
         answer = ctx.surfaces.cli_command(
             "run",
             "start",
@@ -168,6 +173,7 @@ def _start(ctx: SeedContext, track: RunTrack) -> None:
             json.dumps(planned.input),
             "--project",
             str(ctx.project),
+            *where,
             "--idempotency-key",
             planned.key,
         )
@@ -178,6 +184,8 @@ def _start(ctx: SeedContext, track: RunTrack) -> None:
             planned.input,
             ctx.project,
             idempotency_key=planned.key,
+            origin_session=planned.session,
+            detached=planned.mode is Mode.DETACHED,
         )
     if not answer.ok:
         ctx.violation(
@@ -188,8 +196,9 @@ def _start(ctx: SeedContext, track: RunTrack) -> None:
     track.start_answers.append(track.run_id)
     track.changed_at = time.monotonic()
     ctx.note(
-        f"started {planned.workflow} #{planned.index} = {track.run_id} "
-        f"(tries {answer.tries}, killed {answer.killed})"
+        f"started {planned.workflow} #{planned.index} = {track.run_id} ({planned.mode}"
+        f"{' ' + planned.session if planned.session else ''}, tries {answer.tries}, "
+        f"killed {answer.killed})"
     )
 
 
@@ -214,6 +223,8 @@ def _answer(ctx: SeedContext, track: RunTrack) -> None:
             track.decision = choice
         else:
             track.decision_refused = True
+    elif kind == "agent" and track.planned.mode is Mode.DETACHED:
+        return  # its headless agent submits (the stuck detector watches it)
     elif kind == "agent":
         if not _submit(ctx, track, request_id, first_seen):
             return

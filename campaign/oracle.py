@@ -16,7 +16,11 @@ rest runs once the seed's runs have settled:
   witnesses (or by a command the campaign killed);
 - one `run start` key made one run; `run list` and `run show` agree;
 - after `server stop`: no process of ours alive (`after_stop`);
-- modes 0700/0600; no claim token or token hash outside `leases.token_hash` (`secrets`).
+- modes 0700/0600; no claim token or token hash outside `leases.token_hash` (`secrets`);
+- attribution (`attributed`, after the stop): every runner that did not end normally,
+  every effect whose outcome was lost and every park has a fault that can cause it
+  (`attribution.py`); every notification and result of a run with an origin session was
+  delivered to that session exactly once, and no workflow message twice (`deliveries`).
 """
 
 from __future__ import annotations
@@ -26,13 +30,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from campaign import ledger as ledgers
+from campaign.attribution import attribute, causes_of
 from campaign.context import TERMINAL, RunTrack, SeedContext
 from campaign.leaks import token_hashes
+from campaign.plan import Mode
+from campaign.sessions import agent_records
 from campaign.workflows import MANUAL_NODES, chain_output, manual_value
 
-DOCUMENTED_PARKS = frozenset(
-    {"runnerNoProgress", "runnerCrashed", "workflowLoadFailed", "userPaused", "serverStopped"}
-)
+GIVE_UP_PARKS = frozenset({"runnerNoProgress", "runnerCrashed"})
+"""Parks a run may still be in at the end, once the operator gave up resuming it; each of
+them must still be explained by faults (`attributed`)."""
 SUMMARY_FIELDS = (
     "workflow", "status", "runStatus", "queueStatus", "parkReason", "currentNode", "revision",
     "createdAt", "updatedAt", "finishedAt",
@@ -62,6 +70,7 @@ def check_modes(ctx: SeedContext, *, running: bool) -> None:
 
 def settled(ctx: SeedContext) -> None:
     """Terminal runs, clean diagnose and status, witnesses, outputs, list/show agreement."""
+    _agents_submitted(ctx, agent_records(ctx.home))
     _runs_settled(ctx)
     _diagnose_and_status(ctx)
     _witnesses(ctx)
@@ -89,8 +98,8 @@ def _runs_settled(ctx: SeedContext) -> None:
                 )
             continue
         reason = view.get("parkReason")
-        if status == "paused" and reason in DOCUMENTED_PARKS:
-            ctx.note(f"explainably parked: {track.run_id} {reason} after {track.resumes} resumes")
+        if status == "paused" and reason in GIVE_UP_PARKS and track.resumes >= 6:
+            ctx.note(f"left parked: {track.run_id} {reason} after {track.resumes} resumes")
             continue
         ctx.violation(
             "notSettled",
@@ -328,3 +337,76 @@ def secrets(ctx: SeedContext) -> None:
         ctx.violation("secretLeaked", finding)
     if not ctx.token_hashes:
         ctx.violation("secretLeaked", "no token hash was ever seen in leases (the check is blind)")
+
+
+def attributed(ctx: SeedContext) -> None:
+    """Every abnormal runner end, lost effect outcome and park has an injected cause; every
+    message reached its session as it must (run after the last `server stop`)."""
+    ledger = ledgers.read(ctx.home / "state.sqlite")
+    if ledger.error is not None:
+        ctx.violation("ledger", f"the state database could not be read: {ledger.error}")
+        return
+    workflows = {t.run_id: t.planned.workflow for t in ctx.tracks if t.run_id}
+    result = attribute(ledger, causes_of(ctx.faults_done), workflows, legacy_stop=ctx.legacy_stop)
+    ctx.attributed = dict(sorted(result.explained.items()))
+    for why, run_id in result.unexplained:
+        ctx.violation("unexplained", why, run_id)
+    deliveries(ctx, ledger)
+
+
+def deliveries(ctx: SeedContext, ledger: ledgers.Ledger) -> None:
+    """What the session clients and headless agents hold agrees with `workflow_messages`.
+
+    A notification or a result of a run with an origin session (not detached) is `sent`
+    with the entry id of the one branch entry that holds it; no message of any run is in
+    its session's branch twice, or marked `sent` without being there.
+    """
+    records = ctx.sessions.records() if ctx.sessions is not None else {}
+    records.update(agent_records(ctx.home))
+    branches: dict[str, dict[str, list[str]]] = {}
+    for session, lines in records.items():
+        branch = branches.setdefault(session, {})
+        for line in lines:
+            if line.get("e") == "present":
+                branch.setdefault(str(line["msg"]), []).append(str(line["entry"]))
+            elif line.get("e") == "problem":
+                ctx.violation("sessionClient", f"{session}: {line.get('message')}")
+    for message in ledger.messages:
+        if message.session is None:
+            continue
+        entries = branches.get(message.session, {}).get(message.message_id, [])
+        where = f"{message.kind} message {message.message_id} of session {message.session}"
+        if len(entries) > 1:
+            ctx.violation("deliveredTwice", f"{where} is in the session {len(entries)} times",
+                          message.run_id)  # fmt: skip
+        if message.status == "sent" and message.entry_id not in entries:
+            ctx.violation(
+                "sentNotPresented",
+                f"{where} is sent as entry {message.entry_id}, which the session does not hold",
+                message.run_id,
+            )
+        if (
+            message.kind in ("notification", "terminal")
+            and not message.detached
+            and message.session in branches
+            and (message.status != "sent" or not entries)
+        ):
+            ctx.violation(
+                "neverDelivered",
+                f"{where} is {message.status} with {len(entries)} entries in the session",
+                message.run_id,
+            )
+
+
+def _agents_submitted(ctx: SeedContext, records: dict[str, list[dict[str, Any]]]) -> None:
+    """A detached run's valid output is submitted by its headless agent, not the operator."""
+    for track in ctx.tracks:
+        if track.run_id is None or track.planned.mode is not Mode.DETACHED:
+            continue
+        for line in records.get(f"detached-{track.run_id}", []):
+            if (
+                line.get("e") == "submit"
+                and str(line.get("name", "")).startswith("valid")
+                and line.get("status") == "accepted"
+            ):
+                track.submitted_valid = True

@@ -15,8 +15,6 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from campaign.workflows import WORKFLOW_NAMES
-
 
 class Fault(enum.StrEnum):
     """The faults a seed injects (the report counts them by these names)."""
@@ -32,20 +30,24 @@ class Fault(enum.StrEnum):
     GRACEFUL_STOP = "gracefulStop"  # `server stop` or SIGTERM, then a restart
     PAUSE_RUN = "pauseRun"  # `run pause` of a running run, resumed later
     CANCEL_RUN = "cancelRun"  # `run cancel` of an unfinished run
+    KILL_SESSION = "killSession"  # SIGKILL a session client; it re-attaches after a while
+    KILL_AGENT = "killAgent"  # SIGKILL a detached run's headless agent (the stand-in)
 
 
 FAULT_WEIGHTS: Final[dict[Fault, int]] = {
-    Fault.KILL_SERVER: 14,
-    Fault.KILL_SERVER_ALL: 6,
-    Fault.KILL_RUNNER: 12,
-    Fault.KILL_RUNNER_GROUP: 10,
-    Fault.KILL_SHELL: 10,
-    Fault.KILL_CLI: 12,
-    Fault.STOP_RUNNER: 7,
-    Fault.STOP_SERVER: 9,
+    Fault.KILL_SERVER: 12,
+    Fault.KILL_SERVER_ALL: 5,
+    Fault.KILL_RUNNER: 10,
+    Fault.KILL_RUNNER_GROUP: 8,
+    Fault.KILL_SHELL: 8,
+    Fault.KILL_CLI: 9,
+    Fault.STOP_RUNNER: 6,
+    Fault.STOP_SERVER: 8,
     Fault.GRACEFUL_STOP: 10,
     Fault.PAUSE_RUN: 6,
-    Fault.CANCEL_RUN: 4,
+    Fault.CANCEL_RUN: 3,
+    Fault.KILL_SESSION: 10,
+    Fault.KILL_AGENT: 5,
 }
 """Relative probabilities of each fault kind (they sum to 100, so each is a percentage)."""
 
@@ -76,6 +78,20 @@ class Restart(enum.StrEnum):
     AUTO_CLIENT = "autoStartClient"  # the next Python client call starts it on demand
 
 
+class Mode(enum.StrEnum):
+    """Who presents a run's steps and messages."""
+
+    PLAIN = "plain"  # nobody: the operator answers through the CLI and the client
+    SESSION = "session"  # a scripted session client (the extension's part) on its origin session
+    DETACHED = "detached"  # the server's headless agent (the campaign's stand-in for Pi)
+
+
+SCENARIOS: Final = ("crossing",)
+"""Named plans that replace the random one (`--scenario`): `crossing` is the review's
+crossing alone (a notify, then slow manual and idempotent effects, in a run with an origin
+session whose client reports the notification while the effect runs), with no fault."""
+
+
 @dataclass(frozen=True)
 class PlannedRun:
     """One run the operator starts."""
@@ -86,6 +102,8 @@ class PlannedRun:
     start_at: float  # seconds after the seed began
     key: str  # the idempotency key of its `run start`
     via_cli: bool
+    mode: Mode = Mode.PLAIN
+    session: str | None = None  # the origin session (a session client presents it)
 
 
 @dataclass(frozen=True)
@@ -97,9 +115,10 @@ class PlannedFault:
     at: float  # seconds after the previous fault finished
     window: str | None  # "beforeApply" | "afterApply": wait for a body there (up to 6 s)
     pick: float  # in [0, 1): which of the sorted candidates is the target
-    hold: float  # SIGSTOP duration, server down time, or CLI kill delay (seconds)
+    hold: float  # SIGSTOP duration, down time (server, session client), or CLI kill delay
     restart: Restart
     sigterm: bool  # graceful stop by SIGTERM instead of `server stop`
+    forced: bool = False  # a graceful stop that does not drain: SIGINT, or a second stop
 
 
 @dataclass
@@ -109,11 +128,18 @@ class Plan:
     seed: int
     runs: list[PlannedRun] = field(default_factory=list)
     faults: list[PlannedFault] = field(default_factory=list)
+    sessions: list[str] = field(default_factory=list)  # origin sessions, one client each
+    scenario: str | None = None
 
     def describe(self) -> dict[str, Any]:
         """A JSON summary for the report."""
         return {
-            "runs": [{"workflow": r.workflow, "startAt": round(r.start_at, 2)} for r in self.runs],
+            "scenario": self.scenario,
+            "sessions": self.sessions,
+            "runs": [
+                {"workflow": r.workflow, "startAt": round(r.start_at, 2), "mode": str(r.mode)}
+                for r in self.runs
+            ],
             "faults": [
                 {"kind": str(f.kind), "at": round(f.at, 2), "window": f.window} for f in self.faults
             ],
@@ -129,22 +155,31 @@ def rng_for(seed: int, *parts: object) -> random.Random:
     return random.Random(":".join(str(p) for p in (seed, *parts)))  # noqa: S311 - a reproducible campaign, not cryptography
 
 
-def make_plan(seed: int, lease_seconds: float) -> Plan:
-    """Draw the plan of `seed`."""
+WORKFLOW_WEIGHTS: Final = {
+    "chain": 3,
+    "payment": 2,
+    "payment-t": 2,
+    "deploy": 2,
+    "deploy-t": 2,
+    "sync": 3,
+    "review": 3,
+    "review-t": 2,
+    "notice": 3,
+}
+"""Relative frequency of each workflow among a seed's runs."""
+
+
+def make_plan(seed: int, lease_seconds: float, scenario: str | None = None) -> Plan:
+    """Draw the plan of `seed` (or build the named `scenario`)."""
+    if scenario is not None:
+        return _scenario(seed, scenario)
     rng = rng_for(seed, "plan")
     plan = Plan(seed)
-    weights = (
-        3,
-        2,
-        2,
-        2,
-        2,
-        3,
-        2,
-        2,
-    )  # chain payment payment-t deploy deploy-t sync review review-t
+    plan.sessions = [f"campaign-{seed}-{name}" for name in "ab"[: rng.randint(1, 2)]]
+    names = list(WORKFLOW_WEIGHTS)
     for index in range(rng.randint(4, 7)):
-        workflow = rng.choices(WORKFLOW_NAMES, weights=weights)[0]
+        workflow = rng.choices(names, weights=[WORKFLOW_WEIGHTS[n] for n in names])[0]
+        mode = _mode(workflow, rng_for(seed, "mode", index))
         plan.runs.append(
             PlannedRun(
                 index=index,
@@ -153,9 +188,23 @@ def make_plan(seed: int, lease_seconds: float) -> Plan:
                 start_at=0.0 if index == 0 else rng.uniform(0.0, 10.0),
                 key=f"campaign-{seed}-run-{index}",
                 via_cli=rng.random() < 0.5,
+                mode=mode,
+                session=(
+                    rng_for(seed, "session", index).choice(plan.sessions)
+                    if mode is Mode.SESSION
+                    else None
+                ),
             )
         )
-    kinds = list(FAULT_WEIGHTS)
+    # A fault whose target the plan never has (no origin session, no detached run) is
+    # never drawn: it would only wait for a target and be skipped.
+    modes = {run.mode for run in plan.runs}
+    kinds = [
+        k
+        for k in FAULT_WEIGHTS
+        if (k is not Fault.KILL_SESSION or Mode.SESSION in modes)
+        and (k is not Fault.KILL_AGENT or Mode.DETACHED in modes)
+    ]
     for index in range(rng.randint(3, 7)):
         kind = rng.choices(kinds, weights=[FAULT_WEIGHTS[k] for k in kinds])[0]
         window = None
@@ -177,6 +226,40 @@ def make_plan(seed: int, lease_seconds: float) -> Plan:
                 hold=hold,
                 restart=rng.choice(list(Restart)),
                 sigterm=rng.random() < 0.3,
+                forced=kind is Fault.GRACEFUL_STOP
+                and rng_for(seed, "forced", index).random() < 0.25,
+            )
+        )
+    return plan
+
+
+def _mode(workflow: str, rng: random.Random) -> Mode:
+    """Who presents the run: `notice` always has a session; agent steps may be detached."""
+    if workflow == "notice":
+        return Mode.SESSION
+    draw = rng.random()
+    if workflow.startswith("review"):
+        return Mode.DETACHED if draw < 0.3 else Mode.SESSION if draw < 0.75 else Mode.PLAIN
+    return Mode.SESSION if draw < 0.35 else Mode.PLAIN
+
+
+def _scenario(seed: int, name: str) -> Plan:
+    if name != "crossing":
+        raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
+    session = f"campaign-{seed}-a"
+    plan = Plan(seed, sessions=[session], scenario=name)
+    for index in range(2):
+        plan.runs.append(
+            PlannedRun(
+                index=index,
+                workflow="notice",
+                # Bodies that hold long enough for the session's report to land mid-action.
+                input={"x": 100 + seed + index, "hold": [2.0, 0.3], "storeHold": 1.5},
+                start_at=0.0 if index == 0 else 4.0,
+                key=f"campaign-{seed}-run-{index}",
+                via_cli=index == 0,
+                mode=Mode.SESSION,
+                session=session,
             )
         )
     return plan
@@ -191,6 +274,9 @@ def _input(workflow: str, rng: random.Random) -> dict[str, Any]:
         return {"x": x, "hold": [before, round(rng.uniform(0.1, 0.8), 2)]}
     if workflow.startswith("review"):
         return {"x": x, "validateHold": round(rng.uniform(0.05, 1.5), 2)}
+    if workflow == "notice":
+        hold = [round(rng.uniform(0.3, 2.5), 2), round(rng.uniform(0.1, 0.8), 2)]
+        return {"x": x, "hold": hold, "storeHold": round(rng.uniform(0.2, 1.5), 2)}
     return {
         "x": x,
         "fetchHold": round(rng.uniform(0.1, 0.8), 2),

@@ -22,17 +22,22 @@ def build(
     command: str,
     seconds: float,
     fuzz: dict[str, Any] | None = None,
+    rerun_args: str = "",
 ) -> dict[str, Any]:
-    """The report of a whole campaign."""
+    """The report of a whole campaign (`rerun_args`: the CAMPAIGN_ARGS a re-run needs)."""
     fired: Counter[str] = Counter()
     skipped: Counter[str] = Counter()
     windows: Counter[str] = Counter()
     statuses: Counter[str] = Counter()
     workflows: Counter[str] = Counter()
     resolutions: Counter[str] = Counter()
+    attributed: Counter[str] = Counter()
+    modes: Counter[str] = Counter()
     violations: list[dict[str, Any]] = []
     for result in results:
         for fault in result.get("faults", []):
+            if fault.get("final"):
+                continue  # the seed's last `server stop`, not an injected fault
             (skipped if fault.get("skipped") else fired)[fault["kind"]] += 1
             if fault.get("window") and not fault.get("skipped"):
                 windows[f"{fault['kind']}@{fault['window']}"] += 1
@@ -40,6 +45,8 @@ def build(
             statuses[str(run.get("status"))] += 1
             workflows[str(run.get("workflow"))] += 1
             resolutions.update(run.get("resolutions", []))
+            modes[str(run.get("mode", "plain"))] += 1
+        attributed.update(result.get("attributed", {}))
         violations.extend(result.get("violations", []))
     failing = sorted({v["seed"] for v in violations})
     return {
@@ -60,18 +67,24 @@ def build(
         "runs": sum(statuses.values()),
         "runsByStatus": dict(sorted(statuses.items())),
         "runsByWorkflow": dict(sorted(workflows.items())),
+        "runsByMode": dict(sorted(modes.items())),
         "resolutions": dict(sorted(resolutions.items())),
         "serverStarts": sum(int(r.get("servers", 0)) for r in results),
         "effectBodies": sum(int(r.get("witnessBodies", 0)) for r in results),
         "violationCount": len(violations),
         "failingSeeds": failing,
         "violations": violations,
-        "rerun": [f"make campaign SEEDS=1 SEED_START={seed}" for seed in failing],
+        "rerun": [f"make campaign SEEDS=1 SEED_START={seed}{rerun_args}" for seed in failing],
+        "attributed": dict(sorted(attributed.items())),
         "perSeed": [
             {
                 "seed": r["seed"],
                 "seconds": r.get("seconds"),
-                "faults": [f["kind"] for f in r.get("faults", []) if not f.get("skipped")],
+                "faults": [
+                    f["kind"]
+                    for f in r.get("faults", [])
+                    if not f.get("skipped") and not f.get("final")
+                ],
                 "runs": [f"{x.get('workflow')}:{x.get('status')}" for x in r.get("runs", [])],
                 "violations": len(r.get("violations", [])),
                 "kept": r.get("kept"),

@@ -9,8 +9,14 @@ environment, threads and children never leak into the next). Phases:
 2. chaos: every tick (about 0.1 s), observe, fire the next fault when due, let the operator
    act; until every planned run started and every planned fault fired;
 3. quiesce: no more faults; the operator continues until every run settled (or the stuck
-   detector gave up on it);
-4. oracle: `oracle.settled`, then `server stop`, `oracle.after_stop`, `oracle.secrets`.
+   detector gave up on it) and every origin session has nothing left to present;
+4. oracle: `oracle.settled`, then the session clients stop, `server stop`,
+   `oracle.after_stop`, `oracle.secrets`, and `oracle.attributed` (attribution and
+   deliveries, read from the stopped server's database).
+
+Origin sessions have one scripted client each (`sessions.py`), started after the server;
+detached runs get the stand-in headless agent from the server (`PI_WORKFLOWS_PI` is the
+seed's `bin/pi`).
 
 The result (a JSON file) lists the faults that fired, the runs and the violations.
 """
@@ -21,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,7 +43,8 @@ from campaign.observe import log_tail, observe
 from campaign.operator import act
 from campaign.plan import make_plan
 from campaign.processes import Processes
-from campaign.surfaces import Surfaces
+from campaign.sessions import SessionClients, write_pi_wrapper
+from campaign.surfaces import Surfaces, cli_executable
 from campaign.witness import Witnesses
 from campaign.workflows import write_project
 
@@ -45,8 +53,12 @@ TICK: Final = 0.1
 QUIESCE_SECONDS: Final = 180.0
 
 
-def seed_environment(root: Path) -> dict[str, str]:
-    """The environment every CLI command and server of the seed runs with."""
+def seed_environment(root: Path, seed: int = 0, server_faults: str | None = None) -> dict[str, str]:
+    """The environment every CLI command, server and session client of the seed runs with.
+
+    `server_faults` arms `PI_WORKFLOWS_FAULTS` (for example the rule-off flag
+    `runs.presentation_moves_execution=flag`: the oracle must then see violations).
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PI_WORKFLOWS_", "XDG_"))}
     env.update(
         {
@@ -56,25 +68,47 @@ def seed_environment(root: Path) -> dict[str, str]:
             "PI_WORKFLOWS_IDLE_EXIT_SECONDS": "0",
             "PI_WORKFLOWS_KILL_GRACE_SECONDS": "1",
             "PI_WORKFLOWS_NODE_GRACE_SECONDS": "1",
+            "PI_WORKFLOWS_PI": str(root / "bin" / "pi"),
+            "CAMPAIGN_SEED": str(seed),
         }
     )
+    if server_faults:
+        env["PI_WORKFLOWS_FAULTS"] = server_faults
     return env
 
 
-def run_seed(seed: int, root: Path, *, stuck_seconds: float) -> dict[str, Any]:
+def drains(env: dict[str, str]) -> bool:
+    """Whether this build's `server stop` drains running nodes first (`--drain`)."""
+    done = subprocess.run(
+        [*cli_executable(), "server", "stop", "--help"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    return "--drain" in done.stdout
+
+
+def run_seed(
+    seed: int,
+    root: Path,
+    *,
+    stuck_seconds: float,
+    scenario: str | None = None,
+    server_faults: str | None = None,
+    stop_rule: str = "auto",
+) -> dict[str, Any]:
     """Run one seed in `root` (an empty directory) and return its result."""
-    env = seed_environment(root)
+    env = seed_environment(root, seed, server_faults)
     # The Python client auto-starts servers from this process: they inherit this environment.
     os.environ.clear()
     os.environ.update(env)
     home, project, witness_dir = root / "state", root / "project", root / "witness"
     (root / "home").mkdir(parents=True)
     write_project(project, witness_dir)
+    pi_wrapper = write_pi_wrapper(root)
     leaks = LeakScanner()
     processes = Processes(str(home))
     ctx_notes: list[str] = []
     surfaces = Surfaces(home, project, env, processes, leaks, f"campaign-{seed}", ctx_notes.append)
-    plan = make_plan(seed, LEASE_SECONDS)
+    plan = make_plan(seed, LEASE_SECONDS, scenario)
     ctx = SeedContext(
         seed=seed,
         root=root,
@@ -87,6 +121,11 @@ def run_seed(seed: int, root: Path, *, stuck_seconds: float) -> dict[str, Any]:
         processes=processes,
         witnesses=Witnesses(witness_dir),
         leaks=leaks,
+        pi_wrapper=pi_wrapper,
+        legacy_stop=stop_rule == "legacy" or (stop_rule == "auto" and not drains(env)),
+    )
+    ctx.sessions = SessionClients(
+        root / "sessions", home, env, seed, processes, ctx.violation, ctx.note
     )
     surfaces.note = ctx.note
     ctx.tracks = [RunTrack(planned) for planned in plan.runs]
@@ -97,6 +136,7 @@ def run_seed(seed: int, root: Path, *, stuck_seconds: float) -> dict[str, Any]:
         ctx.violation("campaignError", traceback.format_exc(limit=8).replace("\n", " | "))
     finally:
         faults.finish()
+        ctx.sessions.stop_all()
         surfaces.close()
         processes.kill_everything()
     return _result(ctx)
@@ -108,28 +148,53 @@ def _phases(ctx: SeedContext, faults: FaultRunner, stuck_seconds: float) -> None
     if code != 0:
         ctx.violation("startFailed", f"server start exited {code}: {err}")
         return
+    assert ctx.sessions is not None
+    used = sorted({t.planned.session for t in ctx.tracks if t.planned.session})
+    ctx.sessions.start_all(used)
+    ctx.note(f"stop rule: {'legacy (no drain)' if ctx.legacy_stop else 'drain'}")
     # 2. chaos
     while not faults.finished or any(t.run_id is None for t in ctx.tracks):
         _tick(ctx, faults, stuck_seconds)
     ctx.note("chaos over; quiescing")
     # 3. quiesce
     deadline = time.monotonic() + QUIESCE_SECONDS
-    while not all(_quiet(t) for t in ctx.tracks):
+    delivered_at = 0.0
+    while not all(_quiet(t) for t in ctx.tracks) or not delivered_at:
         if time.monotonic() > deadline:
             ctx.violation("seedTimeout", f"runs did not settle within {QUIESCE_SECONDS:.0f} s")
             break
         _tick(ctx, faults, stuck_seconds)
+        if all(_quiet(t) for t in ctx.tracks) and _delivered(ctx):
+            delivered_at = time.monotonic()
     faults.finish()
     observe(ctx)
     # 4. oracle
     oracle.settled(ctx)
+    ctx.sessions.stop_all()
+    began = round(time.time() * 1000)
     code, _, err = ctx.surfaces.cli("server", "stop", "--json")
+    ctx.faults_done.append(
+        {"kind": "finalStop", "startMs": began, "endMs": round(time.time() * 1000),
+         "final": True, "skipped": False, "detail": "the seed's last server stop"}
+    )  # fmt: skip
     ctx.surfaces.close()
     ctx.server_up = False
     if code != 0:
         ctx.violation("stopFailed", f"server stop exited {code}: {err}; {log_tail(ctx.home)}")
     oracle.after_stop(ctx)
     oracle.secrets(ctx)
+    oracle.attributed(ctx)
+
+
+def _delivered(ctx: SeedContext) -> bool:
+    """Every origin session with a client has nothing left to present (checked once the
+    runs are quiet): the session clients are alive and caught up."""
+    assert ctx.sessions is not None
+    for session in ctx.sessions.clients:
+        view = ctx.surfaces.read("get_session", session)
+        if view is None or view.get("messages"):
+            return False
+    return True
 
 
 def _quiet(track: RunTrack) -> bool:
@@ -146,6 +211,8 @@ def _tick(ctx: SeedContext, faults: FaultRunner, stuck_seconds: float) -> None:
     began = time.monotonic()
     observe(ctx)
     faults.tick()
+    assert ctx.sessions is not None
+    ctx.sessions.tick()
     act(ctx, stuck_seconds=stuck_seconds)
     spent = time.monotonic() - began
     if spent < TICK:
@@ -165,6 +232,7 @@ def _result(ctx: SeedContext) -> dict[str, Any]:
                 "parkReason": view.get("parkReason"),
                 "resumes": track.resumes,
                 "resolutions": [r.decision for r in track.resolutions if r.accepted],
+                "mode": str(track.planned.mode),
             }
         )
     return {
@@ -176,6 +244,11 @@ def _result(ctx: SeedContext) -> dict[str, Any]:
         "servers": ctx.servers_seen,
         "cliKills": ctx.surfaces.cli_kills,
         "witnessBodies": len(ctx.witnesses.bodies),
+        "attributed": ctx.attributed,
+        "sessionClients": {
+            s: {"starts": c.starts, "kills": c.kills}
+            for s, c in (ctx.sessions.clients.items() if ctx.sessions else [])
+        },
         "tokenHashesSeen": len(ctx.token_hashes),
         "bytesScannedForSecrets": ctx.leaks.fed,
         "violations": [v.to_json() for v in ctx.violations],
@@ -191,9 +264,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, help="an empty directory (default: a new one)")
     parser.add_argument("--stuck-seconds", type=float, default=60.0)
     parser.add_argument("--keep", action="store_true", help="keep the seed's directory")
+    parser.add_argument("--scenario", help="a named plan instead of the seed's random one")
+    parser.add_argument("--server-faults", help="PI_WORKFLOWS_FAULTS for the seed's servers")
+    parser.add_argument("--stop-rule", choices=("auto", "drain", "legacy"), default="auto")
     args = parser.parse_args(argv)
     root = args.root or Path(tempfile.mkdtemp(prefix=f"pwc{args.seed}-"))
-    result = run_seed(args.seed, root / "r", stuck_seconds=args.stuck_seconds)
+    result = run_seed(
+        args.seed,
+        root / "r",
+        stuck_seconds=args.stuck_seconds,
+        scenario=args.scenario,
+        server_faults=args.server_faults,
+        stop_rule=args.stop_rule,
+    )
     if result["violations"] or args.keep:
         result["kept"] = str(root)
     else:

@@ -74,7 +74,7 @@ class Surfaces:
         self.processes = processes
         self.leaks = leaks
         self.note = note
-        self.executable = _cli_executable()
+        self.executable = cli_executable()
         self.client = Client(
             home, client_id=client_id, autostart=True, timeout=20.0, start_timeout=30.0
         )
@@ -220,7 +220,7 @@ class Surfaces:
         self.client.close()
 
 
-def _cli_executable() -> list[str]:
+def cli_executable() -> list[str]:
     """The `pi-workflows` console script of this environment."""
     beside = Path(sys.executable).parent / "pi-workflows"
     if beside.exists():

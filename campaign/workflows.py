@@ -295,6 +295,57 @@ workflow = Workflow(
 """
 
 
+NOTICE: Final = """
+import json
+
+from pi_workflows import (Workflow, action, compute, edge, idempotent_effect, manual_effect,
+                          notify, shell, switch)
+
+import witness
+
+
+def charge(ctx):
+    before, after = ctx.input["hold"]
+    return witness.body("action", "manual", ctx.effect_key, ctx.run_id, ctx.node_id, ctx.visit,
+                        before, after, ctx.input["x"] * 7)
+
+
+def store(ctx):
+    return witness.command(ctx, "idempotent", ctx.input["storeHold"], 0.1, ctx.input["x"] + 3)
+
+
+workflow = Workflow(
+    "notice",
+    start="hello",
+    max_steps=40,
+    nodes={{
+        # A notification, then at once a slow manual effect: the session presents and reports
+        # the notification while the effect's body runs (the review's crossing).
+        "hello": notify(lambda ctx: f"charging item {{ctx.input['x']}}"),
+        "charge": action(charge, effect=manual_effect("notice-charge")),
+        "told": notify(lambda ctx: f"charged {{ctx.outputs['charge']['value']}}"),
+        "store": shell(store, effect=idempotent_effect("notice-store")),
+        "gate": compute(lambda ctx: {{"retry": ctx.visit < 4}}),
+        "done": compute(lambda ctx: {{
+            "applied": True, "value": ctx.outputs["charge"]["value"],
+            "stored": json.loads(ctx.outputs["store"]["stdout"])["value"]}}),
+        "unstored": compute(lambda ctx: {{"applied": True,
+                                          "value": ctx.outputs["charge"]["value"],
+                                          "stored": None}}),
+        "refund": compute(lambda ctx: {{"applied": False}}),
+    }},
+    edges=[
+        edge("hello", "charge"),
+        switch("charge", on="$result.outcome", cases={{"ok": "told", "failed": "refund"}}),
+        edge("told", "store"),
+        switch("store", on="$result.outcome", cases={{"ok": "done", "failed": "gate",
+                                                      "timed_out": "gate"}}),
+        switch("gate", on="$.retry", cases={{True: "store", False: "unstored"}}),
+    ],
+)
+"""
+
+
 @dataclass(frozen=True)
 class Variant:
     """One workflow file the campaign writes: its name, template and template values."""
@@ -319,6 +370,8 @@ VARIANTS: Final = (
     Variant("review", REVIEW, {"name": "review", "timeout": "None"}),
     # The same with a deadline that can pass before the operator submits: the timeout route.
     Variant("review-t", REVIEW, {"name": "review-t", "timeout": "4.0"}),
+    # Notifications around slow effects, always in a run with an origin session.
+    Variant("notice", NOTICE, {}),
 )
 WORKFLOW_NAMES: Final = tuple(v.name for v in VARIANTS)
 MANUAL_NODES: Final = {
@@ -326,8 +379,16 @@ MANUAL_NODES: Final = {
     "payment-t": "charge",
     "deploy": "push",
     "deploy-t": "push",
+    "notice": "charge",
 }
 """The node of each workflow whose body is a manual effect."""
+NODE_DEADLINES: Final = {
+    ("payment-t", "charge"): 2.0,
+    ("deploy-t", "push"): 2.0,
+    ("sync", "store"): 2.0,
+    ("review-t", "review"): 4.0,
+}
+"""Nodes with a deadline (seconds): the server (or the runner) stops their body at it."""
 SHELL_NODES: Final = frozenset({"push", "store"})
 """Nodes whose body is a shell command (their output is `{exitCode, stdout, stderr}`)."""
 
@@ -361,6 +422,8 @@ def manual_value(workflow: str, run_input: dict[str, Any]) -> int:
     x = int(run_input["x"])
     if workflow.startswith("payment"):
         return x * 3 + tip(x)
+    if workflow == "notice":
+        return x * 7
     return x * 5 + 1
 
 

@@ -1,9 +1,11 @@
 """`make test` runs a fixed set of kill-anywhere campaign seeds and requires no violation.
 
-The seeds were chosen from a 40-seed run so that together they start every campaign
-workflow and fired every fault kind there (`docs/reliability.md`); which planned faults find
-a target depends on timing, so the test requires that faults fired, not which. It runs
-`python -m campaign` as a subprocess, exactly as `make campaign` does, two seeds at a time.
+The seeds were chosen so that together their plans start every campaign workflow in every
+mode (plain, with an origin session and its scripted client, detached with the stand-in
+headless agent) and plan every fault kind, a forced graceful stop among them
+(`docs/reliability.md`); which planned faults find a target depends on timing, so the
+test requires that faults fired, not which. It runs `python -m campaign` as a subprocess,
+exactly as `make campaign` does, two seeds at a time.
 """
 
 from __future__ import annotations
@@ -14,26 +16,29 @@ import sys
 from pathlib import Path
 
 import pytest
-from campaign.plan import Fault, make_plan
+from campaign.plan import Fault, Mode, make_plan
 from campaign.seed import LEASE_SECONDS
 from campaign.workflows import WORKFLOW_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXED_SEEDS = (16, 26, 6, 37, 24, 5)
+FIXED_SEEDS = (126, 41, 397, 254, 67, 153)
 
 
 def test_the_fixed_seeds_plan_every_workflow_and_every_fault_kind() -> None:
     """The fixed set is not a random handful: its plans cover the whole campaign."""
     plans = [make_plan(seed, LEASE_SECONDS) for seed in FIXED_SEEDS]
     assert {run.workflow for plan in plans for run in plan.runs} == set(WORKFLOW_NAMES)
+    assert {run.mode for plan in plans for run in plan.runs} == set(Mode)
     assert {fault.kind for plan in plans for fault in plan.faults} == set(Fault)
+    assert any(fault.forced for plan in plans for fault in plan.faults)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_fixed_campaign_seeds_find_no_violation(tmp_path: Path) -> None:
     """Every fixed seed ends with every run settled, diagnose clean, no effect applied twice,
-    correct outputs, nothing of ours left running and no secret in any artifact."""
+    correct outputs, every abnormal end explained by a fault, every notification delivered
+    once, nothing of ours left running and no secret in any artifact."""
     argv = [
         sys.executable, "-m", "campaign", "--seed-list", ",".join(map(str, FIXED_SEEDS)),
         "--jobs", "2", "--out", str(tmp_path), "--quiet",
@@ -44,5 +49,7 @@ def test_the_fixed_campaign_seeds_find_no_violation(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert report["seeds"] == list(FIXED_SEEDS)
     assert set(report["runsByWorkflow"]) == set(WORKFLOW_NAMES)
+    assert set(report["runsByMode"]) == {str(mode) for mode in Mode}
+    assert report["attributed"], "no abnormal end was attributed: the faults hurt nothing"
     assert report["faultsTotal"] >= len(FIXED_SEEDS)
     assert report["serverStarts"] > len(FIXED_SEEDS)  # servers were killed and restarted

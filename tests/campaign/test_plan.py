@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from campaign.plan import FAULT_WEIGHTS, Fault, make_plan
+from campaign.plan import FAULT_WEIGHTS, WORKFLOW_WEIGHTS, Fault, Mode, make_plan
+from campaign.workflows import WORKFLOW_NAMES
 
 
 def test_the_same_seed_makes_the_same_plan_and_another_seed_another() -> None:
@@ -15,3 +16,26 @@ def test_every_fault_kind_has_a_weight_and_the_weights_are_percentages() -> None
     """The weights of docs/reliability.md: one per kind, summing to 100."""
     assert set(FAULT_WEIGHTS) == set(Fault)
     assert sum(FAULT_WEIGHTS.values()) == 100
+
+
+def test_every_workflow_can_be_drawn_and_notice_runs_always_have_a_session() -> None:
+    """A notify followed by slow effects is only interesting with a session to report it."""
+    assert list(WORKFLOW_WEIGHTS) == list(WORKFLOW_NAMES)
+    runs = [run for seed in range(1, 60) for run in make_plan(seed, 2.0).runs]
+    assert {run.workflow for run in runs} == set(WORKFLOW_NAMES)
+    assert {run.mode for run in runs} == set(Mode)
+    for run in runs:
+        assert (run.session is not None) == (run.mode is Mode.SESSION)
+        if run.workflow == "notice":
+            assert run.mode is Mode.SESSION
+        if run.mode is Mode.DETACHED:
+            assert run.workflow.startswith("review")
+
+
+def test_the_crossing_scenario_is_the_review_crossing_and_nothing_else() -> None:
+    """Notify, then a slow manual effect, in runs with an origin session; no fault."""
+    plan = make_plan(3, 2.0, "crossing")
+    assert plan.faults == []
+    assert {run.workflow for run in plan.runs} == {"notice"}
+    assert all(run.session == plan.sessions[0] for run in plan.runs)
+    assert all(run.input["hold"][0] >= 1.5 for run in plan.runs)

@@ -1,0 +1,150 @@
+"""What the state database says happened, read once at the end of a seed (read-only).
+
+Runs in the campaign driver, after the seed's last `server stop`. The oracle's attribution
+(`attribution.py`) needs facts no public surface lists in full: how every runner ended
+(`run_runners.outcome`, with its pid, server epoch and times), every effect attempt whose
+outcome was lost (`effect_attempts.status = 'lost'`: a manual one made its effect
+ambiguous, an idempotent one ran again), every park and pause with its reason (`events`),
+and every workflow message with its delivery (`workflow_messages`). The database is opened
+with `mode=ro`; nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RELEASES = ", ".join(
+    f"'{t}'"
+    for t in ("run.completed", "run.failed", "run.timed_out", "run.waiting", "interaction.rejected")
+)
+"""Event types of a runner's own commit that ends its claim."""
+
+
+@dataclass(frozen=True)
+class RunnerExit:
+    """One runner child and how it ended."""
+
+    run_id: str
+    runner_epoch: int
+    generation: int
+    server_epoch: int
+    pid: int | None
+    outcome: str | None
+    exit_code: int | None
+    exit_signal: int | None
+    created_at: int
+    exited_at: int | None
+
+
+@dataclass(frozen=True)
+class LostEffect:
+    """One execution of an effect body whose outcome nobody knows."""
+
+    run_id: str
+    effect_key: str
+    kind: str  # "manual" or "idempotent"
+    node_id: str
+    attempt_no: int
+    started_at: int
+    finished_at: int
+
+
+@dataclass(frozen=True)
+class Park:
+    """A run paused or parked, with its reason."""
+
+    run_id: str
+    at: int
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Message:
+    """A workflow message and its delivery."""
+
+    message_id: str
+    run_id: str
+    kind: str
+    status: str
+    entry_id: str | None
+    session: str | None
+    detached: bool
+
+
+@dataclass
+class Ledger:
+    """The facts of one seed's database."""
+
+    runners: list[RunnerExit] = field(default_factory=list)
+    lost: list[LostEffect] = field(default_factory=list)
+    parks: list[Park] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    released: dict[tuple[str, int], int] = field(default_factory=dict)
+    """(run id, generation) -> when a runner's own commit released its claim (it finished
+    the run, made it wait, or rejected a submission): the first such event."""
+    error: str | None = None
+
+
+def read(database: Path) -> Ledger:
+    """Read the facts (an unreadable database is reported as `error`)."""
+    ledger = Ledger()
+    try:
+        conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error as exc:
+        ledger.error = str(exc)
+        return ledger
+    try:
+        _read(conn, ledger)
+    except sqlite3.Error as exc:
+        ledger.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        conn.close()
+    return ledger
+
+
+def _read(conn: sqlite3.Connection, ledger: Ledger) -> None:
+    for row in conn.execute(
+        "SELECT run_id, runner_epoch, generation, server_epoch, pid, outcome, exit_code,"
+        " exit_signal, created_at, exited_at FROM run_runners ORDER BY runner_epoch"
+    ):
+        ledger.runners.append(RunnerExit(*row))
+    for row in conn.execute(
+        "SELECT e.run_id, e.effect_key, e.effect_kind, e.node_id, a.attempt_no, a.started_at,"
+        " COALESCE(a.finished_at, a.started_at) FROM effect_attempts a JOIN effects e"
+        " USING (effect_id) WHERE a.status = 'lost' ORDER BY a.started_at"
+    ):
+        ledger.lost.append(LostEffect(*row))
+    for run_id, at, data in conn.execute(
+        "SELECT run_id, at, data_json FROM events WHERE type IN ('run.parked', 'run.paused')"
+        " ORDER BY at, revision"
+    ):
+        parsed = _json(data)
+        ledger.parks.append(
+            Park(run_id, at, str(parsed.get("reason")), str(parsed.get("detail") or ""))
+        )
+    for run_id, generation, at in conn.execute(
+        "SELECT run_id, generation, MIN(at) FROM events WHERE type IN (" + RELEASES + ")"
+        " AND generation IS NOT NULL GROUP BY run_id, generation"
+    ):
+        ledger.released[(run_id, int(generation))] = at
+    for row in conn.execute(
+        "SELECT m.message_id, m.run_id, m.kind, m.status, m.entry_id, m.origin_session,"
+        " r.execution_mode = 'detached' FROM workflow_messages m JOIN runs r USING (run_id)"
+        " ORDER BY m.created_at, m.rowid"
+    ):
+        ledger.messages.append(
+            Message(row[0], row[1], row[2], row[3], row[4], row[5], bool(row[6]))
+        )
+
+
+def _json(text: Any) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

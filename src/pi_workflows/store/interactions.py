@@ -216,8 +216,8 @@ def settle_request(
     if cursor.rowcount != 1:
         return False
     tx.conn.execute(
-        "UPDATE interactive_submissions SET status = 'rejected', error = ?, settled_at = ?"
-        " WHERE request_id = ? AND status = 'validating'",
+        "UPDATE interactive_submissions SET status = 'rejected', error = ?, settled_at = ?,"
+        " closed = 1 WHERE request_id = ? AND status = 'validating'",
         (submission_error, tx.now, request_id),
     )
     messages.cancel_for_request(tx, request_id)
@@ -266,6 +266,23 @@ def read_submission(conn: sqlite3.Connection, submission_id: str) -> Submission 
     return Submission(row[0], row[1], row[2], values.load(conn, row[3], row[4]), row[5])
 
 
+def was_closed(conn: sqlite3.Connection, submission_id: str) -> bool:
+    """Whether a rejected submission was turned away because its request closed or its run
+    was paused (or its step's deadline had passed when it was rejected), rather than refused
+    by the workflow's ``validate``. Decided from the stored rows alone, so a retry of the
+    submit command hears the same answer whatever happened to the request since."""
+    row = conn.execute(
+        "SELECT s.closed, s.settled_at, q.deadline_at FROM interactive_submissions s"
+        " JOIN interactive_requests q USING (request_id) WHERE s.submission_id = ?",
+        (submission_id,),
+    ).fetchone()
+    if row is None:
+        return False
+    closed, settled_at, deadline_at = row
+    late = deadline_at is not None and settled_at is not None and settled_at >= deadline_at
+    return bool(closed) or late
+
+
 def validating_of(conn: sqlite3.Connection, run_id: str) -> Submission | None:
     """The submission of the run's open request that is being validated, if any."""
     row = conn.execute(
@@ -302,9 +319,10 @@ def accept(tx: Transaction, submission_id: str, attempt_id: str) -> Submission:
     return submission
 
 
-def reject(tx: Transaction, submission_id: str, error: str) -> Submission:
+def reject(tx: Transaction, submission_id: str, error: str, *, closed: bool = False) -> Submission:
     """The submission failed validation (or validation did not finish): it is rejected with
-    ``error`` and its request is ``pending`` again, ready for a corrected submission."""
+    ``error`` and its request is ``pending`` again, ready for a corrected submission.
+    ``closed``: rejected because its run was paused, not by validation (``was_closed``)."""
     submission = read_submission(tx.conn, submission_id)
     if submission is None or submission.status != "validating":
         raise InvalidTransitionError(
@@ -314,9 +332,9 @@ def reject(tx: Transaction, submission_id: str, error: str) -> Submission:
             "it is not being validated",
         )
     tx.conn.execute(
-        "UPDATE interactive_submissions SET status = 'rejected', error = ?, settled_at = ?"
-        " WHERE submission_id = ?",
-        (error, tx.now, submission_id),
+        "UPDATE interactive_submissions SET status = 'rejected', error = ?, settled_at = ?,"
+        " closed = ? WHERE submission_id = ?",
+        (error, tx.now, int(closed), submission_id),
     )
     tx.conn.execute(
         "UPDATE interactive_requests SET status = 'pending' WHERE request_id = ?"

@@ -351,6 +351,9 @@ CREATE TABLE interactive_submissions (
     value_ref TEXT REFERENCES blobs (digest),
     submitted_by TEXT,
     error TEXT,
+    -- 1: rejected because its request closed or its run was paused before validation, not
+    -- by the workflow's validate (its submitter hears requestClosed, not validationRejected).
+    closed INTEGER NOT NULL DEFAULT 0 CHECK (closed IN (0, 1)),
     submitted_at INTEGER NOT NULL,
     settled_at INTEGER,
     CHECK ((status = 'validating') = (settled_at IS NULL)),

@@ -93,6 +93,7 @@ def apply_transition(
                 submission.submission_id,
                 f"validation did not finish: the run was paused ({park_reason}); resume it and"
                 " submit again",
+                closed=True,
             )
     if target in _ATTEMPT_STATUS_OF_TERMINAL:
         attempts.close_unfinished(tx, run.run_id, _ATTEMPT_STATUS_OF_TERMINAL[target])

@@ -30,7 +30,6 @@ from pi_workflows.store.errors import RequestClosedError
 from pi_workflows.store.interaction_writes import PROTECTED_DECISION_MESSAGE
 from pi_workflows.store.interactions import Interaction
 from pi_workflows.store.runs import read_run, write_run
-from pi_workflows.store.states import RunStatus
 
 if TYPE_CHECKING:
     from pi_workflows.server.app import Server
@@ -150,7 +149,7 @@ async def _outcome(server: Server, body: dict[str, Any]) -> dict[str, Any]:
     if submission.status == "rejected":
         raise RequestError(
             Outcome.REJECTED.value,
-            _rejection_code(server, submission.request_id, run_id),
+            _rejection_code(server, submission_id),
             submission.error or "rejected",
             {**{k: v for k, v in body.items() if k != "_adopted"}, "status": "rejected"},
         )
@@ -159,23 +158,16 @@ async def _outcome(server: Server, body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "status": submission.status, "revision": revision}
 
 
-def _rejection_code(server: Server, request_id: str, run_id: str) -> str:
+def _rejection_code(server: Server, submission_id: str) -> str:
     """Why a submission ended rejected, for its submitter: ``validationRejected`` when the
     workflow's ``validate`` refused it (or its validation did not finish) and the request
-    still waits for a corrected one; ``requestClosed`` when the request was closed
-    (cancelled, timed out, or past its deadline and about to be) or the run was paused
-    meanwhile, so submitting again now is pointless (a paused run presents its step again
-    after ``run resume``)."""
+    waits for a corrected one; ``requestClosed`` when it was turned away because its request
+    closed (cancelled, timed out) or its run was paused, so submitting again now is
+    pointless (a paused run presents its step again after ``run resume``). Read from the
+    stored submission, so every retry of the command hears the same code."""
     with server.db.read() as conn:
-        request = interactions.read_request(conn, request_id)
-        run = read_run(conn, run_id)
-    if request is None or request.status not in ("pending", "validating"):
-        return "requestClosed"
-    if run.status is RunStatus.PAUSED:
-        return "requestClosed"
-    if request.deadline_at is not None and request.deadline_at <= server.db.clock.now_ms():
-        return "requestClosed"  # past its deadline: the sweep closes it at once
-    return "validationRejected"
+        closed = interactions.was_closed(conn, submission_id)
+    return "requestClosed" if closed else "validationRejected"
 
 
 @operation("interaction.submit", command=True)

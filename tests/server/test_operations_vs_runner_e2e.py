@@ -30,6 +30,7 @@ from pi_workflows.server.handlers.registry import registered
 from support.server import ServerProcess, wait_for
 
 SESSION = "session-ops"
+SUBMITTER = "ops-submitter"  # one client id, so a retried submission adopts its receipt
 KINDS = ("manual", "idempotent", "shell", "compute", "validation")
 
 WORK = """
@@ -359,9 +360,11 @@ def _begin(server: ServerProcess, tmp_path: Path, kind: str, operation: str) -> 
         case.request_id = str(server.run(case.run_id)["waitingOn"]["requestId"])
 
         def submit() -> None:
-            with case.client(timeout=90) as client:
+            with case.client(timeout=90, client_id=SUBMITTER) as client:
                 try:
-                    case.submitted["submit"] = client.submit(case.request_id or "", {"title": "ok"})
+                    case.submitted["submit"] = client.submit(
+                        case.request_id or "", {"title": "ok"}, idempotency_key=case.run_id
+                    )
                 except ClientError as exc:
                     case.submitted["refused"] = exc
 
@@ -405,6 +408,14 @@ def _check_continued(case: Case, operation: str) -> None:
         assert set(outcomes) == {"exited"}, (operation, outcomes)
         assert len(outcomes) == (2 if case.kind == "validation" else 1), (operation, outcomes)
     if case.kind == "validation":
+        if operation == "server.stop":  # the held answer ended with the server: ask again
+            stopped = getattr(case.submitted.get("refused"), "code", None)
+            assert stopped in (None, "serverStopping", "serverNotRunning"), stopped
+            with case.client(client_id=SUBMITTER) as client:
+                case.submitted["submit"] = client.submit(
+                    case.request_id or "", {"title": "ok"}, idempotency_key=case.run_id
+                )
+            assert case.submitted["submit"].adopted
         assert case.submitted["submit"]["status"] == "accepted", operation
 
 

@@ -34,6 +34,7 @@ from pi_workflows.protocol.messages import (
 )
 from pi_workflows.protocol.outcomes import MAX_ERROR_MESSAGE_CHARS, ErrorInfo, Outcome, safe_message
 from pi_workflows.protocol.runner import (
+    CHANNEL_FD_ENV,
     RUNNER_SCHEMA,
     RunnerCommand,
     RunnerCommandKind,
@@ -70,6 +71,7 @@ __all__ = [
     "decode_request",
     "decode_server_message",
     # runner protocol
+    "CHANNEL_FD_ENV",
     "RUNNER_SCHEMA",
     "RunnerMessage",
     "RunnerReply",

@@ -41,6 +41,8 @@ __all__ = [
 ]
 
 RUNNER_SCHEMA: Final = "pi-workflows.runner.v1"
+CHANNEL_FD_ENV: Final = "PI_WORKFLOWS_RUNNER_FD"
+"""The environment variable naming the inherited channel descriptor of a runner or resolver."""
 """The `schema` every runner-channel message carries; any other value is refused."""
 
 RunnerSchema = Literal["pi-workflows.runner.v1"]

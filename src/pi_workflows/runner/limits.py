@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Final
 
+from pi_workflows.protocol import CHANNEL_FD_ENV as PROTOCOL_CHANNEL_FD_ENV
+
 ENV_PREFIX: Final = "PI_WORKFLOWS_"
 """Every variable with this prefix is removed before workflow code runs."""
 
-CHANNEL_FD_ENV: Final = "PI_WORKFLOWS_RUNNER_FD"
+CHANNEL_FD_ENV: Final = PROTOCOL_CHANNEL_FD_ENV
 """Names the inherited socket descriptor of the runner and resolver channels."""
 
 MAX_VALUE_BYTES: Final = 256 * 1024

@@ -30,14 +30,14 @@ from typing import IO, TYPE_CHECKING
 
 import psutil
 
-from pi_workflows.protocol import MAX_FRAME_BYTES
+from pi_workflows.protocol import CHANNEL_FD_ENV, MAX_FRAME_BYTES
 
 if TYPE_CHECKING:
     from pi_workflows.server.template import RunnerTemplate
 
 log = logging.getLogger(__name__)
 
-CHANNEL_ENV = "PI_WORKFLOWS_RUNNER_FD"
+CHANNEL_ENV = CHANNEL_FD_ENV  # the child reads its channel descriptor's number here
 _POLL_SECONDS = 0.05  # only where the platform has no pidfd to wait on
 _TEMPLATE_MODULES = {"pi_workflows.runner": "runner", "pi_workflows.runner.resolve": "resolve"}
 

@@ -22,7 +22,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from pi_workflows.protocol import (
     CLIENT_SCHEMA,
@@ -39,11 +39,9 @@ from pi_workflows.protocol import (
     read_frame,
 )
 from pi_workflows.protocol.errors import ProtocolError
+from pi_workflows.server.context import ServerContext
 from pi_workflows.server.handlers import current_peer, dispatch
 from pi_workflows.server.pushes import unavailable_for_key
-
-if TYPE_CHECKING:
-    from pi_workflows.server.app import Server
 
 log = logging.getLogger(__name__)
 
@@ -87,12 +85,12 @@ def peer_uid(writer: asyncio.StreamWriter) -> int | None:
     return int(uid)
 
 
-async def _send(server: Server, writer: asyncio.StreamWriter, message: object) -> bool:
+async def _send(server: ServerContext, writer: asyncio.StreamWriter, message: object) -> bool:
     """Write one frame; False (and the connection is closed) if the peer cannot keep up."""
     return await _send_frame(server, writer, encode_frame(message))
 
 
-async def _send_frame(server: Server, writer: asyncio.StreamWriter, frame: bytes) -> bool:
+async def _send_frame(server: ServerContext, writer: asyncio.StreamWriter, frame: bytes) -> bool:
     """Write one encoded frame (see ``_send``)."""
     writer.write(frame)
     if writer.transport.get_write_buffer_size() > server.config.client_write_buffer_bytes:
@@ -118,7 +116,7 @@ class ConnectionPeer:
     is logged and replaced by its watch's ``*.unavailable`` event; nothing an event holds
     stops the sending task."""
 
-    def __init__(self, server: Server, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, server: ServerContext, writer: asyncio.StreamWriter) -> None:
         self._server = server
         self._writer = writer
         self._slots: dict[str, Event] = {}
@@ -245,7 +243,7 @@ async def _read_requests(reader: asyncio.StreamReader, inbox: _Inbox) -> None:
         inbox.queue.put_nowait(None)
 
 
-def _over_capacity(server: Server) -> bool:
+def _over_capacity(server: ServerContext) -> bool:
     """Refuse a connection beyond the cap (its descriptor is closed at once)."""
     global _last_refusal_log  # noqa: PLW0603 - one rate limit for the whole process
     limit = connection_limit(server.config.max_runners)
@@ -263,7 +261,7 @@ def _over_capacity(server: Server) -> bool:
 
 
 async def serve_client(
-    server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    server: ServerContext, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
     """Serve one connection until it closes, misbehaves, or the server stops."""
     server.connection_opened(writer)

@@ -23,7 +23,7 @@ from typing import Any
 
 from pi_workflows.protocol import Event
 from pi_workflows.server import pushes
-from pi_workflows.server.handlers.registry import Peer
+from pi_workflows.server.peers import Peer
 from pi_workflows.store import sessions
 from pi_workflows.store.database import Database
 

@@ -25,7 +25,7 @@ import subprocess
 import sys
 from typing import Any
 
-from pi_workflows.server.children import CHANNEL_ENV
+from pi_workflows.protocol import CHANNEL_FD_ENV as CHANNEL_ENV
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ from pi_workflows.server.handlers import (
     watch,
     workflows,
 )
-from pi_workflows.server.handlers.registry import current_peer, dispatch, operation
+from pi_workflows.server.handlers.registry import dispatch, operation
+from pi_workflows.server.peers import current_peer
 
 __all__ = ["current_peer", "dispatch", "effects", "interactions", "operation", "runs",
            "sessions", "state",

@@ -5,9 +5,10 @@ Runs in the server.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pi_workflows.protocol import Outcome, Request
+from pi_workflows.server.context import ServerContext
 from pi_workflows.server.errors import RequestError
 from pi_workflows.server.handlers.registry import (
     MAX_REASON_CHARS,
@@ -21,15 +22,11 @@ from pi_workflows.store import effects
 from pi_workflows.store.effect_writes import resolve_effect
 from pi_workflows.store.runs import read_run
 
-if TYPE_CHECKING:
-    from pi_workflows.server.app import Server
-
-
 # --- effects -----------------------------------------------------------------------------
 
 
 @operation("effect.list")
-async def effect_list(server: Server, request: Request) -> dict[str, Any]:
+async def effect_list(server: ServerContext, request: Request) -> dict[str, Any]:
     """Effects of one run, or of all runs, oldest first, a page at a time.
 
     ``{after?, limit?}``: the page after cursor ``after`` (the ``next`` of the previous
@@ -49,7 +46,7 @@ async def effect_list(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("effect.resolve", command=True)
-async def effect_resolve(server: Server, request: Request) -> dict[str, Any]:
+async def effect_resolve(server: ServerContext, request: Request) -> dict[str, Any]:
     """An operator settles an ambiguous effect: applied (with result), rejected, or retry."""
     effect_id = text(request.payload, "effectId")
     assert effect_id is not None

@@ -6,16 +6,14 @@ Runs in the server. Both are reads: no receipt, no idempotency key.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pi_workflows.protocol import Outcome, Request
+from pi_workflows.server.context import ServerContext
 from pi_workflows.server.errors import RequestError
 from pi_workflows.server.handlers.registry import bad, limit_of, operation, run_id_of, text
 from pi_workflows.store import attempt_logs, history, views
 from pi_workflows.store.runs import read_run
-
-if TYPE_CHECKING:
-    from pi_workflows.server.app import Server
 
 
 def _cursor(payload: dict[str, Any]) -> int:
@@ -26,7 +24,7 @@ def _cursor(payload: dict[str, Any]) -> int:
 
 
 @operation("run.history")
-async def run_history(server: Server, request: Request) -> dict[str, Any]:
+async def run_history(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{after?, limit?}``: ``{runId, events: [HistoryEvent], next}``, oldest first, after
     revision ``after``; ``next`` is the cursor of the following page (or null)."""
     run_id = run_id_of(request)
@@ -36,7 +34,7 @@ async def run_history(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("run.logs")
-async def run_logs(server: Server, request: Request) -> dict[str, Any]:
+async def run_logs(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{nodeId?, after?, limit?}``: ``{runId, revision, logs: [AttemptLog], next}``, the
     attempts (of one node) oldest first, each with its kept output and traceback."""
     run_id = run_id_of(request)
@@ -51,7 +49,7 @@ async def run_logs(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("run.output")
-async def run_output(server: Server, request: Request) -> dict[str, Any]:
+async def run_output(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{nodeId}``: ``{runId, nodeId, attemptId, visit, status, output, outputRef, error}``
     of the node's latest settled attempt in the current round (``notFound`` if none)."""
     run_id = run_id_of(request)

@@ -12,9 +12,10 @@ current outcome.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pi_workflows.protocol import Outcome, Request, canonical_json
+from pi_workflows.server.context import ServerContext
 from pi_workflows.server.errors import RequestError
 from pi_workflows.server.handlers.registry import (
     bad,
@@ -30,9 +31,6 @@ from pi_workflows.store.errors import RequestClosedError
 from pi_workflows.store.interaction_writes import PROTECTED_DECISION_MESSAGE
 from pi_workflows.store.interactions import Interaction
 from pi_workflows.store.runs import read_run, write_run
-
-if TYPE_CHECKING:
-    from pi_workflows.server.app import Server
 
 MAX_ANSWER_BYTES = 256 * 1024
 """Largest canonical JSON of a submitted output or answer (as of a node output)."""
@@ -65,7 +63,7 @@ def _bounded(value: Any, what: str, limit: int) -> None:
         )
 
 
-def _request(server: Server, request_id: str, run_id: str | None) -> Interaction:
+def _request(server: ServerContext, request_id: str, run_id: str | None) -> Interaction:
     with server.db.read() as conn:
         found = interactions.read_request(conn, request_id)
     if found is None:
@@ -79,7 +77,7 @@ def _request(server: Server, request_id: str, run_id: str | None) -> Interaction
     return found
 
 
-def _open_of(server: Server, run_id: str, wanted: str | None) -> Interaction:
+def _open_of(server: ServerContext, run_id: str, wanted: str | None) -> Interaction:
     """The request a run-addressed answer means: ``wanted``, or the run's open request."""
     if wanted is not None:
         return _request(server, wanted, run_id)
@@ -94,7 +92,7 @@ def _open_of(server: Server, run_id: str, wanted: str | None) -> Interaction:
 
 
 async def _submit(
-    server: Server, request: Request, target: Interaction, value: Any, kinds: frozenset[str]
+    server: ServerContext, request: Request, target: Interaction, value: Any, kinds: frozenset[str]
 ) -> dict[str, Any]:
     if target.kind == "decision":
         raise _protected()
@@ -121,7 +119,7 @@ async def _submit(
     return await _outcome(server, body)
 
 
-async def _outcome(server: Server, body: dict[str, Any]) -> dict[str, Any]:
+async def _outcome(server: ServerContext, body: dict[str, Any]) -> dict[str, Any]:
     """Hold the answer until the submission's validation is durable (bounded).
 
     It looks again when its run commits a change (``Server.wake`` with the run's id, or a
@@ -158,7 +156,7 @@ async def _outcome(server: Server, body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "status": submission.status, "revision": revision}
 
 
-def _rejection_code(server: Server, submission_id: str) -> str:
+def _rejection_code(server: ServerContext, submission_id: str) -> str:
     """Why a submission ended rejected, for its submitter: ``validationRejected`` when the
     workflow's ``validate`` refused it (or its validation did not finish) and the request
     waits for a corrected one; ``requestClosed`` when it was turned away because its request
@@ -171,7 +169,7 @@ def _rejection_code(server: Server, submission_id: str) -> str:
 
 
 @operation("interaction.submit", command=True)
-async def interaction_submit(server: Server, request: Request) -> dict[str, Any]:
+async def interaction_submit(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{requestId, output}``: submit an agent, assistant-message or checkpoint answer."""
     request_id = text(request.payload, "requestId")
     assert request_id is not None
@@ -182,7 +180,7 @@ async def interaction_submit(server: Server, request: Request) -> dict[str, Any]
 
 
 @operation("checkpoint.answer", command=True)
-async def checkpoint_answer(server: Server, request: Request) -> dict[str, Any]:
+async def checkpoint_answer(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{value, requestId?}``: answer the run's checkpoint (validated like a submission)."""
     run_id = run_id_of(request)
     if "value" not in request.payload:
@@ -199,7 +197,7 @@ async def checkpoint_answer(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("decision.answer", command=True)
-async def decision_answer(server: Server, request: Request) -> dict[str, Any]:
+async def decision_answer(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{choice, requestId?}``: a person's answer to a human decision.
 
     The first valid answer, the timeout default or a cancellation wins exactly once; a
@@ -239,7 +237,7 @@ async def decision_answer(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("interaction.update", command=True)
-async def interaction_update(server: Server, request: Request) -> dict[str, Any]:
+async def interaction_update(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{requestId, body}``: progress on an open step, recorded as the run's event."""
     request_id = text(request.payload, "requestId")
     assert request_id is not None
@@ -272,7 +270,7 @@ async def interaction_update(server: Server, request: Request) -> dict[str, Any]
 
 
 @operation("interaction.list")
-async def interaction_list(server: Server, request: Request) -> dict[str, Any]:
+async def interaction_list(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{sessionId?, limit?}``: open requests, oldest first (of one origin session)."""
     session_id = text(request.payload, "sessionId", required=False)
     limit = limit_of(request.payload, default=200)

@@ -9,23 +9,22 @@ of this package, one per concern.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import msgspec
 
 from pi_workflows.protocol import (
     MAX_FRAME_BYTES,
     ErrorInfo,
-    Event,
     Outcome,
     Request,
     Response,
     safe_message,
 )
+from pi_workflows.server.context import ServerContext
 from pi_workflows.server.errors import RequestError, ResolveError
 from pi_workflows.store import faults, receipts
 from pi_workflows.store.errors import (
@@ -41,30 +40,10 @@ from pi_workflows.store.errors import (
 from pi_workflows.store.receipts import CommandRequest
 from pi_workflows.store.runs import read_run
 
-if TYPE_CHECKING:
-    from pi_workflows.server.app import Server
-
 log = logging.getLogger(__name__)
 
 
-class Peer(Protocol):
-    """The connection a request came on, for operations that push events to it."""
-
-    def push(self, key: str, event: Event) -> None:
-        """Queue ``event`` as the latest one for ``key`` (an older unsent one is dropped)."""
-        ...
-
-    def on_close(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` once when the connection closes."""
-        ...
-
-
-current_peer: contextvars.ContextVar[Peer | None] = contextvars.ContextVar(
-    "current_peer", default=None
-)
-"""Set by the connection task to its ``Peer`` while it serves requests."""
-
-Handler = Callable[["Server", Request], Awaitable[dict[str, Any]]]
+Handler = Callable[[ServerContext, Request], Awaitable[dict[str, Any]]]
 # Run summaries per run.list answer: well inside one 1 MiB frame (a summary is ~250 bytes).
 MAX_LIST = 1000
 # Problems per state.diagnose answer (each at most ~700 bytes); ``total`` counts them all.
@@ -140,7 +119,7 @@ def command_of(request: Request) -> CommandRequest:
     )
 
 
-async def dispatch(server: Server, request: Request) -> Response:
+async def dispatch(server: ServerContext, request: Request) -> Response:
     """Answer one request. Never raises: every failure becomes an outcome."""
     handler = _HANDLERS.get(request.operation)
     try:
@@ -204,7 +183,7 @@ async def dispatch(server: Server, request: Request) -> Response:
     )
 
 
-def _damaged(server: Server) -> str:
+def _damaged(server: ServerContext) -> str:
     """The one-line reset instruction for a state database found damaged while serving."""
     path = server.db.path
     return (
@@ -242,7 +221,7 @@ def error_response(
 
 
 def receipted(
-    server: Server,
+    server: ServerContext,
     request: Request,
     change: Callable[[], tuple[str | None, dict[str, Any]]],
     *,
@@ -274,7 +253,7 @@ def receipted(
 faults.declare("command.lookup", "a command's stored receipt is read before slow work")
 
 
-def stored_receipt(server: Server, request: Request) -> dict[str, Any] | None:
+def stored_receipt(server: ServerContext, request: Request) -> dict[str, Any] | None:
     """A stored receipt for this exact command, checked before slow work (resolving)."""
     with server.db.atomic("command.lookup") as tx:
         found = receipts.lookup(tx, command_of(request))

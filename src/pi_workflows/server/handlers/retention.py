@@ -13,16 +13,14 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from pi_workflows.protocol import Request
 from pi_workflows.server import agents
+from pi_workflows.server.context import ServerContext
 from pi_workflows.server.handlers.registry import bad, operation
 from pi_workflows.server.handlers.state import _backup
 from pi_workflows.store import receipts, retention
-
-if TYPE_CHECKING:
-    from pi_workflows.server.app import Server
 
 BACKUP_DIR: Final = "backups"
 """Where ``backup: true`` puts its copy, inside the state directory."""
@@ -35,7 +33,7 @@ def _older_than(payload: dict[str, Any]) -> int:
     return value
 
 
-def _backup_target(server: Server, payload: dict[str, Any]) -> Path | None:
+def _backup_target(server: ServerContext, payload: dict[str, Any]) -> Path | None:
     """The backup path: the given absolute path, a new file under ``<home>/backups`` for
     ``true``, or None for ``false``."""
     choice = payload.get("backup", True)
@@ -51,7 +49,7 @@ def _backup_target(server: Server, payload: dict[str, Any]) -> Path | None:
     raise bad("payload field 'backup' must be true, false or an absolute path")
 
 
-async def prune_all(server: Server, older_than_ms: int) -> dict[str, int]:
+async def prune_all(server: ServerContext, older_than_ms: int) -> dict[str, int]:
     """Prune every due run in batches (yielding between them); the totals, where
     ``receipts`` counts the pruned runs' receipts and the other old ones removed after."""
     cutoff = server.db.clock.now_ms() - older_than_ms
@@ -76,7 +74,7 @@ async def prune_all(server: Server, older_than_ms: int) -> dict[str, int]:
 
 
 @operation("state.prune")
-async def state_prune(server: Server, request: Request) -> dict[str, Any]:
+async def state_prune(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{olderThanMs, backup?}``: back up (``backup``: true by default, an absolute path,
     or false), then remove ended runs that finished more than ``olderThanMs`` ago.
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pi_workflows.protocol import NotJsonError, Outcome, Request, fingerprint
 from pi_workflows.server import resolver
+from pi_workflows.server.context import ServerContext
 from pi_workflows.server.errors import RequestError, ResolveError
 from pi_workflows.server.handlers.registry import (
     MAX_PATH_CHARS,
@@ -31,15 +32,11 @@ from pi_workflows.store.lifecycle import NewRun, SourceRecord
 from pi_workflows.store.runs import read_run
 from pi_workflows.store.states import ParkReason, RunStatus
 
-if TYPE_CHECKING:
-    from pi_workflows.server.app import Server
-
-
 # --- server ------------------------------------------------------------------------------
 
 
 @operation("server.status")
-async def server_status(server: Server, request: Request) -> dict[str, Any]:
+async def server_status(server: ServerContext, request: Request) -> dict[str, Any]:
     """Safe counters: no tokens, no payloads."""
     with server.db.read() as conn:
         counts = views.status_counts(conn, server.db.clock.now_ms())
@@ -74,7 +71,7 @@ MAX_DRAIN_SECONDS = 3600
 
 
 @operation("server.stop")
-async def server_stop(server: Server, request: Request) -> dict[str, Any]:
+async def server_stop(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{drainSeconds?}``: begin an orderly shutdown after this response is sent; running
     nodes get ``drainSeconds`` (default ``PI_WORKFLOWS_DRAIN_SECONDS``) to reach their next
     node boundary. A second stop while the first drains stops at once."""
@@ -100,7 +97,7 @@ def _project(payload: dict[str, Any]) -> str | None:
 
 
 @operation("workflows.list")
-async def workflows_list(server: Server, request: Request) -> dict[str, Any]:
+async def workflows_list(server: ServerContext, request: Request) -> dict[str, Any]:
     """Discover workflows in a resolver child."""
     reply = await resolver.call(
         {"op": "list", "projectDir": _project(request.payload), "check": True},
@@ -112,7 +109,7 @@ async def workflows_list(server: Server, request: Request) -> dict[str, Any]:
 
 
 async def _describe(
-    server: Server, spec: str, project: str | None, run_input: Any, *, fresh: bool = False
+    server: ServerContext, spec: str, project: str | None, run_input: Any, *, fresh: bool = False
 ) -> NewRun:
     """The run ``spec`` would start: the cached description while its sources are unchanged
     (``DescriptionCache``; the input is hashed here), else (and always when ``fresh``) a
@@ -149,7 +146,7 @@ async def _describe(
 
 
 @operation("run.start", command=True)
-async def run_start(server: Server, request: Request) -> dict[str, Any]:
+async def run_start(server: ServerContext, request: Request) -> dict[str, Any]:
     """Resolve the workflow in a child, then reserve the run with its receipt."""
     stored = stored_receipt(server, request)
     if stored is not None:
@@ -183,7 +180,7 @@ async def run_start(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("run.list")
-async def run_list(server: Server, request: Request) -> dict[str, Any]:
+async def run_list(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{status?, workflow?, since?, after?, limit?}``: run summaries, newest first, and
     ``next``, the cursor of the following page (null on the last page)."""
     statuses = request.payload.get("status")
@@ -211,19 +208,19 @@ async def run_list(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("run.get")
-async def run_get(server: Server, request: Request) -> dict[str, Any]:
+async def run_get(server: ServerContext, request: Request) -> dict[str, Any]:
     """The full run view."""
     with server.db.read() as conn:
         return {"run": views.run_view(conn, run_id_of(request))}
 
 
-def _status_receipt(server: Server, run_id: str) -> tuple[str | None, dict[str, Any]]:
+def _status_receipt(server: ServerContext, run_id: str) -> tuple[str | None, dict[str, Any]]:
     run = read_run(server.db.conn, run_id)
     return run_id, {"runId": run_id, "status": run.status.value, "revision": run.revision}
 
 
 @operation("run.pause", command=True)
-async def run_pause(server: Server, request: Request) -> dict[str, Any]:
+async def run_pause(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{reason?}``: pause a queued or waiting run; a running one parks at its runner's next
     node boundary (at most ``PI_WORKFLOWS_DRAIN_SECONDS``), else at once, and its runner
     stops. ``reason`` becomes the park detail."""
@@ -269,7 +266,7 @@ async def run_pause(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("run.resume", command=True)
-async def run_resume(server: Server, request: Request) -> dict[str, Any]:
+async def run_resume(server: ServerContext, request: Request) -> dict[str, Any]:
     """Queue a paused run again from its last durable boundary."""
     run_id = run_id_of(request)
 
@@ -281,7 +278,7 @@ async def run_resume(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("run.cancel", command=True)
-async def run_cancel(server: Server, request: Request) -> dict[str, Any]:
+async def run_cancel(server: ServerContext, request: Request) -> dict[str, Any]:
     """Commit the cancellation (with its receipt) first, then stop the runner."""
     run_id = run_id_of(request)
     reason = (
@@ -302,7 +299,7 @@ async def run_cancel(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("run.restart", command=True)
-async def run_restart(server: Server, request: Request) -> dict[str, Any]:
+async def run_restart(server: ServerContext, request: Request) -> dict[str, Any]:
     """Re-resolve the run's workflow as it is now and queue the run from its start."""
     run_id = run_id_of(request)
     stored = stored_receipt(server, request)
@@ -326,7 +323,7 @@ async def run_restart(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("blob.read")
-async def blob_read(server: Server, request: Request) -> dict[str, Any]:
+async def blob_read(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{digest, offset?, length?}``: a base64 slice of a stored value (a ``*Ref``)."""
     digest = text(request.payload, "digest")
     offset = request.payload.get("offset", 0)

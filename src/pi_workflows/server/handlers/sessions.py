@@ -11,22 +11,14 @@ key; a report with a fenced epoch is refused (``coordinatorFenced``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pi_workflows.protocol import Outcome, Request
+from pi_workflows.server.context import ServerContext
 from pi_workflows.server.errors import RequestError
-from pi_workflows.server.handlers.registry import (
-    MAX_ID_CHARS,
-    bad,
-    current_peer,
-    operation,
-    receipted,
-    text,
-)
+from pi_workflows.server.handlers.registry import MAX_ID_CHARS, bad, operation, receipted, text
+from pi_workflows.server.peers import current_peer
 from pi_workflows.store import messages, sessions, view_bounds
-
-if TYPE_CHECKING:
-    from pi_workflows.server.app import Server
 
 MAX_SESSION_ID_CHARS = 200
 MAX_PRESENT = 20_000
@@ -52,7 +44,7 @@ def _epoch(payload: dict[str, Any]) -> int:
 
 
 @operation("session.attach", command=True)
-async def session_attach(server: Server, request: Request) -> dict[str, Any]:
+async def session_attach(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{sessionId}``: become the session's coordinator; returns ``coordinatorEpoch``."""
     session_id = _session(request.payload)
 
@@ -66,7 +58,7 @@ async def session_attach(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("session.get")
-async def session_get(server: Server, request: Request) -> dict[str, Any]:
+async def session_get(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{sessionId}``: the session's view (what ``session.watch`` pushes)."""
     session_id = _session(request.payload)
     with server.db.read() as conn:
@@ -74,7 +66,7 @@ async def session_get(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("session.watch")
-async def session_watch(server: Server, request: Request) -> dict[str, Any]:
+async def session_watch(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{sessionId, coordinatorEpoch}``: push ``session.view`` events on this connection
     whenever the view changes (the current one first)."""
     session_id = _session(request.payload)
@@ -90,7 +82,7 @@ async def session_watch(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("workflowMessage.get")
-async def message_get(server: Server, request: Request) -> dict[str, Any]:
+async def message_get(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{workflowMessageId, offset?}``: one slice of the message's whole text, at most
     ``SLICE_BYTES`` of UTF-8 from byte ``offset`` (``{workflowMessageId, runId, kind,
     textBytes, offset, text, next}``), for a text a view carries cut."""
@@ -114,7 +106,7 @@ async def message_get(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("workflowMessage.report")
-async def message_report(server: Server, request: Request) -> dict[str, Any]:
+async def message_report(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{sessionId, coordinatorEpoch, present: [{workflowMessageId, entryId}], idle}``."""
     session_id = _session(request.payload)
     epoch = _epoch(request.payload)
@@ -140,7 +132,7 @@ async def message_report(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("workflowTurn.report")
-async def turn_report(server: Server, request: Request) -> dict[str, Any]:
+async def turn_report(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{sessionId, coordinatorEpoch, event: started|ended, stopReason?, workflowMessageId?,
     errorMessage?}`` (``errorMessage``: the provider's error text of a turn ended ``error``)."""
     session_id = _session(request.payload)

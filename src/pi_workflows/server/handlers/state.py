@@ -11,9 +11,10 @@ import contextlib
 import os
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pi_workflows.protocol import Outcome, Request
+from pi_workflows.server.context import ServerContext
 from pi_workflows.server.errors import RequestError
 from pi_workflows.server.handlers.registry import (
     MAX_PATH_CHARS,
@@ -24,10 +25,6 @@ from pi_workflows.server.handlers.registry import (
 )
 from pi_workflows.store.database import Database, ddl_digest
 from pi_workflows.store.diagnose import diagnose, repair
-
-if TYPE_CHECKING:
-    from pi_workflows.server.app import Server
-
 
 # --- state -------------------------------------------------------------------------------
 
@@ -45,14 +42,14 @@ def _diagnose_snapshot(db: Database, now: int) -> list[dict[str, Any]]:
 
 
 @operation("state.diagnose")
-async def state_diagnose(server: Server, request: Request) -> dict[str, Any]:
+async def state_diagnose(server: ServerContext, request: Request) -> dict[str, Any]:
     """Contradictory rows, read-only, read in a worker thread so the loop keeps renewing."""
     problems = await asyncio.to_thread(_diagnose_snapshot, server.db, server.db.clock.now_ms())
     return {"problems": problems[:MAX_PROBLEMS], "total": len(problems)}
 
 
 @operation("state.repair")
-async def state_repair(server: Server, request: Request) -> dict[str, Any]:
+async def state_repair(server: ServerContext, request: Request) -> dict[str, Any]:
     """Fix what exact evidence proves; report the rest."""
     report = repair(server.db)
     server.wake()
@@ -63,7 +60,7 @@ async def state_repair(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("state.backup")
-async def state_backup(server: Server, request: Request) -> dict[str, Any]:
+async def state_backup(server: ServerContext, request: Request) -> dict[str, Any]:
     """An online copy of the database, verified before it is put in place.
 
     Copying and the integrity check run in a worker thread on a connection of their own,

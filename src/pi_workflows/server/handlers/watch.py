@@ -8,24 +8,15 @@ views are computed by the server, so every renderer shows the same status.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pi_workflows.protocol import Outcome, Request
+from pi_workflows.server.context import ServerContext
 from pi_workflows.server.errors import RequestError
-from pi_workflows.server.handlers.registry import (
-    Peer,
-    bad,
-    current_peer,
-    limit_of,
-    operation,
-    run_id_of,
-    text,
-)
+from pi_workflows.server.handlers.registry import bad, limit_of, operation, run_id_of, text
+from pi_workflows.server.peers import Peer, current_peer
 from pi_workflows.server.run_views import ListWatcher
 from pi_workflows.store.runs import read_run
-
-if TYPE_CHECKING:
-    from pi_workflows.server.app import Server
 
 MAX_LIST_WATCH = 200
 """Most runs one ``runs.view`` event carries (the newest)."""
@@ -49,7 +40,7 @@ def statuses_of(payload: dict[str, Any]) -> list[str] | None:
 
 
 @operation("run.watch")
-async def run_watch(server: Server, request: Request) -> dict[str, Any]:
+async def run_watch(server: ServerContext, request: Request) -> dict[str, Any]:
     """Envelope ``runId``: push ``run.view`` events ``{runId, run: RunView, graph}`` on this
     connection, the current one first (``run.gone`` if the run is pruned)."""
     run_id = run_id_of(request)
@@ -62,7 +53,7 @@ async def run_watch(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("runs.watch")
-async def runs_watch(server: Server, request: Request) -> dict[str, Any]:
+async def runs_watch(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{status?, workflow?, limit?}``: push ``runs.view`` events ``{runs, counts}`` on this
     connection whenever the newest ``limit`` (default 100, at most 200) matching runs change."""
     limit = limit_of(request.payload, default=100)

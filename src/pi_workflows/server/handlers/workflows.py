@@ -7,15 +7,13 @@ Runs in the server. Both are reads: no receipt, no run.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pi_workflows.protocol import Request
 from pi_workflows.server import resolver
+from pi_workflows.server.context import ServerContext
 from pi_workflows.server.errors import ResolveError
 from pi_workflows.server.handlers.registry import MAX_PATH_CHARS, bad, operation, text
-
-if TYPE_CHECKING:
-    from pi_workflows.server.app import Server
 
 
 def _absolute(payload: dict[str, Any], name: str) -> str | None:
@@ -25,7 +23,7 @@ def _absolute(payload: dict[str, Any], name: str) -> str | None:
     return value
 
 
-async def _describe(server: Server, spec: str, project: str | None) -> dict[str, Any]:
+async def _describe(server: ServerContext, spec: str, project: str | None) -> dict[str, Any]:
     return await resolver.call(
         {"op": "describe", "workflow": spec, "projectDir": project, "input": None},
         limit_seconds=server.config.resolve_seconds,
@@ -35,7 +33,7 @@ async def _describe(server: Server, spec: str, project: str | None) -> dict[str,
 
 
 @operation("workflows.show")
-async def workflows_show(server: Server, request: Request) -> dict[str, Any]:
+async def workflows_show(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{workflow, projectDir?}``: ``{workflow, source: {kind, ref, revision}, definition,
     definitionDigest}``; the definition is the topology snapshot a run would record."""
     spec = text(request.payload, "workflow", limit=MAX_PATH_CHARS)
@@ -51,7 +49,7 @@ async def workflows_show(server: Server, request: Request) -> dict[str, Any]:
 
 
 @operation("workflows.check")
-async def workflows_check(server: Server, request: Request) -> dict[str, Any]:
+async def workflows_check(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{path}`` (absolute): ``{path, ok, workflow, problems: [{code, message}]}``; a file
     that does not load or whose graph is invalid is ``ok: false`` with its problem."""
     path = _absolute(request.payload, "path")

@@ -48,6 +48,7 @@ class RunTrack:
     decision: str | None = None  # the choice the server accepted from us
     decision_refused: bool = False
     submitted_valid: bool = False  # the server accepted our valid agent-step submission
+    valid_sent: bool = False  # a headless agent sent a valid one (it may not hear the answer)
     wrong_sent: set[str] = field(default_factory=set)  # requests we first answered wrongly
     waiting_since: dict[str, float] = field(default_factory=dict)
     resolutions: list[Resolution] = field(default_factory=list)

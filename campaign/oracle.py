@@ -227,8 +227,8 @@ def _review(track: RunTrack, output: dict[str, Any], x: int) -> list[str]:
         return []
     if output.get("score") != 2 * x:
         return [f"score {output.get('score')} is not {2 * x}"]
-    if not track.submitted_valid:
-        return ["the step completed, but no valid submission of the operator was accepted"]
+    if not track.submitted_valid and not track.valid_sent:
+        return ["the step completed, but no valid submission was sent"]
     return []
 
 
@@ -399,14 +399,16 @@ def deliveries(ctx: SeedContext, ledger: ledgers.Ledger) -> None:
 
 
 def _agents_submitted(ctx: SeedContext, records: dict[str, list[dict[str, Any]]]) -> None:
-    """A detached run's valid output is submitted by its headless agent, not the operator."""
+    """A detached run's valid output is submitted by its headless agent, not the operator:
+    it counts once an agent sent it (a stopped agent may not live to hear it accepted; the
+    next server validates it); the output's score says which one was accepted."""
     for track in ctx.tracks:
         if track.run_id is None or track.planned.mode is not Mode.DETACHED:
             continue
         for line in records.get(f"detached-{track.run_id}", []):
-            if (
-                line.get("e") == "submit"
-                and str(line.get("name", "")).startswith("valid")
-                and line.get("status") == "accepted"
-            ):
+            if not str(line.get("name", "")).startswith("valid"):
+                continue
+            if line.get("e") == "sending":
+                track.valid_sent = True
+            elif line.get("e") == "submit" and line.get("status") == "accepted":
                 track.submitted_valid = True

@@ -132,6 +132,8 @@ def run_seed(
     faults = FaultRunner(ctx)
     try:
         _phases(ctx, faults, stuck_seconds)
+    except BuildChangedError as exc:
+        ctx.violation("buildChanged", str(exc))
     except Exception:
         ctx.violation("campaignError", traceback.format_exc(limit=8).replace("\n", " | "))
     finally:
@@ -207,7 +209,21 @@ def _quiet(track: RunTrack) -> bool:
     )
 
 
+class BuildChangedError(Exception):
+    """The checkout changed under the seed (its schema): no server of it can start again."""
+
+
+ANOTHER_BUILD: Final = "was created by another build of the pi-workflows schema"
+
+
 def _tick(ctx: SeedContext, faults: FaultRunner, stuck_seconds: float) -> None:
+    if ANOTHER_BUILD in ctx.surfaces.last_error or any(
+        ANOTHER_BUILD in v.message for v in ctx.violations
+    ):
+        raise BuildChangedError(
+            "the schema of this checkout changed while the seed ran (someone edited it): its "
+            "state database is refused; the seed is abandoned, run it again"
+        )
     began = time.monotonic()
     observe(ctx)
     faults.tick()

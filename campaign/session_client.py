@@ -315,6 +315,7 @@ class SessionClient:
         """One submission, its connection losses retried with its key: `accepted`,
         `refused`, or `retry` (its validation was cut short: submit again)."""
         key = f"agent-{request_id}-{name}"
+        self.record.add("sending", request=request_id, name=name, output=output)
         with Client(self.home, client_id=self.client_id, autostart=False, timeout=15.0) as client:
             deadline = time.monotonic() + 120.0
             while True:

@@ -81,6 +81,8 @@ class Surfaces:
         self.kill_next_cli: float | None = None
         """Armed by a `killCli` fault: the next CLI command is SIGKILLed after this delay."""
         self.cli_kills = 0
+        self.last_error = ""
+        """The message of the last read that failed (a server that cannot start says why)."""
         self.problems: list[str] = []
         """Contract breaks seen at the surface (a traceback, a usage error, a bad reply)."""
 
@@ -199,6 +201,7 @@ class Surfaces:
             value = getattr(self.client, method)(*args)
         except ClientError as exc:
             self._feed_error(method, exc)
+            self.last_error = exc.message
             self.client.close()
             return None
         self.leaks.feed(f"client {method}", json.dumps(value, default=str))

@@ -21,8 +21,7 @@ campaign, so they are always violations.
 
 A graceful stop and a `run pause` drain (the server lets running nodes reach their next
 boundary first), so they explain a lost effect only when forced (SIGINT, or a second stop
-during the drain). `legacy_stop=True` is the rule for a server without the drain: any
-graceful stop or pause may explain a lost effect.
+during the drain); every body of the campaign is shorter than the drain.
 """
 
 from __future__ import annotations
@@ -100,13 +99,10 @@ class Attributor:
         ledger: Ledger,
         causes: list[Cause],
         workflows: dict[str, str],
-        *,
-        legacy_stop: bool,
     ) -> None:
         self.ledger = ledger
         self.causes = causes
         self.workflows = workflows  # run id -> workflow name
-        self.legacy_stop = legacy_stop
 
     # --- runners --------------------------------------------------------------------------
 
@@ -191,15 +187,10 @@ class Attributor:
                         and this_run(c)
                     )
                     or c.kind in (*SERVER_KILLS, "stopServer")
-                    or (c.kind == "pauseRun" and this_run(c) and self._undrained(c))
-                    or (c.kind == "gracefulStop" and self._undrained(c))
+                    or (c.kind == "gracefulStop" and c.forced)
                 )
             )
         )
-
-    def _undrained(self, cause: Cause) -> bool:
-        """A stop or pause that could cut a body short: forced, or on a server without drain."""
-        return cause.forced or self.legacy_stop
 
     # --- parks ----------------------------------------------------------------------------
 
@@ -256,11 +247,9 @@ def attribute(
     ledger: Ledger,
     causes: list[Cause],
     workflows: dict[str, str],
-    *,
-    legacy_stop: bool,
 ) -> Attribution:
     """Attribute every fact of `ledger`; what nothing explains is returned as unexplained."""
-    attributor = Attributor(ledger, causes, workflows, legacy_stop=legacy_stop)
+    attributor = Attributor(ledger, causes, workflows)
     result = Attribution()
 
     def record(fact: str, cause: Cause | str | None, why: str, run_id: str | None) -> None:

@@ -59,13 +59,6 @@ def main(argv: list[str] | None = None) -> int:
         help="PI_WORKFLOWS_FAULTS for the seeds' servers, e.g. the rule-off flag "
         "runs.presentation_moves_execution=flag (the oracle must then report violations)",
     )
-    parser.add_argument(
-        "--stop-rule",
-        choices=("auto", "drain", "legacy"),
-        default="auto",
-        help="whether graceful stops and pauses drain (auto: ask `server stop --help`); "
-        "legacy lets any of them explain a lost effect",
-    )
     args = parser.parse_args(argv)
     seeds = (
         [int(s) for s in args.seed_list.split(",") if s.strip()]
@@ -131,7 +124,6 @@ def _seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
         argv += ["--scenario", args.scenario]
     if args.server_faults:
         argv += ["--server-faults", args.server_faults]
-    argv += ["--stop-rule", args.stop_rule]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PI_WORKFLOWS_")}
     proc = subprocess.Popen(
         argv, cwd=Path(__file__).resolve().parent.parent, env=env, start_new_session=True,
@@ -167,8 +159,6 @@ def _rerun_args(args: argparse.Namespace) -> str:
         extra.append(f"--scenario {args.scenario}")
     if args.server_faults:
         extra.append(f"--server-faults {shlex.quote(args.server_faults)}")
-    if args.stop_rule != "auto":
-        extra.append(f"--stop-rule {args.stop_rule}")
     return f" CAMPAIGN_ARGS='{' '.join(extra)}'" if extra else ""
 
 

@@ -125,7 +125,6 @@ class SeedContext:
     last_hash_sample: float = 0.0
     sessions: SessionClients | None = None  # the origin sessions' scripted clients
     pi_wrapper: Path | None = None  # `bin/pi`: the headless agent the servers start
-    legacy_stop: bool = False  # the server does not drain: stops and pauses excuse more
     attributed: dict[str, int] = field(default_factory=dict)  # "fact <- cause" -> count
 
     def elapsed(self) -> float:

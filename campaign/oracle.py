@@ -347,7 +347,7 @@ def attributed(ctx: SeedContext) -> None:
         ctx.violation("ledger", f"the state database could not be read: {ledger.error}")
         return
     workflows = {t.run_id: t.planned.workflow for t in ctx.tracks if t.run_id}
-    result = attribute(ledger, causes_of(ctx.faults_done), workflows, legacy_stop=ctx.legacy_stop)
+    result = attribute(ledger, causes_of(ctx.faults_done), workflows)
     ctx.attributed = dict(sorted(result.explained.items()))
     for why, run_id in result.unexplained:
         ctx.violation("unexplained", why, run_id)

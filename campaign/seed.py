@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,7 +43,7 @@ from campaign.operator import act
 from campaign.plan import make_plan
 from campaign.processes import Processes
 from campaign.sessions import SessionClients, write_pi_wrapper
-from campaign.surfaces import Surfaces, cli_executable
+from campaign.surfaces import Surfaces
 from campaign.witness import Witnesses
 from campaign.workflows import write_project
 
@@ -77,15 +76,6 @@ def seed_environment(root: Path, seed: int = 0, server_faults: str | None = None
     return env
 
 
-def drains(env: dict[str, str]) -> bool:
-    """Whether this build's `server stop` drains running nodes first (`--drain`)."""
-    done = subprocess.run(
-        [*cli_executable(), "server", "stop", "--help"],
-        env=env, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    return "--drain" in done.stdout
-
-
 def run_seed(
     seed: int,
     root: Path,
@@ -93,7 +83,6 @@ def run_seed(
     stuck_seconds: float,
     scenario: str | None = None,
     server_faults: str | None = None,
-    stop_rule: str = "auto",
 ) -> dict[str, Any]:
     """Run one seed in `root` (an empty directory) and return its result."""
     env = seed_environment(root, seed, server_faults)
@@ -122,7 +111,6 @@ def run_seed(
         witnesses=Witnesses(witness_dir),
         leaks=leaks,
         pi_wrapper=pi_wrapper,
-        legacy_stop=stop_rule == "legacy" or (stop_rule == "auto" and not drains(env)),
     )
     ctx.sessions = SessionClients(
         root / "sessions", home, env, seed, processes, ctx.violation, ctx.note
@@ -153,7 +141,6 @@ def _phases(ctx: SeedContext, faults: FaultRunner, stuck_seconds: float) -> None
     assert ctx.sessions is not None
     used = sorted({t.planned.session for t in ctx.tracks if t.planned.session})
     ctx.sessions.start_all(used)
-    ctx.note(f"stop rule: {'legacy (no drain)' if ctx.legacy_stop else 'drain'}")
     # 2. chaos
     while not faults.finished or any(t.run_id is None for t in ctx.tracks):
         _tick(ctx, faults, stuck_seconds)
@@ -282,7 +269,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the seed's directory")
     parser.add_argument("--scenario", help="a named plan instead of the seed's random one")
     parser.add_argument("--server-faults", help="PI_WORKFLOWS_FAULTS for the seed's servers")
-    parser.add_argument("--stop-rule", choices=("auto", "drain", "legacy"), default="auto")
     args = parser.parse_args(argv)
     root = args.root or Path(tempfile.mkdtemp(prefix=f"pwc{args.seed}-"))
     result = run_seed(
@@ -291,7 +277,6 @@ def main(argv: list[str] | None = None) -> int:
         stuck_seconds=args.stuck_seconds,
         scenario=args.scenario,
         server_faults=args.server_faults,
-        stop_rule=args.stop_rule,
     )
     if result["violations"] or args.keep:
         result["kept"] = str(root)

@@ -169,6 +169,7 @@ class Surfaces:
         """One logical client command, retried with its idempotency key until answered."""
         deadline = time.monotonic() + COMMAND_DEADLINE
         tries = 0
+        last: ClientError
         while True:
             tries += 1
             try:

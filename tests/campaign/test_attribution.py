@@ -17,9 +17,9 @@ def _lost(kind: str = "manual", node: str = "charge", run: str = "run_a") -> Los
     return LostEffect(run, "key-1", kind, node, 1, T + 500, T + 2500)
 
 
-def _unexplained(ledger: Ledger, causes: list[Cause], *, legacy: bool = False) -> list[str]:
+def _unexplained(ledger: Ledger, causes: list[Cause]) -> list[str]:
     workflows = {"run_a": "payment", "run_t": "payment-t"}
-    found = attribute(ledger, causes, workflows, legacy_stop=legacy)
+    found = attribute(ledger, causes, workflows)
     return [why for why, _ in found.unexplained]
 
 
@@ -51,12 +51,13 @@ def test_an_orphan_needs_its_own_server_killed() -> None:
 
 
 def test_a_lost_effect_under_a_draining_stop_needs_the_stop_to_be_forced() -> None:
-    """A graceful stop drains, so it explains a lost effect only when forced; without the
-    drain (the legacy rule) any graceful stop does."""
+    """A graceful stop and a pause drain, so they explain a lost effect only when the stop
+    is forced (SIGINT, or a second stop during the drain)."""
     ledger = Ledger(lost=[_lost()])
     stop = Cause("gracefulStop", T + 1000, T + 4000, epoch=1)
     assert len(_unexplained(ledger, [stop])) == 1
-    assert _unexplained(ledger, [stop], legacy=True) == []
+    pause = Cause("pauseRun", T + 1000, T + 4000, run_id="run_a")
+    assert len(_unexplained(ledger, [pause])) == 1
     forced = Cause("gracefulStop", T + 1000, T + 4000, epoch=1, forced=True)
     assert _unexplained(ledger, [forced]) == []
 

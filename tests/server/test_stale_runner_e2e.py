@@ -339,16 +339,6 @@ workflow = Workflow("forky", start="work", nodes={"work": compute(work)}, edges=
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "bug: Supervisor._converse (server/supervisor.py) ends a runner's conversation only"
-        " at a frame or the end of its channel, never at the child's exit; a process forked"
-        " by workflow code keeps a copy of the channel, so the exited runner is never"
-        " finished: it keeps its slot and its run can get no new runner until that process"
-        " ends"
-    ),
-)
 def test_a_process_forked_by_a_node_does_not_keep_its_exited_runner_alive(
     server_process: ServerProcess, tmp_path: Path
 ) -> None:

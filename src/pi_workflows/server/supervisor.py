@@ -62,6 +62,8 @@ RUNNER_MODULE = "pi_workflows.runner"
 MAX_ATTEMPTS_PER_VISIT = 3
 # How long the ``supervisor.delay_reply_after.KIND`` fault point holds a reply (tests only).
 FAULT_REPLY_DELAY_SECONDS = 3.0
+# After a child exited, how long a frame it sent just before may take to be read.
+EXITED_READ_GRACE_SECONDS = 0.1
 # The node boundaries a drain parks at: right after the runner committed one of these, no
 # callback of the run is executing (the next node's attempt, if opened, has not started).
 DRAIN_BOUNDARIES = frozenset({"node.start", "node.finish"})
@@ -210,6 +212,14 @@ class Supervisor:
             RUNNER_MODULE, tail_bytes=self.config.runner_output_tail_bytes, template=self.template
         )
         handle.child = child
+        ending = asyncio.create_task(self._end_when_exited(child), name=f"exit-{handle.run_id}")
+        try:
+            await self._talk(handle, child)
+        finally:
+            ending.cancel()
+
+    async def _talk(self, handle: RunnerHandle, child: Child) -> None:
+        """The conversation with a spawned child: launch, ready, then its messages."""
         started = process_start(child.pid)
         if started is not None:
             runners.mark_spawned(self.db, handle.identity.runner_epoch, child.pid, started)
@@ -274,6 +284,17 @@ class Supervisor:
             self.on_change(handle.run_id)
             if reply.outcome is Outcome.CLAIM_LOST:
                 return
+
+    @staticmethod
+    async def _end_when_exited(child: Child) -> None:
+        """End the conversation once the child has exited, even if its channel stays open:
+        a process that workflow code forked (``os.fork``, a ``multiprocessing`` fork) can
+        hold a copy of the channel after its runner exited, and must not keep the runner's
+        slot and its run hostage. Frames the child sent before it exited are read first (a
+        short grace); closing the channel then ends the read loop."""
+        await child.exited.wait()
+        await asyncio.sleep(EXITED_READ_GRACE_SECONDS)
+        child.writer.close()
 
     def _park_drained(self, handle: RunnerHandle) -> bool:
         """The runner just committed a node boundary while a drain waits: park the run now

@@ -119,14 +119,21 @@ def _read(conn: sqlite3.Connection, ledger: Ledger) -> None:
         " USING (effect_id) WHERE a.status = 'lost' ORDER BY a.started_at"
     ):
         ledger.lost.append(LostEffect(*row))
-    for run_id, at, data in conn.execute(
-        "SELECT run_id, at, data_json FROM events WHERE type IN ('run.parked', 'run.paused')"
-        " ORDER BY at, revision"
+    # Every move into `paused`, whatever event made it: `run.parked` and `run.paused` carry
+    # their reason; a recovery that found a manual effect applying parks `effectAmbiguous`.
+    previous: dict[str, str] = {}
+    for run_id, at, event_type, status, data in conn.execute(
+        "SELECT run_id, at, type, run_status, data_json FROM events ORDER BY run_id, revision"
     ):
-        parsed = _json(data)
-        ledger.parks.append(
-            Park(run_id, at, str(parsed.get("reason")), str(parsed.get("detail") or ""))
-        )
+        if status == "paused" and previous.get(run_id) != "paused":
+            parsed = _json(data)
+            reason = parsed.get("reason") or (
+                "effectAmbiguous" if event_type == "run.recovered" else f"({event_type})"
+            )
+            detail = str(parsed.get("detail") or "")
+            ledger.parks.append(Park(run_id, at, str(reason), detail))
+        previous[run_id] = status
+    ledger.parks.sort(key=lambda park: park.at)
     for run_id, generation, at in conn.execute(
         "SELECT run_id, generation, MIN(at) FROM events WHERE type IN (" + RELEASES + ")"
         " AND generation IS NOT NULL GROUP BY run_id, generation"

@@ -138,11 +138,6 @@ class Attributor:
                     )
                 )
             case "claimLost":
-                released = self.ledger.released.get((runner.run_id, runner.generation))
-                if released is not None and released <= end:
-                    # Its own last commit released the claim; the server's renewal timer ran
-                    # before the runner exited and called that a lost claim (and stopped it).
-                    return "releasedByItsOwnCommit"
                 return self._first(
                     lambda c: (
                         (c.kind == "stopRunner" and this_run(c) and during(c))

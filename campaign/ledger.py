@@ -17,12 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-RELEASES = ", ".join(
-    f"'{t}'"
-    for t in ("run.completed", "run.failed", "run.timed_out", "run.waiting", "interaction.rejected")
-)
-"""Event types of a runner's own commit that ends its claim."""
-
 
 @dataclass(frozen=True)
 class RunnerExit:
@@ -84,9 +78,6 @@ class Ledger:
     lost: list[LostEffect] = field(default_factory=list)
     parks: list[Park] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
-    released: dict[tuple[str, int], int] = field(default_factory=dict)
-    """(run id, generation) -> when a runner's own commit released its claim (it finished
-    the run, made it wait, or rejected a submission): the first such event."""
     error: str | None = None
 
 
@@ -134,11 +125,6 @@ def _read(conn: sqlite3.Connection, ledger: Ledger) -> None:
             ledger.parks.append(Park(run_id, at, str(reason), detail))
         previous[run_id] = status
     ledger.parks.sort(key=lambda park: park.at)
-    for run_id, generation, at in conn.execute(
-        "SELECT run_id, generation, MIN(at) FROM events WHERE type IN (" + RELEASES + ")"
-        " AND generation IS NOT NULL GROUP BY run_id, generation"
-    ):
-        ledger.released[(run_id, int(generation))] = at
     for row in conn.execute(
         "SELECT m.message_id, m.run_id, m.kind, m.status, m.entry_id, m.origin_session,"
         " r.execution_mode = 'detached' FROM workflow_messages m JOIN runs r USING (run_id)"

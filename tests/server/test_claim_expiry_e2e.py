@@ -114,3 +114,33 @@ def test_a_failed_settlement_is_swept_up_when_the_claim_expires(
     assert "recovered a running run whose claim had expired" in server_process.tail(400)
     assert server_process.query("SELECT epoch FROM server_state") == [(1,)]
     assert server_process.diagnose() == []
+
+
+ASK = """
+from pi_workflows import Workflow, checkpoint
+
+workflow = Workflow("ask", start="ask", nodes={"ask": checkpoint({"question": "Go?"})})
+"""
+
+
+def test_a_claim_its_own_runner_released_is_not_a_lost_claim(
+    server_process: ServerProcess,
+) -> None:
+    """Window: the runner's ``node.wait`` committed (the run waits, the claim is released)
+    and the runner has not exited yet when the backup renewal runs: the renewal leaves it
+    alone, and the runner is recorded ``exited``, never ``claimLost`` nor stopped."""
+    server_process.write_workflow("ask", ASK)
+    server_process.start(
+        faults="supervisor.delay_reply_after.node.wait=flag", PI_WORKFLOWS_LEASE_SECONDS="0.6"
+    )
+    run_id = server_process.start_run("ask")
+    server_process.wait_status(run_id, "waiting")
+
+    def outcome() -> str | None:
+        rows = server_process.query("SELECT outcome FROM run_runners WHERE run_id = ?", run_id)
+        return rows[0][0] if rows and rows[0][0] else None
+
+    # The committed reply is held 3 s: several renewals (every 0.2 s) pass meanwhile.
+    assert wait_for(outcome, 30, "the runner's exit to be recorded") == "exited"
+    assert "lost at renewal" not in server_process.log.read_text(errors="replace")
+    assert server_process.diagnose() == []

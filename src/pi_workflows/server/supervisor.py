@@ -49,7 +49,7 @@ from pi_workflows.store import (
     takeover,
     views,
 )
-from pi_workflows.store.claims import Claim, renew
+from pi_workflows.store.claims import Claim, read_lease, renew
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import ClaimLostError, LeaseHeldError, StoreError
 from pi_workflows.store.runs import read_run
@@ -608,14 +608,33 @@ class Supervisor:
             children.signal_group(child.pid, signal.SIGKILL)
 
     def renew_all(self) -> None:
-        """The backup timer: renew every claim this server holds for a live runner."""
+        """The backup timer: renew every claim this server holds for a live runner.
+
+        A claim its own runner released (the runner's last commit made the run wait, park or
+        end; the runner is about to exit by itself) is not a lost claim: it is left alone.
+        """
         for handle in list(self.handles.values()):
             try:
                 renew(self.db, handle.identity.claim)
             except ClaimLostError as exc:
+                if self._released_by_its_runner(handle):
+                    continue
                 log.warning("claim of run %s lost at renewal: %s", handle.run_id, exc.reason)
                 handle.claim_lost = True
                 self.terminate(handle, "claimLost")
+
+    def _released_by_its_runner(self, handle: RunnerHandle) -> bool:
+        """Whether the run left ``running`` and the claim was released at the runner's own
+        generation (so nobody else took the run): what a wait, park or end the runner
+        committed leaves behind while the runner exits."""
+        lease = read_lease(self.db.conn, handle.run_id)
+        run = read_run(self.db.conn, handle.run_id)
+        return (
+            run.status is not RunStatus.RUNNING
+            and lease is not None
+            and lease.generation == handle.identity.claim.generation
+            and not lease.held
+        )
 
     def sweep_expired(self) -> int:
         """Recover every running run whose claim expired or was released behind our back.

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pi_workflows.client import RejectedError
+from pi_workflows.client import RejectedError, UnavailableError
 
 from support.server import ServerProcess, wait_for
 
@@ -368,12 +368,14 @@ def test_a_server_stop_drains_a_manual_body_in_flight_instead_of_leaving_it_ambi
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("second", ["SIGTERM", "server stop"])
 def test_a_second_stop_during_the_drain_stops_at_once(
-    server_process: ServerProcess, tmp_path: Path
+    server_process: ServerProcess, tmp_path: Path, second: str
 ) -> None:
-    """Window: a second SIGTERM while the server drains a manual body ends the wait: the run
-    parks at once and its manual effect is ``ambiguous`` (the documented price of a forced
-    stop), and the body is never run again unreviewed."""
+    """Window: a second stop (SIGTERM, or `server stop` over the socket, which a draining
+    server still answers) while the server drains a manual body ends the wait: the run parks
+    at once and its manual effect is ``ambiguous`` (the documented price of a forced stop),
+    and the body is never run again unreviewed."""
     witness, release = _body(server_process, tmp_path, "manual_effect")
     server = server_process.start(PI_WORKFLOWS_DRAIN_SECONDS="600")
     run_id = server.start_run("exits")
@@ -381,7 +383,15 @@ def test_a_second_stop_during_the_drain_stops_at_once(
     assert server.process is not None
     server.process.terminate()
     wait_for(lambda: _drain_logged(server), 30, "the stop to drain")
-    server.process.terminate()
+    if second == "SIGTERM":
+        server.process.terminate()
+    else:
+        with server.client() as client:
+            with pytest.raises(UnavailableError) as refused:
+                client.get_run(run_id)  # a draining server answers only status and stop
+            assert refused.value.code == "serverStopping"
+            receipt = client.stop(wait=True, timeout=60)
+        assert receipt["drainSeconds"] == 0
     assert server.wait_exit(60) == 0
     assert server.query("SELECT status FROM effects") == [("ambiguous",)]
     release.write_text("go")

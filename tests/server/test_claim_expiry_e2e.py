@@ -144,3 +144,29 @@ def test_a_claim_its_own_runner_released_is_not_a_lost_claim(
     assert wait_for(outcome, 30, "the runner's exit to be recorded") == "exited"
     assert "lost at renewal" not in server_process.log.read_text(errors="replace")
     assert server_process.diagnose() == []
+
+
+def test_a_runner_that_lingers_after_its_last_commit_is_stopped(
+    server_process: ServerProcess,
+) -> None:
+    """Window: the runner's ``node.wait`` committed (its claim released) but the runner does
+    not exit (here its reply is held 3 s, longer than the lease and twice the kill grace):
+    the renewal stops it (outcome ``timedOut``) instead of letting it hold its slot; the run
+    waits as committed."""
+    server_process.write_workflow("ask", ASK)
+    server_process.start(
+        faults="supervisor.delay_reply_after.node.wait=flag",
+        PI_WORKFLOWS_LEASE_SECONDS="0.6",
+        PI_WORKFLOWS_KILL_GRACE_SECONDS="0.5",
+    )
+    run_id = server_process.start_run("ask")
+    server_process.wait_status(run_id, "waiting")
+
+    def outcome() -> str | None:
+        rows = server_process.query("SELECT outcome FROM run_runners WHERE run_id = ?", run_id)
+        return rows[0][0] if rows and rows[0][0] else None
+
+    assert wait_for(outcome, 30, "the runner's exit to be recorded") == "timedOut"
+    assert "did not exit after its last commit" in server_process.log.read_text(errors="replace")
+    assert server_process.run(run_id)["status"] == "waiting"
+    assert server_process.diagnose() == []

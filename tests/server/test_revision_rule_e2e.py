@@ -198,3 +198,45 @@ def test_without_the_rule_a_refused_settle_keeps_its_receipt_and_is_no_crash(
     )
     assert kept == [(1,)]
     assert server.diagnose() == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_without_the_rule_a_refused_validation_is_validated_again_not_rejected(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    """With the rule turned off, an update during validation makes the validating runner's
+    acceptance conflict: its exit is ``refused``, the valid submission is not rejected, and
+    the next runner validates the same submission again and accepts it."""
+    server = server_process.start(faults="runs.presentation_moves_execution=flag")
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    run_id = _start(server, gate, "step")
+    server.wait_status(run_id, "waiting")
+    with server.client() as client:
+        request_id = client.get_run(run_id)["waitingOn"]["requestId"]
+    answer: dict[str, Any] = {}
+
+    def submit() -> None:
+        with server.client(timeout=60) as client:
+            answer["receipt"] = client.submit(request_id, {"title": "ok"})
+
+    submitter = threading.Thread(target=submit)
+    submitter.start()
+    wait_for((gate / "validate.started").exists, 30, "validation to start")
+    with server.client() as client:
+        client.call(
+            "interaction.update", {"requestId": request_id, "body": {"pct": 50}}, run_id=run_id
+        )
+    (gate / "validate.go").write_text("1")
+    submitter.join(60)
+    assert answer["receipt"]["status"] == "accepted"
+    view = server.wait_status(run_id, {"completed", "failed", "paused", "waiting"})
+    assert view["status"] == "completed", view
+    outcomes = _runner_outcomes(server, run_id)
+    assert "refused" in outcomes
+    assert outcomes[-1] == "exited"
+    assert server.query(
+        "SELECT status FROM interactive_submissions WHERE request_id = ?", request_id
+    ) == [("accepted",)]
+    assert server.diagnose() == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -320,3 +322,50 @@ def test_a_node_that_stalls_its_runner_is_timed_out_by_the_server(
     outcomes = [o for (o,) in server_process.query("SELECT outcome FROM run_runners")]
     assert outcomes[0] == "timedOut"
     assert server_process.diagnose() == []
+
+
+def test_pauses_do_not_count_as_crashes_of_a_node(server: ServerProcess, tmp_path: Path) -> None:
+    """A node interrupted twice by a person's pause and then once by a runner crash is
+    retried (only crashes count toward the three tries that park ``runnerCrashed``), and
+    the run completes; the paused attempts say why they ended."""
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    server.write_workflow(
+        "gated",
+        f"""
+        import time
+        from pathlib import Path
+        from pi_workflows import Workflow, compute
+
+        def wait_gate(ctx):
+            with open({str(started)!r}, "a") as out:
+                out.write("x\\n")
+            while not Path({str(gate)!r}).exists():
+                time.sleep(0.02)
+            return {{"through": True}}
+
+        workflow = Workflow("gated", start="g", nodes={{"g": compute(wait_gate)}}, edges=[])
+        """,
+    )
+    run_id = server.start_run("gated")
+
+    def tries() -> int:
+        return len(started.read_text().splitlines()) if started.exists() else 0
+
+    for round_no in (1, 2):
+        wait_for(lambda n=round_no: tries() == n, 30, f"try {round_no} to start")
+        with server.client() as client:
+            assert client.pause(run_id)["status"] == "paused"
+            wait_for(lambda: server.run(run_id)["runner"] is None, 30, "the runner to stop")
+            client.resume(run_id)
+    wait_for(lambda: tries() == 3, 30, "try 3 to start")
+    [(pid,)] = server.query(
+        "SELECT pid FROM run_runners WHERE run_id = ? AND status != 'exited'", run_id
+    )
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: tries() == 4, 30, "try 4 after the crash")
+    gate.write_text("open")
+    done = server.wait_status(run_id, {"completed", "failed", "paused"}, 60)
+    assert done["status"] == "completed", done
+    errors = [a["error"] for a in done["attempts"] if a["status"] == "interrupted"]
+    assert errors == ["parked (userPaused)", "parked (userPaused)", None]
+    assert server.diagnose() == []

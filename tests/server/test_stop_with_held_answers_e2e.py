@@ -104,3 +104,72 @@ def test_a_held_submission_survives_a_server_stop_and_is_adopted_by_the_next_ser
         submitter.join(30)
         with Client(server.home, autostart=False) as client, contextlib.suppress(Exception):
             client.stop(wait=True, timeout=30)  # the server the client started, if any
+
+
+SLOW = """
+import time
+from pathlib import Path
+from pi_workflows import Workflow, checkpoint, compute, edge
+
+STARTED = Path({started!r})
+RELEASE = Path({release!r})
+
+
+def slow(ctx):
+    STARTED.write_text("1")
+    while not RELEASE.exists():
+        time.sleep(0.02)
+    return {{"done": True}}
+
+
+workflow = Workflow(
+    "slow",
+    start="slow",
+    nodes={{"slow": compute(slow), "ask": checkpoint({{"question": "More?"}})}},
+    edges=[edge("slow", "ask")],
+)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_command_sent_while_the_server_drains_is_answered_by_the_next_server(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    """Window: a client cancels a run while the server drains it for a stop: the draining
+    server refuses it ``serverStopping``, the client (with auto-start) waits for that server
+    to exit, starts the next one and sends the same command there, which cancels the run."""
+    started, release = tmp_path / "started", tmp_path / "release"
+    server_process.write_workflow("slow", SLOW.format(started=str(started), release=str(release)))
+    server = server_process.start(PI_WORKFLOWS_DRAIN_SECONDS="60")
+    run_id = server.start_run("slow")
+    wait_for(started.exists, 30, "the node to start")
+    assert server.process is not None
+    server.process.terminate()
+    wait_for(lambda: "waiting up to" in server.log.read_text(errors="replace"), 30, "the drain")
+    answer: dict[str, Any] = {}
+
+    def cancel() -> None:
+        with Client(server.home, autostart=True, timeout=60, start_timeout=60) as client:
+            try:
+                answer["receipt"] = client.cancel(run_id, "not needed", idempotency_key="c-1")
+            except Exception as exc:  # handed to the test thread
+                answer["error"] = exc
+
+    canceller = threading.Thread(target=cancel)
+    canceller.start()
+    try:
+        release.write_text("go")  # the node finishes; the run parks; the old server exits
+        assert server.wait_exit(60) == 0
+        canceller.join(90)
+        receipt = answer.get("receipt")
+        assert receipt is not None, answer.get("error")
+        assert receipt["status"] == "cancelled"
+        with Client(server.home, autostart=False) as client:
+            assert client.get_run(run_id)["status"] == "cancelled"
+            assert client.diagnose() == []
+    finally:
+        release.write_text("go")
+        canceller.join(30)
+        with Client(server.home, autostart=False) as client, contextlib.suppress(Exception):
+            client.stop(wait=True, timeout=30)  # the server the client started

@@ -40,6 +40,7 @@ from pi_workflows.client.sync_client import (
     checked_key,
     request_for,
     server_process,
+    stop_drain,
     stopping_receipt,
     wait_gone,
 )
@@ -160,13 +161,14 @@ class AsyncClient(AsyncInteractionMethods, AsyncRunMethods):
         except (ServerUnavailableError, ConnectionLostError, UnavailableError):
             receipt = stopping_receipt(key)  # gone, or already stopping: the stop is in effect
         await self.close()
+        limit = timeout + stop_drain(receipt)
         gone = (
             True
             if not wait or process is None
-            else await asyncio.to_thread(wait_gone, process, timeout)
+            else await asyncio.to_thread(wait_gone, process, limit)
         )
         if not gone:
-            raise StopTimeoutError(hello.server_pid, timeout)
+            raise StopTimeoutError(hello.server_pid, limit)
         return receipt
 
     # -- workflows and runs -----------------------------------------------------------
@@ -344,9 +346,12 @@ class AsyncClient(AsyncInteractionMethods, AsyncRunMethods):
             try:
                 return ops.receipt_of(operation, request, response)
             except UnavailableError as exc:
-                if exc.code != SERVER_STOPPING or attempt == MAX_RETRIES:
-                    raise
+                if exc.code != SERVER_STOPPING or not autostart or attempt == MAX_RETRIES:
+                    raise  # without auto-start nobody brings the next server up
+                stopping = server_process(connection.hello)
                 await self.close()  # the next server answers the same command (same key)
+                if stopping is not None:  # it drains its runs first: wait until it has gone
+                    await asyncio.to_thread(wait_gone, stopping, self.timeout)
                 lost = ConnectionLostError(exc.message, operation=operation)
         assert lost is not None
         raise ConnectionLostError(

@@ -244,7 +244,8 @@ class Client(InteractionMethods, RunMethods):
         `PI_WORKFLOWS_DRAIN_SECONDS`) to reach their next node boundary, where their runs park
         to resume at the next start; a second stop while the first drains stops at once.
         With `wait`, return only once the server process has exited (at most `timeout`
-        seconds), so a new server can start on the same state directory at once. If the
+        seconds after the drain the server announced), so a new server can start on the same
+        state directory at once. If the
         connection drops after the request was sent and no server answers any more, the stop
         took effect: the receipt is then `{"stopping": true}` with outcome `adopted`.
 
@@ -269,8 +270,9 @@ class Client(InteractionMethods, RunMethods):
         except (ServerUnavailableError, ConnectionLostError, UnavailableError):
             receipt = stopping_receipt(key)  # gone, or already stopping: the stop is in effect
         self.close()
-        if wait and process is not None and not wait_gone(process, timeout):
-            raise StopTimeoutError(hello.server_pid, timeout)
+        limit = timeout + stop_drain(receipt)
+        if wait and process is not None and not wait_gone(process, limit):
+            raise StopTimeoutError(hello.server_pid, limit)
         return receipt
 
     # -- workflows and runs -----------------------------------------------------------
@@ -451,9 +453,12 @@ class Client(InteractionMethods, RunMethods):
             try:
                 return ops.receipt_of(operation, request, response)
             except UnavailableError as exc:
-                if exc.code != SERVER_STOPPING or attempt == MAX_RETRIES:
-                    raise
+                if exc.code != SERVER_STOPPING or not autostart or attempt == MAX_RETRIES:
+                    raise  # without auto-start nobody brings the next server up
+                stopping = server_process(connection.hello)
                 self.close()  # the next server answers the same command (same key)
+                if stopping is not None:  # it drains its runs first: wait until it has gone
+                    wait_gone(stopping, self.timeout)
                 lost = ConnectionLostError(exc.message, operation=operation)
         assert lost is not None
         raise ConnectionLostError(
@@ -462,6 +467,12 @@ class Client(InteractionMethods, RunMethods):
             attempts=MAX_RETRIES + 1,
             idempotency_key=idempotency_key,
         )
+
+
+def stop_drain(receipt: Receipt) -> float:
+    """The seconds a stopping server said it lets running nodes drain (0 if it did not)."""
+    drain = receipt.body.get("drainSeconds")
+    return float(drain) if isinstance(drain, int | float) and not isinstance(drain, bool) else 0.0
 
 
 def stopping_receipt(key: str) -> Receipt:

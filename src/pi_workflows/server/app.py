@@ -141,6 +141,11 @@ class Server:
         return len(self._clients)
 
     @property
+    def drain_seconds(self) -> float:
+        """How long a stop lets running nodes reach their next boundary (0 once forced)."""
+        return 0.0 if self._drain_abort.is_set() else self._drain_seconds
+
+    @property
     def stop_requested(self) -> bool:
         """Shutdown has begun: held answers end (``unavailable``, code ``serverStopping``)."""
         return self._stop.is_set()
@@ -232,16 +237,18 @@ class Server:
     async def _shutdown(self, server: asyncio.Server, tasks: list[asyncio.Task[None]]) -> None:
         """Shutdown, in order, each step bounded."""
         self.stopping = True
-        # 1. Stop accepting connections.
-        server.close()
-        # 2. Drain: nothing new is launched (``_tick``); each running node gets the drain
+        # 1. Drain: nothing new is launched (``_tick``); each running node gets the drain
         #    time to reach its next node boundary, where its run parks (serverStopped) and
-        #    its runner stops, so a routine stop leaves no effect ambiguous. A second stop or
+        #    its runner stops, so a routine stop leaves no effect ambiguous. Connections are
+        #    still accepted but answer only server.status and server.stop (every other
+        #    operation is refused serverStopping, for the next server); a second stop or
         #    SIGINT ends the wait.
         if self._drain_seconds > 0 and not self._drain_abort.is_set():
             parked = await self.supervisor.drain_all(self._drain_seconds, self._drain_abort)
             if parked:
                 log.info("drained: %d run(s) parked at a node boundary", parked)
+        # 2. Stop accepting connections.
+        server.close()
         # 3. Stop the timers.
         for task in tasks:
             task.cancel()

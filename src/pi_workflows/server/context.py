@@ -40,6 +40,11 @@ class ServerContext(Protocol):
     stopping: bool
 
     @property
+    def drain_seconds(self) -> float:
+        """How long a stop lets running nodes reach their next boundary (0 once forced)."""
+        ...
+
+    @property
     def stop_requested(self) -> bool:
         """Shutdown has begun (held answers end with ``serverStopping``)."""
         ...

@@ -93,7 +93,7 @@ class RunnerHandle:
     child: Child | None = None
     ready: bool = False
     ready_revision: int | None = None
-    # cancelled | timedOut | nodeTimeout | stopping | claimLost | validationTimeout
+    # cancelled | timedOut | nodeTimeout | stopping | claimLost | validationTimeout | lingered
     kill_reason: str | None = None
     claim_lost: bool = False
     # The server refused one of its proposals (``KIND answered OUTCOME: CODE``): its exit
@@ -104,6 +104,9 @@ class RunnerHandle:
     validating_until: int | None = None
     # A pause or a server stop waiting for the runner's next node boundary.
     drain: Drain | None = None
+    # When (loop time) the renewal first found the claim released by the runner's own last
+    # commit: a runner still alive long after is stopped (``lingered``).
+    released_seen: float | None = None
     task: asyncio.Task[None] | None = None
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -487,7 +490,7 @@ class Supervisor:
             return "claimLost"
         if handle.kill_reason in ("cancelled", "stopping"):
             return "cancelled"
-        if handle.kill_reason in ("timedOut", "nodeTimeout", "validationTimeout"):
+        if handle.kill_reason in ("timedOut", "nodeTimeout", "validationTimeout", "lingered"):
             return "timedOut"
         if code == 0 and handle.kill_reason is None:
             return "exited"
@@ -514,8 +517,11 @@ class Supervisor:
             return  # somebody else owns it now
         if fence is not handle.identity.claim:
             log.warning("run %s: its runner's claim was gone; recovered by control", run.run_id)
-        if handle.kill_reason != "stopping" and interaction_writes.abandon(
-            self.db, fence, self._ended_how(handle, code)
+        conflict = handle.kill_reason is None and handle.refused_code == "revisionConflict"
+        if (
+            handle.kill_reason != "stopping"
+            and not conflict  # the run moved under it: the next runner validates again
+            and interaction_writes.abandon(self.db, fence, self._ended_how(handle, code))
         ):
             return  # only that submission is rejected; the request waits for a corrected one
         if handle.kill_reason == "nodeTimeout":
@@ -542,7 +548,10 @@ class Supervisor:
             lifecycle.park(self.db, fence, ParkReason.RUNNER_NO_PROGRESS, detail)
             return
         active = attempts.unfinished(self.db.conn, handle.run_id)
-        if active is not None and active.attempt_no >= MAX_ATTEMPTS_PER_VISIT:
+        if (
+            active is not None
+            and attempts.crash_tries(self.db.conn, active) >= MAX_ATTEMPTS_PER_VISIT
+        ):
             lifecycle.park(
                 self.db,
                 fence,
@@ -562,7 +571,9 @@ class Supervisor:
         refused again: the run parks ``proposalRefused`` with what was refused.
         """
         active = attempts.unfinished(self.db.conn, handle.run_id)
-        again = active is None or active.attempt_no < MAX_ATTEMPTS_PER_VISIT
+        again = active is None or (
+            attempts.crash_tries(self.db.conn, active) < MAX_ATTEMPTS_PER_VISIT
+        )
         if handle.refused_code == "revisionConflict" and again:
             takeover.recover(self.db, handle.run_id, claim=fence)
             return
@@ -618,10 +629,24 @@ class Supervisor:
                 renew(self.db, handle.identity.claim)
             except ClaimLostError as exc:
                 if self._released_by_its_runner(handle):
+                    self._stop_if_lingering(handle)
                     continue
                 log.warning("claim of run %s lost at renewal: %s", handle.run_id, exc.reason)
                 handle.claim_lost = True
                 self.terminate(handle, "claimLost")
+
+    def _stop_if_lingering(self, handle: RunnerHandle) -> None:
+        """A runner that committed its last proposal should exit at once; one still alive a
+        lease (and twice the kill grace) later, frozen or stuck in the kernel, holds a slot
+        for nothing: stop it (outcome ``timedOut``)."""
+        now = asyncio.get_running_loop().time()
+        patience = max(self.config.lease_seconds, 2 * self.config.kill_grace_seconds)
+        if handle.released_seen is None:
+            handle.released_seen = now
+        elif now - handle.released_seen >= patience:
+            log.warning("runner of run %s did not exit after its last commit; stopping it",
+                        handle.run_id)  # fmt: skip
+            self.terminate(handle, "lingered")
 
     def _released_by_its_runner(self, handle: RunnerHandle) -> bool:
         """Whether the run left ``running`` and the claim was released at the runner's own

@@ -169,14 +169,38 @@ def set_waiting(tx: Transaction, attempt: Attempt) -> None:
 
 
 def close_unfinished(
-    tx: Transaction, run_id: str, status: AttemptStatus, *, only_running: bool = False
+    tx: Transaction,
+    run_id: str,
+    status: AttemptStatus,
+    *,
+    only_running: bool = False,
+    error: str | None = None,
 ) -> str | None:
-    """Close the run's unfinished attempt (if any) with ``status``; return its id.
-
-    With ``only_running`` a waiting attempt stays open (its request outlives a park).
+    """Close the run's unfinished attempt (if any) with ``status`` (and ``error``, such as
+    ``PARKED_MARK`` for an attempt a person's pause or a server stop interrupted); return its
+    id. With ``only_running`` a waiting attempt stays open (its request outlives a park).
     """
     current = unfinished(tx.conn, run_id)
     if current is None or (only_running and current.status is not AttemptStatus.RUNNING):
         return None
-    settle(tx, current, status)
+    settle(tx, current, status, error=error)
     return current.attempt_id
+
+
+PARKED_MARK = "parked ("
+"""How the error of an attempt that a pause or a server stop interrupted begins
+(``parked (userPaused)``): such an attempt did not end its runner, so it is not a crash."""
+
+
+def crash_tries(conn: sqlite3.Connection, attempt: Attempt) -> int:
+    """How many attempts of ``attempt``'s node visit (in its round) ended its runner: the
+    interrupted ones a pause or a stop did not interrupt, plus ``attempt`` itself (whose
+    runner just ended). What the supervisor bounds (``MAX_ATTEMPTS_PER_VISIT``)."""
+    row = conn.execute(
+        "SELECT COUNT(*) FROM node_attempts a JOIN node_attempts b ON b.run_id = a.run_id"
+        " AND b.round = a.round AND b.node_id = a.node_id AND b.visit = a.visit"
+        " WHERE a.attempt_id = ? AND b.attempt_id != a.attempt_id AND b.status = 'interrupted'"
+        " AND (b.error IS NULL OR substr(b.error, 1, ?) != ?)",
+        (attempt.attempt_id, len(PARKED_MARK), PARKED_MARK),
+    ).fetchone()
+    return int(row[0]) + 1

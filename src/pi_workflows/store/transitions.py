@@ -58,6 +58,7 @@ def apply_transition(
     rule = TRANSITIONS[operation]
     if run.status not in rule.sources:
         raise InvalidTransitionError(run.run_id, operation.value, run.status.value)
+    asked = park_reason  # what the caller parks for (an uncertain effect may change it below)
     target = rule.target
     terminal = target in TERMINAL_STATUSES
     if target is RunStatus.COMPLETED:
@@ -98,7 +99,11 @@ def apply_transition(
     if target in _ATTEMPT_STATUS_OF_TERMINAL:
         attempts.close_unfinished(tx, run.run_id, _ATTEMPT_STATUS_OF_TERMINAL[target])
     elif leaving and target in (RunStatus.PAUSED, RunStatus.QUEUED):
-        attempts.close_unfinished(tx, run.run_id, AttemptStatus.INTERRUPTED, only_running=True)
+        parked = asked in (ParkReason.USER_PAUSED, ParkReason.SERVER_STOPPED)
+        attempts.close_unfinished(
+            tx, run.run_id, AttemptStatus.INTERRUPTED, only_running=True,
+            error=f"{attempts.PARKED_MARK}{asked})" if parked else None,
+        )  # fmt: skip
     if terminal:
         interactions.cancel_open(tx, run.run_id)
         messages.record(

@@ -125,8 +125,13 @@ async def dispatch(server: ServerContext, request: Request) -> Response:
     try:
         if handler is None:
             raise bad(f"unknown operation {request.operation!r}")
-        if server.stopping and request.operation != "server.status":
-            raise RequestError(Outcome.UNAVAILABLE.value, "stopping", "the server is stopping")
+        if server.stop_requested and request.operation not in ("server.status", "server.stop"):
+            raise RequestError(
+                Outcome.UNAVAILABLE.value,
+                "serverStopping",
+                "the server is stopping; send the command again to the next server (the Python"
+                " client and the Pi extension do, with the same idempotency key)",
+            )
         if request.operation in _COMMANDS and not request.idempotency_key:
             raise bad(f"{request.operation} changes state and needs an idempotencyKey")
         body = await handler(server, request)

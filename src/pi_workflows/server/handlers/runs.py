@@ -83,7 +83,7 @@ async def server_stop(server: ServerContext, request: Request) -> dict[str, Any]
     ):
         raise bad(f"payload field 'drainSeconds' must be a number from 0 to {MAX_DRAIN_SECONDS}")
     server.request_stop(drain_seconds=None if drain is None else float(drain))
-    return {"stopping": True}
+    return {"stopping": True, "drainSeconds": server.drain_seconds}
 
 
 # --- workflows and runs ------------------------------------------------------------------

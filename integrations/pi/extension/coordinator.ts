@@ -291,6 +291,13 @@ export class SessionCoordinator {
 	toolLimit(): { requestId: string; tools: string[] } | undefined {
 		if (this.phaseValue === "closed") return undefined;
 		const branch = this.branch();
+		const turnStep = this.turn?.requestId;
+		if (turnStep) {
+			// A turn a step started keeps that step's limit until it ends, whatever request the
+			// session's view makes active meanwhile (another run resumed, the step answered).
+			const own = presentedLimit(branch, turnStep) ?? this.sentLimits.get(turnStep);
+			if (own) return { requestId: turnStep, tools: own };
+		}
 		const view = this.view;
 		if (!view) return lastLimitInBranch(branch);
 		const active = view.activeRequest;

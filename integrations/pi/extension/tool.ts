@@ -40,7 +40,8 @@ export function protectedRunMessage(action: string, runId: string): string {
 }
 
 /** What the model is told after the server's message when the step it answers is closed. */
-export const CLOSED_STEP_ADVICE = "this workflow step is closed: do not submit or answer it again";
+export const CLOSED_STEP_ADVICE =
+	"this workflow step is closed: do not submit or answer it again unless the workflow presents it to you again";
 
 export const ACTIONS = ["list", "start", "status", "pause", "resume", "cancel", "answer", "submit", "update"] as const;
 

@@ -72,7 +72,7 @@ def step_contract(
             "string containing JSON).",
             "If the submission is rejected, read the reason, correct the output and submit "
             "again with the same requestId; if the tool says the step is closed, do not submit "
-            "it again.",
+            "it again unless the workflow presents it to you again.",
             "Expected output:",
             expected_output.strip(),
         ]

@@ -129,7 +129,8 @@ def _active_view(
         "title": view_bounds.cut(str(title), MAX_TITLE_CHARS)
         if active.kind == "decision" and title is not None
         else None,
-        "allowedTools": tools if isinstance(tools, list) else None,
+        # Passed as stored: the extension refuses to present a step whose limit it cannot read.
+        "allowedTools": tools,
         "deadlineAt": active.deadline_at,
         "workflowMessageId": None if message is None else message[0],
         "messageStatus": None if message is None else message[4],

@@ -52,7 +52,10 @@ TERMINAL_MARK = "--- Workflow run finished ---"
 CHECKPOINT_MARK = "--- Workflow checkpoint ---"
 ASSISTANT_MARK = "Your visible reply is this step's output"
 BLOCKED = "Blocked by pi-workflows"
-CLOSED_ADVICE = "this workflow step is closed: do not submit or answer it again"
+CLOSED_ADVICE = (
+    "this workflow step is closed: do not submit or answer it again unless the workflow"
+    " presents it to you again"
+)
 TOOLS = ["--tools", "read,bash,workflow"]
 """Pi's tools in these tests: the built-in `read` and `bash`, and our `workflow`."""
 HAIKU = "An old silent pond / a frog jumps into the pond / splash! Silence again."

@@ -56,7 +56,10 @@ TERMINAL_MARK = "--- Workflow run finished ---"
 REJECTED_MARK = "--- Workflow step reply rejected ---"
 ASSISTANT_MARK = "Your visible reply is this step's output"
 PROTECTED = "Protected human decisions cannot be answered by the workflow tool"
-CLOSED_ADVICE = "this workflow step is closed: do not submit or answer it again"
+CLOSED_ADVICE = (
+    "this workflow step is closed: do not submit or answer it again unless the workflow"
+    " presents it to you again"
+)
 RUN_ID = re.compile(r"\brun_[0-9a-z]+")
 
 STEP = """

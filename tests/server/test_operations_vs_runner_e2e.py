@@ -189,15 +189,29 @@ def _attach(case: Case) -> None:
 
 
 def _report_messages(case: Case) -> None:
+    """The notification is reported present, then the whole (idle) branch, which would
+    present a missing step again."""
     with case.client() as client:
         sent = client.report_messages(SESSION, case.epoch, {case.notification: "entry-1"})
+        again = client.report_messages(
+            SESSION, case.epoch, {case.notification: "entry-1"}, idle=True
+        )
     assert sent["sent"] == [case.notification]
+    assert again["resumed"] == []
 
 
 def _report_turn(case: Case) -> None:
+    """A turn aborted, then a turn for the step (during validation) that ends without a
+    submission: neither pauses nor reminds a run whose runner works."""
     with case.client() as client:
         client.report_turn(SESSION, case.epoch, "started", workflow_message_id=case.notification)
         ended = client.report_turn(SESSION, case.epoch, "ended", stop_reason="aborted")
+        step = [m for m in client.get_run(case.run_id)["messages"] if m["kind"] == "step"]
+        if step:
+            message = step[-1]["workflowMessageId"]
+            client.report_turn(SESSION, case.epoch, "started", workflow_message_id=message)
+            completed = client.report_turn(SESSION, case.epoch, "ended", stop_reason="completed")
+            assert (completed["paused"], completed["reminder"]) == (None, None)
     assert ended["paused"] is None
 
 

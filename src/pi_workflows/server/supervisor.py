@@ -548,15 +548,13 @@ class Supervisor:
             lifecycle.park(self.db, fence, ParkReason.RUNNER_NO_PROGRESS, detail)
             return
         active = attempts.unfinished(self.db.conn, handle.run_id)
-        if (
-            active is not None
-            and attempts.crash_tries(self.db.conn, active) >= MAX_ATTEMPTS_PER_VISIT
-        ):
+        tries = 0 if active is None else attempts.crash_tries(self.db.conn, active)
+        if active is not None and tries >= MAX_ATTEMPTS_PER_VISIT:
             lifecycle.park(
                 self.db,
                 fence,
                 ParkReason.RUNNER_CRASHED,
-                f"node {active.node_id} stopped its runner {active.attempt_no} times; {detail}",
+                f"node {active.node_id} stopped its runner {tries} times; {detail}",
             )
             return
         takeover.recover(self.db, handle.run_id, claim=fence)

@@ -144,7 +144,7 @@ def test_effect_list_is_paged_with_a_cursor(server: ServerProcess) -> None:
 class _Serving:
     """The one attribute ``dispatch`` reads from the server."""
 
-    stopping = False
+    stop_requested = False
 
 
 def test_an_answer_over_the_frame_cap_is_a_rejection_not_a_dropped_connection() -> None:

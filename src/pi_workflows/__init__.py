@@ -31,9 +31,12 @@ if TYPE_CHECKING:
         manual_effect,
         minutes,
         notify,
+        retry,
         seconds,
         shell,
+        sleep,
         switch,
+        wait_event,
     )
 
 __version__ = "0.1.0"
@@ -52,6 +55,9 @@ __all__ = [
     "checkpoint",
     "human_decision",
     "choice",
+    "sleep",
+    "wait_event",
+    "retry",
     # routing
     "edge",
     "switch",

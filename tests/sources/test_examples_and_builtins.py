@@ -27,6 +27,8 @@ from pi_workflows.authoring import (
     NodeKind,
     NotifyNode,
     ShellNode,
+    SleepNode,
+    WaitEventNode,
     Workflow,
     evaluate,
     invoke,
@@ -93,6 +95,12 @@ def _execute(
             case HumanDecisionNode():
                 assert isinstance(answer, str)
                 return decision_result(node_id, node, answer)
+            case SleepNode():  # the runner waits durably; here time has simply passed
+                return NodeResult.ok({"until": "2026-01-01T00:00:00.000Z", "lateMs": 0})
+            case WaitEventNode():
+                if node.validate is not None:
+                    asyncio.run(invoke(node.validate, answer, ctx))
+                return result_from_output(node_id, answer)
     except Exception as exc:  # a failing callback fails the node, as in the runner
         return NodeResult.failed(f"{type(exc).__name__}: {exc}")
     raise AssertionError(f"unhandled node {node_id}")
@@ -139,7 +147,7 @@ def test_every_example_loads_and_validates(path: Path) -> None:
 
 
 def test_examples_use_every_node_kind_and_both_effect_kinds() -> None:
-    """Together the examples exercise all seven node kinds and both effect kinds."""
+    """Together the examples exercise every node kind and both effect kinds."""
     kinds: set[NodeKind] = set()
     effects: set[EffectKind] = set()
     for path in EXAMPLE_FILES:
@@ -300,3 +308,36 @@ def test_demo_builtin_runs_to_a_json_report() -> None:
         "message": "Demo: sorted 3 numbers, total 6.",
         "kind": "progress",
     }
+
+
+def test_ci_watch_polls_while_pending_and_ends_on_a_verdict(tmp_path: Path) -> None:
+    """``pending`` loops through the sleep back to the check; ``passed`` ends the run."""
+    flag = tmp_path / "status"
+    flag.write_text("pending")
+    workflow = _load_example("ci-watch").workflow
+    transition, _, visited = drive(workflow, {"command": ["cat", str(flag)]})
+    assert isinstance(transition, Fail)  # always pending: the loop runs into max_steps
+    assert transition.reason is FailReason.MAX_STEPS_EXCEEDED
+    assert visited[:5] == ["begin", "check", "judge", "pause", "check"]
+    flag.write_text("passed")
+    transition, _, visited = drive(workflow, {"command": ["cat", str(flag)]})
+    assert visited == ["begin", "check", "judge", "passed"]
+    assert transition == Complete({"message": "CI passed.", "kind": "final"}, "passed")
+    node = workflow.node("check")
+    assert isinstance(node, ShellNode)
+    assert node.retry is not None
+    assert node.retry.attempts == 3
+
+
+def test_deploy_gate_takes_the_event_of_its_version_only() -> None:
+    """The event's data is the output; another version is refused by ``validate``."""
+    workflow = _load_example("deploy-gate").workflow
+    done, state, _ = drive(workflow, {"version": "1.4"}, {"deployed": {"version": "1.4"}})
+    assert done == Complete({"message": "Deployed 1.4: ok.", "kind": "final"}, "done")
+    assert state.outputs["deployed"] == {"version": "1.4"}
+    wrong, _, _ = drive(workflow, {"version": "1.4"}, {"deployed": {"version": "2.0"}})
+    assert isinstance(wrong, Fail)
+    assert "waits for version '1.4'" in wrong.error
+    late, _, visited = drive(workflow, {"version": "1.4"}, {"deployed": TIMEOUT})
+    assert visited == ["announce", "deployed", "late"]
+    assert isinstance(late, Complete)

@@ -50,6 +50,30 @@ def _sql(db: Database, *statements: str) -> None:
         db.conn.execute(statement)
 
 
+def _sleeping(db: Database, clock: FakeClock) -> str:
+    claim = running(db)
+    attempt = lifecycle.start_node(db, claim, "nap").attempt
+    lifecycle.sleep(db, claim, attempt.attempt_id, delay_ms=60_000)
+    return claim.run_id
+
+
+def _request_and_wait(db: Database, clock: FakeClock) -> str:
+    run_id = _waiting(db, clock)
+    _sql(
+        db,
+        "INSERT INTO run_waits (wait_id, run_id, attempt_id, node_id, kind, due_at, status,"
+        f" created_at) SELECT 'wt_x', '{run_id}', attempt_id, node_id, 'sleep', 1, 'pending', 0"
+        " FROM node_attempts WHERE status = 'waiting'",
+    )
+    return run_id
+
+
+def _wait_pending_active(db: Database, clock: FakeClock) -> str:
+    run_id = _sleeping(db, clock)
+    _sql(db, "UPDATE runs SET status = 'completed', finished_at = 1")
+    return run_id
+
+
 def _queue_mismatch(db: Database, clock: FakeClock) -> str:
     run_id = reserve(db)
     _sql(db, "UPDATE run_queue SET status = 'done'")
@@ -252,6 +276,8 @@ BUILDERS: dict[str, Builder] = {
     "expiredClaimOnRunningRun": _expired_claim,
     "ambiguousEffectOnUnparkedRun": _ambiguous_unparked,
     "processLiveAfterRunnerExit": _process_after_exit,
+    "requestAndWaitOpen": _request_and_wait,
+    "waitPendingOnActiveRun": _wait_pending_active,
 }
 
 

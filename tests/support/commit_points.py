@@ -42,6 +42,7 @@ from pi_workflows.store import (
     retention,
     runners,
     sessions,
+    signals,
     takeover,
 )
 from pi_workflows.store.claims import renew
@@ -283,6 +284,21 @@ def _effect_settle(x: Ctx) -> dict[str, Any]:
     return {"effectId": x["effect_id"], "status": "applied", "result": {"ok": 1}}
 
 
+def _retry(delay_ms: int, *, exhausted: bool = False) -> Run:
+    def run(db: Database, clock: FakeClock, x: Ctx) -> object:
+        return lifecycle.retry(
+            db, x["claim"], x["attempt_id"], AttemptStatus.FAILED, "flaky", delay_ms=delay_ms,
+            exhausted=exhausted,
+        )  # fmt: skip
+
+    return run
+
+
+def _send_signal(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    sent = signals.send(db, x["run_id"], "go", {"v": 1}, idempotency_key="k-1", sent_by="test")
+    return x["run_id"], {"runId": x["run_id"], "signalId": sent.signal.signal_id}
+
+
 def _reject(x: Ctx) -> dict[str, Any]:
     return {"submissionId": x["submission_id"], "error": "not good enough"}
 
@@ -342,6 +358,27 @@ SCENARIOS: list[Scenario] = [
       lambda db, c, x: takeover.expire_request(db, x["request_id"]), "interaction.timedOut"),
     S("release_dead_claims", "lifecycle.release_dead_claims", "store", st.dead_server_claim,
       lambda db, c, x: takeover.release_claims_of_dead_servers(db, x["server_epoch"])),
+    # Durable waits.
+    S("sleep", "lifecycle.sleep", "store", st.in_node,
+      lambda db, c, x: lifecycle.sleep(db, x["claim"], x["attempt_id"], delay_ms=1_000),
+      "run.waiting"),
+    S("retry_later", "lifecycle.retry", "store", st.in_node, _retry(1_000), "node.retried"),
+    S("retry_now", "lifecycle.retry", "store", st.in_node, _retry(0), "node.retried"),
+    S("retry_exhausted", "lifecycle.retry", "store", st.in_node, _retry(0, exhausted=True),
+      "run.parked"),
+    S("await_event", "lifecycle.await_event", "store", st.in_node,
+      lambda db, c, x: lifecycle.await_event(db, x["claim"], x["attempt_id"], "go",
+                                             timeout_ms=60_000, validates=False),
+      "run.waiting"),
+    S("fire_waits", "waits.fire", "store", st.sleep_due,
+      lambda db, c, x: takeover.fire_due_waits(db), "wait.fired", again=True),
+    S("signal_send", "signals.send", "store", st.event_waiting,
+      lambda db, c, x: signals.send(db, x["run_id"], "go", {"v": 1}, idempotency_key="k-1",
+                                    sent_by="test"),
+      "signal.woke", again=True),
+    S("signal_reject", "signals.reject", "store", st.event_signalled,
+      lambda db, c, x: signals.reject(db, x["claim2"], x["signal_id"], "not that one"),
+      "signal.rejected"),
     # Managed effects.
     S("effect_reserve", "effects.reserve", "store", st.in_node, _reserve_effect,
       "effect.reserved"),
@@ -433,6 +470,9 @@ SCENARIOS: list[Scenario] = [
       "effect.resolved"),
     S("session_attach_command", "command.session.attach", "command", lambda db, c: {},
       _command("session.attach", _attach, lambda x: {"sessionId": SESSION})),
+    S("run_signal", "command.run.signal", "command", st.event_waiting,
+      _command("run.signal", _send_signal, lambda x: {"name": "go", "data": {"v": 1}}),
+      "signal.woke"),
     # Runner proposals.
     S("runner_node_start", "runner.node.start", "runner", st.launched,
       _runner("node.start", lambda x: {"nodeId": "a"}), "node.started"),
@@ -458,6 +498,20 @@ SCENARIOS: list[Scenario] = [
       _runner("process.register", lambda x: st.process_payload())),
     S("runner_process_ended", "runner.process.ended", "runner", st.runner_process,
       _runner("process.ended", lambda x: {"pid": FAKE_PID})),
+    S("runner_node_sleep", "runner.node.sleep", "runner", st.runner_in_node,
+      _runner("node.sleep", lambda x: {"attemptId": x["attempt_id"], "delayMs": 1_000}),
+      "run.waiting"),
+    S("runner_node_retry", "runner.node.retry", "runner", st.runner_in_node,
+      _runner("node.retry", lambda x: {"attemptId": x["attempt_id"], "outcome": "failed",
+                                       "error": "flaky", "delayMs": 1_000}),
+      "node.retried"),
+    S("runner_node_await", "runner.node.await", "runner", st.runner_in_node,
+      _runner("node.await", lambda x: {"attemptId": x["attempt_id"], "event": "go",
+                                       "timeoutMs": 60_000}),
+      "run.waiting"),
+    S("runner_signal_reject", "runner.signal.reject", "runner", st.runner_signalled,
+      _runner("signal.reject", lambda x: {"signalId": x["signal_id"], "error": "no"}),
+      "signal.rejected"),
 ]  # fmt: skip
 
 BY_NAME = {scenario.name: scenario for scenario in SCENARIOS}

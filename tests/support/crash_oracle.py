@@ -20,7 +20,9 @@ from pi_workflows.store import (
     interactions,
     lifecycle,
     runners,
+    signals,
     takeover,
+    waits,
 )
 from pi_workflows.store.claims import Claim
 from pi_workflows.store.clock import FakeClock
@@ -72,6 +74,7 @@ def drive_to_end(db: Database, clock: FakeClock) -> None:
         clock.advance(LEASE_MS + 1)
         takeover.recover_all_expired(db)
         recovery.expire_due_requests(db)
+        takeover.fire_due_waits(db)
         remaining = open_runs(db)
         if not remaining:
             return
@@ -94,6 +97,12 @@ def _resolve_and_resume(db: Database, run_id: str) -> None:
 
 
 def _answer(db: Database, run_id: str) -> None:
+    wait = waits.pending_of(db.conn, run_id)
+    if wait is not None:  # a sleep or retry delay fires as the clock moves; an event is sent
+        if wait.kind == "event" and wait.event_name is not None:
+            signals.send(db, run_id, wait.event_name, OUTPUT, idempotency_key=None,
+                         sent_by="driver")  # fmt: skip
+        return
     request = interactions.open_request_of(db.conn, run_id)
     assert request is not None, f"{run_id} waits on no request"
     assert request.status == "pending", f"{run_id} waits on {request}"
@@ -119,6 +128,12 @@ def _run_to_completion(db: Database, claim: Claim) -> None:
     attempt = attempts.unfinished(db.conn, claim.run_id) or (
         lifecycle.start_node(db, claim, run.current_node or "a").attempt
     )
+    wait = waits.of_attempt(db.conn, attempt.attempt_id)
+    event = (
+        None
+        if wait is None or wait.kind != "event" or wait.event_name is None
+        else signals.next_pending(db.conn, claim.run_id, wait.event_name)
+    )
     for effect_type, kind, fingerprint in db.conn.execute(
         "SELECT effect_type, effect_kind, fingerprint FROM effects WHERE run_id = ?"
         " AND node_id = ? AND visit = ? AND status = 'pending'",
@@ -137,6 +152,7 @@ def _run_to_completion(db: Database, claim: Claim) -> None:
         finish,
         output=OUTPUT,
         submission_id=None if submission is None else submission.submission_id,
+        signal_id=None if event is None else event.signal_id,
     )
 
 

@@ -21,6 +21,7 @@ from pi_workflows.store import (
     receipts,
     runners,
     sessions,
+    signals,
     takeover,
 )
 from pi_workflows.store.clock import FakeClock
@@ -411,3 +412,43 @@ def queued_for_launch(db: Database, clock: FakeClock) -> Ctx:
 def waiting_on_agent(db: Database, clock: FakeClock) -> Ctx:
     """A run waiting on an agent step's submission."""
     return waiting(db, clock, kind="agent")
+
+
+def sleeping(db: Database, clock: FakeClock) -> Ctx:
+    """A run whose sleep node waits one second."""
+    ctx = in_node(db, clock)
+    lifecycle.sleep(db, ctx["claim"], ctx["attempt_id"], delay_ms=1_000)
+    return ctx
+
+
+def sleep_due(db: Database, clock: FakeClock) -> Ctx:
+    """A sleeping run whose wake time has passed (the server has not fired it yet)."""
+    ctx = sleeping(db, clock)
+    clock.advance(2_000)
+    return ctx
+
+
+def event_waiting(db: Database, clock: FakeClock) -> Ctx:
+    """A run whose wait_event node waits for the event ``go`` (a minute's timeout)."""
+    ctx = in_node(db, clock)
+    lifecycle.await_event(
+        db, ctx["claim"], ctx["attempt_id"], "go", timeout_ms=60_000, validates=True
+    )
+    return ctx
+
+
+def event_signalled(db: Database, clock: FakeClock) -> Ctx:
+    """The event ``go`` woke the run; a second runner (``claim2``) validates it."""
+    ctx = event_waiting(db, clock)
+    sent = signals.send(db, ctx["run_id"], "go", {"v": 1}, idempotency_key=None, sent_by="test")
+    ctx["signal_id"] = sent.signal.signal_id
+    ctx["claim2"] = lifecycle.claim(db, ctx["run_id"], "runner-2").claim
+    return ctx
+
+
+def runner_signalled(db: Database, clock: FakeClock) -> Ctx:
+    """A runner launched for a run the event ``go`` woke."""
+    ctx = event_waiting(db, clock)
+    sent = signals.send(db, ctx["run_id"], "go", {"v": 1}, idempotency_key=None, sent_by="test")
+    ctx["signal_id"] = sent.signal.signal_id
+    return launch(db, {**server_started(db, clock), **ctx})

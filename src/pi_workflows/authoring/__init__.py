@@ -6,7 +6,8 @@ node classes, context types and helpers the runner and engine use. See
 ``docs/authoring.md`` for the author's guide.
 
 Modules: ``workflow`` (the ``Workflow`` class), ``nodes`` (node kinds and constructors),
-``routing`` (edges, switches, paths), ``effects`` (effect declarations), ``context``
+``routing`` (edges, switches, paths), ``effects`` (effect declarations), ``retries``
+(retry policies), ``context``
 (``ctx`` types and cancellation), ``values`` (JSON values, outcomes, durations),
 ``validation`` (load-time graph checks), ``errors``.
 """
@@ -37,8 +38,10 @@ from pi_workflows.authoring.nodes import (
     NotifyNode,
     OnTimeout,
     ShellNode,
+    SleepNode,
     TextSpec,
     Validator,
+    WaitEventNode,
     action,
     agent,
     assistant_message,
@@ -49,7 +52,10 @@ from pi_workflows.authoring.nodes import (
     human_decision,
     notify,
     shell,
+    sleep,
+    wait_event,
 )
+from pi_workflows.authoring.retries import RetryPolicy, retry
 from pi_workflows.authoring.routing import (
     Case,
     CaseValue,
@@ -90,6 +96,11 @@ __all__ = [
     "checkpoint",
     "human_decision",
     "choice",
+    "sleep",
+    "wait_event",
+    # retries
+    "retry",
+    "RetryPolicy",
     # routing
     "edge",
     "switch",
@@ -123,6 +134,8 @@ __all__ = [
     "AssistantMessage",
     "CheckpointNode",
     "HumanDecisionNode",
+    "SleepNode",
+    "WaitEventNode",
     "Choice",
     "OnTimeout",
     "AGENT_DEFAULT_TIMEOUT",

@@ -13,12 +13,16 @@ Output shapes the runner produces for the non-callback kinds (documented for aut
 - ``human_decision``: ``{"choice": str, "decidedBy": "person" | "timeout"}``
 - ``agent`` with ``assistant_message()``: the reply text (a JSON string)
 - ``agent`` and ``checkpoint``: the submitted JSON value
+- ``sleep``: ``{"until": ISO-8601 time, "lateMs": int}``
+- ``wait_event``: the ``data`` the event was sent with
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -27,6 +31,7 @@ from typing import Any, TypeAlias
 from pi_workflows.authoring.context import ActionContext, NodeContext
 from pi_workflows.authoring.effects import Effect
 from pi_workflows.authoring.errors import Rejected
+from pi_workflows.authoring.retries import MAX_DELAY_SECONDS, RetryPolicy
 from pi_workflows.authoring.values import JsonValue, minutes
 
 
@@ -40,6 +45,8 @@ class NodeKind(StrEnum):
     AGENT = "agent"
     CHECKPOINT = "checkpoint"
     HUMAN_DECISION = "human_decision"
+    SLEEP = "sleep"
+    WAIT_EVENT = "wait_event"
 
 
 class NotifyKind(StrEnum):
@@ -61,6 +68,10 @@ Validator: TypeAlias = Callable[[Any, NodeContext], object]
 TextSpec: TypeAlias = str | Callable[[NodeContext], object]
 """A string, or a sync or async callback returning one."""
 
+EVENT_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,127}$")
+"""What an event name may be (``wait_event`` here, ``run.signal`` in the server, which keeps
+its own copy of the same pattern)."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class ComputeNode:
@@ -68,6 +79,7 @@ class ComputeNode:
 
     run: NodeCallback
     timeout: float | None = None
+    retry: RetryPolicy | None = None
     kind: NodeKind = dataclasses.field(default=NodeKind.COMPUTE, init=False)
 
 
@@ -78,6 +90,7 @@ class ActionNode:
     run: ActionCallback
     effect: Effect | None
     timeout: float | None = None
+    retry: RetryPolicy | None = None
     kind: NodeKind = dataclasses.field(default=NodeKind.ACTION, init=False)
 
 
@@ -93,6 +106,7 @@ class ShellNode:
     effect: Effect | None
     allow_exit_codes: frozenset[int] = frozenset({0})
     timeout: float | None = None
+    retry: RetryPolicy | None = None
     kind: NodeKind = dataclasses.field(default=NodeKind.SHELL, init=False)
 
 
@@ -190,6 +204,39 @@ class HumanDecisionNode:
         return tuple(c.id for c in self.choices)
 
 
+@dataclass(frozen=True, kw_only=True)
+class SleepNode:
+    """Waits until a time with no runner, no claim and no process, then continues.
+
+    Exactly one of ``duration`` (seconds from the moment the wait is committed) and
+    ``until`` (``until(ctx)`` returning seconds or an aware ``datetime``) is set.
+    """
+
+    duration: float | None = None
+    until: NodeCallback | None = None
+    kind: NodeKind = dataclasses.field(default=NodeKind.SLEEP, init=False)
+
+    @property
+    def timeout(self) -> float | None:
+        """A sleep has no node deadline (its wake time is the wait)."""
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WaitEventNode:
+    """Waits with no runner for an event named ``name`` sent to the run (``run signal``).
+
+    The event's data is the output. ``timeout`` (seconds, from the first time the node
+    waits) gives the ``timed_out`` outcome; ``validate(data, ctx)`` may raise ``Rejected``
+    to refuse an event, which is then never consumed.
+    """
+
+    name: str
+    timeout: float | None = None
+    validate: Validator | None = None
+    kind: NodeKind = dataclasses.field(default=NodeKind.WAIT_EVENT, init=False)
+
+
 Node: TypeAlias = (
     ComputeNode
     | ActionNode
@@ -198,6 +245,8 @@ Node: TypeAlias = (
     | AgentNode
     | CheckpointNode
     | HumanDecisionNode
+    | SleepNode
+    | WaitEventNode
 )
 """Any node of a workflow graph."""
 
@@ -209,23 +258,43 @@ NODE_TYPES = (
     AgentNode,
     CheckpointNode,
     HumanDecisionNode,
+    SleepNode,
+    WaitEventNode,
 )
 
+RETRYING_TYPES = (ComputeNode, ActionNode, ShellNode)
+"""The node kinds that may declare a retry policy."""
 
-def compute(run: NodeCallback, *, timeout: float | None = None) -> ComputeNode:
-    """Pure data shaping: ``run(ctx)`` returns the node's JSON output."""
-    return ComputeNode(run=run, timeout=timeout)
+
+def _no_retry(kind: str, retry: object, why: str) -> None:
+    if retry is not None:
+        raise TypeError(f"{kind} nodes cannot declare retry: {why}")
+
+
+def compute(
+    run: NodeCallback, *, timeout: float | None = None, retry: RetryPolicy | None = None
+) -> ComputeNode:
+    """Pure data shaping: ``run(ctx)`` returns the node's JSON output.
+
+    ``retry=retry(...)`` tries a failed or timed-out attempt again (``retries.retry``).
+    """
+    return ComputeNode(run=run, timeout=timeout, retry=retry)
 
 
 def action(
-    run: ActionCallback, *, effect: Effect | None = None, timeout: float | None = None
+    run: ActionCallback,
+    *,
+    effect: Effect | None = None,
+    timeout: float | None = None,
+    retry: RetryPolicy | None = None,
 ) -> ActionNode:
     """A side effect: ``run(ctx)`` changes the world and returns a JSON output.
 
     ``effect`` is required (``idempotent_effect(type)`` or ``manual_effect(type)``); the
-    ``Workflow`` refuses an action without one.
+    ``Workflow`` refuses an action without one. ``retry=retry(...)`` tries a failed attempt
+    again under the same effect key (only with ``idempotent_effect``).
     """
-    return ActionNode(run=run, effect=effect, timeout=timeout)
+    return ActionNode(run=run, effect=effect, timeout=timeout, retry=retry)
 
 
 def shell(
@@ -234,25 +303,30 @@ def shell(
     effect: Effect | None = None,
     allow_exit_codes: Iterable[int] = (0,),
     timeout: float | None = None,
+    retry: RetryPolicy | None = None,
 ) -> ShellNode:
     """Run a command (an argument list, or ``command(ctx)`` returning one) as an action.
 
     The output is ``{"exitCode", "stdout", "stderr"}``; an exit code not in
-    ``allow_exit_codes`` fails the node. ``effect`` is required, as for ``action``.
+    ``allow_exit_codes`` fails the node. ``effect`` is required, as for ``action``;
+    ``retry`` as for ``action``.
     """
     if isinstance(allow_exit_codes, str | bytes) or not isinstance(allow_exit_codes, Iterable):
         raise TypeError(f"allow_exit_codes must be a list of integers, got {allow_exit_codes!r}")
     codes = frozenset(allow_exit_codes)
     if isinstance(command, list):
         command = tuple(command)  # a frozen node holds no list the caller could still change
-    return ShellNode(command=command, effect=effect, allow_exit_codes=codes, timeout=timeout)
+    return ShellNode(
+        command=command, effect=effect, allow_exit_codes=codes, timeout=timeout, retry=retry
+    )
 
 
-def notify(message: TextSpec, *, kind: str = "progress") -> NotifyNode:
+def notify(message: TextSpec, *, kind: str = "progress", retry: None = None) -> NotifyNode:
     """Send ``message`` (text or ``message(ctx)``) to the session that started the run.
 
     ``kind`` is ``"progress"`` (along the way) or ``"final"`` (the run's closing message).
     """
+    _no_retry("notify", retry, "a message is recorded once, with nothing to try again")
     try:
         notify_kind = NotifyKind(kind)
     except ValueError:
@@ -271,6 +345,8 @@ def agent(
     validate: Validator | None = None,
     timeout: float | None = AGENT_DEFAULT_TIMEOUT,
     allowed_tools: Sequence[str] | None = None,
+    *,
+    retry: None = None,
 ) -> AgentNode:
     """An interactive model step.
 
@@ -280,6 +356,7 @@ def agent(
     the message. ``timeout`` defaults to 15 minutes; ``None`` disables it.
     ``allowed_tools`` limits the tools the model may use during the step.
     """
+    _no_retry("agent", retry, "a step is asked again through validate (raise Rejected) instead")
     tools = tuple(allowed_tools) if allowed_tools is not None else None
     return AgentNode(
         prompt=prompt,
@@ -352,12 +429,14 @@ def checkpoint(
     *,
     validate: Validator | None = None,
     timeout: float | None = None,
+    retry: None = None,
 ) -> CheckpointNode:
     """Wait for an ordinary answer to ``request`` from a person or the model.
 
     The output is the submitted answer (a JSON value). ``validate(answer, ctx)`` may raise
     ``Rejected`` to ask again. ``timeout`` (default none) times the node out.
     """
+    _no_retry("checkpoint", retry, "an answer is asked again through validate instead")
     return CheckpointNode(request=request, validate=validate, timeout=timeout)
 
 
@@ -372,6 +451,7 @@ def human_decision(
     on_timeout: tuple[float, str] | None = None,
     *,
     details: TextSpec | None = None,
+    retry: None = None,
 ) -> HumanDecisionNode:
     """A decision only a person may take, among ``choices``.
 
@@ -380,6 +460,7 @@ def human_decision(
     is cancelled. The output is ``{"choice": id, "decidedBy": "person" | "timeout"}``; route
     it with a ``switch`` on ``$.choice`` that covers every choice.
     """
+    _no_retry("human_decision", retry, "a person's decision is taken once")
     timeout_rule: OnTimeout | None = None
     if on_timeout is not None:
         if not isinstance(on_timeout, tuple) or len(on_timeout) != 2:
@@ -388,3 +469,47 @@ def human_decision(
     return HumanDecisionNode(
         title=title, choices=tuple(choices), on_timeout=timeout_rule, details=details
     )
+
+
+def sleep(duration: float | None = None, *, until: NodeCallback | None = None) -> SleepNode:
+    """Wait with no runner and no claim, then continue.
+
+    ``duration`` is seconds (use ``seconds(...)``/``minutes(...)``) from the moment the wait
+    is committed; ``until(ctx)`` returns seconds from now or an aware ``datetime``. The
+    output is ``{"until": ISO-8601 time, "lateMs": how late it woke}``. A server that was
+    down when the time came continues the run at its next start.
+    """
+    if (duration is None) == (until is None):
+        raise TypeError("sleep needs exactly one of a duration and until=callback")
+    if until is not None and not callable(until):
+        raise TypeError(f"sleep until must be a callback until(ctx), got {until!r}")
+    if duration is not None and (
+        isinstance(duration, bool)
+        or not isinstance(duration, int | float)
+        or not math.isfinite(duration)
+        or not 0 <= duration <= MAX_DELAY_SECONDS
+    ):
+        raise ValueError(
+            f"sleep duration must be a number of seconds from 0 to {MAX_DELAY_SECONDS:g},"
+            f" got {duration!r}"
+        )
+    return SleepNode(duration=None if duration is None else float(duration), until=until)
+
+
+def wait_event(
+    name: str, timeout: float | None = None, validate: Validator | None = None
+) -> WaitEventNode:
+    """Wait with no runner for the event ``name`` (``pi-workflows run signal RUN NAME``).
+
+    Events sent before the run gets here are kept, and the first matching wait consumes
+    the oldest one, exactly once. The event's ``data`` is the output. ``timeout`` seconds
+    after the node first waits, it ends ``timed_out`` (route it with ``$result.outcome``);
+    ``validate(data, ctx)`` may raise ``Rejected`` to refuse an event (its sender hears the
+    message; the event is not consumed).
+    """
+    if not isinstance(name, str) or not EVENT_NAME_PATTERN.match(name):
+        raise ValueError(
+            "event name must be 1-128 letters, digits and _.:- starting with a letter,"
+            f" got {name!r}"
+        )
+    return WaitEventNode(name=name, timeout=timeout, validate=validate)

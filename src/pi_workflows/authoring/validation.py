@@ -12,10 +12,11 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 
-from pi_workflows.authoring.effects import Effect
+from pi_workflows.authoring.effects import Effect, EffectKind
 from pi_workflows.authoring.errors import WorkflowDefinitionError
 from pi_workflows.authoring.nodes import (
     NODE_TYPES,
+    RETRYING_TYPES,
     ActionNode,
     AgentNode,
     AssistantMessage,
@@ -27,7 +28,10 @@ from pi_workflows.authoring.nodes import (
     NotifyKind,
     NotifyNode,
     ShellNode,
+    SleepNode,
+    WaitEventNode,
 )
+from pi_workflows.authoring.retries import RetryPolicy
 from pi_workflows.authoring.routing import Edge, PathScope, Route, Switch, case_key, parse_path
 from pi_workflows.authoring.values import CANCELLED, Outcome, json_problem
 
@@ -103,8 +107,9 @@ def _check_nodes(wf: str, nodes: object) -> dict[str, Node]:
             )
         if not isinstance(node, NODE_TYPES):
             raise WorkflowDefinitionError(
-                f"expected a node built with compute(), action(), shell(), notify(), agent(), "
-                f"checkpoint() or human_decision(), got {type(node).__name__}",
+                "expected a node built with compute(), action(), shell(), notify(), agent(), "
+                "checkpoint(), human_decision(), sleep() or wait_event(), got "
+                f"{type(node).__name__}",
                 workflow=wf,
                 node=node_id,
             )
@@ -153,7 +158,23 @@ def _check_validate(wf: str, node_id: str, validate: object) -> None:
         raise _fail(wf, node_id, "validate must be a callback validate(output, ctx) or None")
 
 
+def _check_retry(wf: str, node_id: str, node: Node) -> None:
+    if not isinstance(node, RETRYING_TYPES) or node.retry is None:
+        return
+    if not isinstance(node.retry, RetryPolicy):
+        raise _fail(wf, node_id, f"retry must be built with retry(...), got {node.retry!r}")
+    effect = getattr(node, "effect", None)
+    if isinstance(effect, Effect) and effect.kind is EffectKind.MANUAL:
+        raise _fail(
+            wf,
+            node_id,
+            "declares retry with a manual_effect: a manual effect is never repeated"
+            " automatically; use idempotent_effect if a repeat is safe, or remove retry",
+        )
+
+
 def _check_node(wf: str, node_id: str, node: Node) -> None:
+    _check_retry(wf, node_id, node)
     match node:
         case ComputeNode() | ActionNode():
             if not callable(node.run):
@@ -175,6 +196,12 @@ def _check_node(wf: str, node_id: str, node: Node) -> None:
             _check_request(wf, node_id, node.request)
         case HumanDecisionNode():
             _check_human_decision(wf, node_id, node)
+        case SleepNode():
+            if node.until is not None and not callable(node.until):
+                raise _fail(wf, node_id, "sleep until must be a callback until(ctx)")
+        case WaitEventNode():
+            _check_validate(wf, node_id, node.validate)
+            _check_timeout(wf, node_id, node.timeout)
 
 
 def _check_shell(wf: str, node_id: str, node: ShellNode) -> None:

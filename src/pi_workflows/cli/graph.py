@@ -65,6 +65,16 @@ def _node_note(spec: Mapping[str, Any]) -> str:
         notes.append(f"{plain(effect.get('kind'))} effect {plain(effect.get('type'))}")
     if spec.get("choices"):
         notes.append("choices " + ", ".join(plain(c.get("id")) for c in spec["choices"]))
+    retry = spec.get("retry")
+    if isinstance(retry, Mapping):
+        notes.append(
+            f"retry {plain(retry.get('attempts'))} tries on {'/'.join(retry.get('on') or [])},"
+            f" then {plain(retry.get('onExhausted'))}"
+        )
+    if isinstance(spec.get("durationMs"), int):
+        notes.append(f"sleeps {spec['durationMs'] / 1000:g} s")
+    if spec.get("event"):
+        notes.append(f"event {plain(spec.get('event'))}")
     return "; ".join(notes)
 
 

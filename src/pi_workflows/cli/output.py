@@ -47,6 +47,11 @@ _STATUS_STYLES = {
     "timed_out": "red",
     "cancelled": "magenta",
     "ambiguous": "red",
+    "retried": "yellow",
+    "exhausted": "red",
+    "pending": "yellow",
+    "consumed": "green",
+    "rejected": "red",
 }
 
 

@@ -84,9 +84,9 @@ def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
         fields.add_row("session", Text(plain(view.get("originSession"))))
     if view.get("error") is not None:
         fields.add_row("error", Text(plain(view.get("error")), style="red"))
+    if view.get("parkDetail"):
+        fields.add_row("why", Text(plain(view.get("parkDetail"))))
     if verbose:
-        if view.get("parkDetail"):
-            fields.add_row("park detail", Text(plain(view.get("parkDetail"))))
         fields.add_row(
             "run / queue",
             Text(f"{plain(view.get('runStatus'))} / {plain(view.get('queueStatus'))}"),
@@ -107,10 +107,49 @@ def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
     return fields
 
 
+def _durable_wait(view: Mapping[str, Any]) -> RenderableType | None:
+    """The run's pending sleep, retry delay or event wait, and how to move it on."""
+    wait = view.get("wait")
+    if not isinstance(wait, Mapping):
+        return None
+    fields = _fields()
+    fields.add_row("waits", Text(plain(wait.get("text"))))
+    if wait.get("dueAt") is not None:
+        label = "times out" if wait.get("kind") == "event" else "until"
+        fields.add_row(label, Text(format_time(wait.get("dueAt"))))
+    if wait.get("kind") == "event":
+        run_id, name = plain(view.get("runId")), plain(wait.get("event"))
+        fields.add_row("send", Text(f"pi-workflows run signal {run_id} {name} --data JSON"))
+    return Group(Text("Waiting", style="bold"), fields)
+
+
+def _signals(view: Mapping[str, Any]) -> Table | None:
+    """The events sent to the run: which a wait took, which wait still, which were refused."""
+    sent = records(view.get("signals"))
+    if not sent:
+        return None
+    table = _table("Events")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("event", no_wrap=True)
+    table.add_column("sent", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("note", overflow="fold")
+    for signal in sent:
+        note = signal.get("error") or ""
+        table.add_row(
+            Text(plain(signal.get("seq"))),
+            Text(plain(signal.get("name"))),
+            Text(format_time(signal.get("createdAt"), short=True)),
+            status_text(signal.get("status")),
+            Text(plain(note), style="red" if note else ""),
+        )
+    return table
+
+
 def _waiting(view: Mapping[str, Any]) -> RenderableType | None:
     waiting = view.get("waitingOn")
     if not isinstance(waiting, Mapping):
-        return None
+        return _durable_wait(view)
     fields = _fields()
     kind = plain(waiting.get("kind"))
     fields.add_row("waits for", Text(f"a {kind} answer at node {plain(waiting.get('nodeId'))}"))
@@ -163,7 +202,7 @@ class _Attempts:
             Text(visit),
             Text(format_time(attempt.get("startedAt"), short=True)),
             Text(format_duration(attempt.get("startedAt"), attempt.get("finishedAt"))),
-            status_text(attempt.get("status")),
+            _outcome(attempt),
         ]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -193,6 +232,16 @@ class _Attempts:
                 if error:
                     where = f"{plain(attempt.get('nodeId'))} (visit {plain(attempt.get('visit'))})"
                     yield Text(f"{where}: {error}", style="red")
+
+
+def _outcome(attempt: Mapping[str, Any]) -> Text:
+    """An attempt's outcome; a retried try says what it ended with (``failed, retried``)."""
+    status = attempt.get("status")
+    if status in ("retried", "exhausted") and attempt.get("retryOutcome"):
+        text = status_text(attempt.get("retryOutcome"))
+        text.append(f", {plain(status)}", style="yellow")
+        return text
+    return status_text(status)
 
 
 def _lines(text: Text) -> list[Text]:
@@ -298,6 +347,9 @@ def render_run(view: Mapping[str, Any], *, verbose: bool = False) -> RenderableT
     messages = [m for m in records(view.get("messages")) if m.get("kind") in _SHOWN_MESSAGES]
     if messages:
         parts.append(_messages(messages))
+    signals = _signals(view)
+    if signals is not None:
+        parts.append(signals)
     effects = records(view.get("effects"))
     if effects:
         parts.append(_Effects(effects, verbose))

@@ -234,6 +234,18 @@ class AsyncClient(AsyncInteractionMethods, AsyncRunMethods):
         """`run.restart`: run the workflow again from its start as a new generation."""
         return await self.call("run.restart", run_id=run_id, idempotency_key=idempotency_key)
 
+    async def signal(
+        self,
+        run_id: str,
+        name: str,
+        data: Any = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Receipt:
+        """`run.signal`: send the event `name` to the run (see `Client.signal`)."""
+        payload = ops.signal_payload(name, data, idempotency_key)
+        return await self.call("run.signal", payload, run_id=run_id)
+
     async def answer_checkpoint(
         self,
         run_id: str,

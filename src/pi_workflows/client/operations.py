@@ -337,6 +337,15 @@ def answer_decision(
     return (yield from call("decision.answer", payload, run_id, idempotency_key))
 
 
+def signal_payload(name: str, data: Any, idempotency_key: str | None) -> JsonObject:
+    """The payload of `run.signal`: the event's name and data, and the sender's key (the
+    server dedupes events per run by it, whoever sends them)."""
+    payload: JsonObject = {"name": name, "data": data}
+    if idempotency_key is not None:
+        payload["key"] = idempotency_key
+    return payload
+
+
 def history(run_id: str, after: int, limit: int | None) -> Program[list[JsonObject]]:
     """The run's events after revision `after`, oldest first (every page, or `limit`)."""
     events: list[JsonObject] = []

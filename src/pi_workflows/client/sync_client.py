@@ -347,6 +347,26 @@ class Client(InteractionMethods, RunMethods):
         """`run.restart`: run the workflow again from its start as a new generation."""
         return self.call("run.restart", run_id=run_id, idempotency_key=idempotency_key)
 
+    def signal(
+        self,
+        run_id: str,
+        name: str,
+        data: Any = None,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Receipt:
+        """`run.signal`: send the event `name` with JSON `data` to the run, for its
+        `wait_event(name)` node; receipt `{runId, signalId, name, seq, status, woke}`.
+
+        Events are kept until a wait takes them, oldest first. The same `idempotency_key`
+        for the same run (from any client) returns the first event instead of sending
+        another. When the wait validates events the call returns once the event was taken
+        (`status` `consumed`) or raises `RejectedError` (code `validationRejected`) with the
+        node's message; otherwise it returns at once with `status` `pending`.
+        """
+        payload = ops.signal_payload(name, data, idempotency_key)
+        return self.call("run.signal", payload, run_id=run_id)
+
     def answer_checkpoint(
         self,
         run_id: str,

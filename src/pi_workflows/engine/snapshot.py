@@ -25,8 +25,11 @@ from pi_workflows.authoring import (
     JsonValue,
     Node,
     NotifyNode,
+    RetryPolicy,
     Route,
     ShellNode,
+    SleepNode,
+    WaitEventNode,
     Workflow,
     case_key,
 )
@@ -80,15 +83,35 @@ def _effect(effect: Effect | None) -> JsonValue:
     return {"kind": effect.kind.value, "type": effect.type}
 
 
+def _retry(policy: RetryPolicy | None) -> JsonValue:
+    if policy is None:
+        return None
+    outcomes: list[JsonValue] = [*sorted(policy.on)]
+    return {
+        "attempts": policy.attempts,
+        "delayMs": _millis(policy.delay),
+        "backoff": policy.backoff,
+        "maxDelayMs": _millis(policy.max_delay),
+        "jitter": policy.jitter,
+        "on": outcomes,
+        "onExhausted": policy.on_exhausted,
+    }
+
+
 def _node(node: Node) -> JsonObject:
     data: JsonObject = {"kind": node.kind.value, "timeoutMs": _millis(node.timeout)}
     match node:
         case ComputeNode():
-            pass
+            if node.retry is not None:
+                data["retry"] = _retry(node.retry)
         case ActionNode():
             data["effect"] = _effect(node.effect)
+            if node.retry is not None:
+                data["retry"] = _retry(node.retry)
         case ShellNode():
             data["effect"] = _effect(node.effect)
+            if node.retry is not None:
+                data["retry"] = _retry(node.retry)
             codes: list[JsonValue] = [*sorted(node.allow_exit_codes)]
             data["allowExitCodes"] = codes
         case NotifyNode():
@@ -113,6 +136,12 @@ def _node(node: Node) -> JsonObject:
             data["onTimeout"] = (
                 None if rule is None else {"afterMs": _millis(rule.after), "choice": rule.choice}
             )
+        case SleepNode():
+            data["durationMs"] = _millis(node.duration)
+            data["untilCallback"] = node.until is not None
+        case WaitEventNode():
+            data["event"] = node.name
+            data["validates"] = node.validate is not None
     return data
 
 

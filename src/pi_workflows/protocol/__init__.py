@@ -10,6 +10,7 @@ Layout:
 - `effects`: the effect key derivation and result markers the server and runner share.
 - `process_start`: how a recorded process's start time is measured (ticks since boot).
 - `fields`: bounded identifier and name types and their limits.
+- `times`: epoch milliseconds as ISO-8601 text.
 - `errors`: `ProtocolError` and its subclasses, and `NotJsonError`.
 
 This package imports no other internal package (import-linter enforces it) and does no I/O
@@ -19,7 +20,15 @@ beyond reading frames from streams it is handed and `/proc/PID/stat` for a start
 from pi_workflows.protocol.canonical import MAX_JSON_DEPTH, canonical_json, fingerprint, sha256_hex
 from pi_workflows.protocol.effects import REQUEST_ID_PLACEHOLDER, TIMED_OUT_RESULT, effect_key
 from pi_workflows.protocol.errors import FrameError, FrameTooLarge, NotJsonError, ProtocolError
-from pi_workflows.protocol.fields import MAX_ID_CHARS, MAX_NAME_CHARS, Count, Id, Name, Revision
+from pi_workflows.protocol.fields import (
+    MAX_ID_CHARS,
+    MAX_NAME_CHARS,
+    SIGNAL_NAME_PATTERN,
+    Count,
+    Id,
+    Name,
+    Revision,
+)
 from pi_workflows.protocol.framing import MAX_FRAME_BYTES, FrameReader, encode_frame, read_frame
 from pi_workflows.protocol.messages import (
     CLIENT_SCHEMA,
@@ -44,6 +53,7 @@ from pi_workflows.protocol.runner import (
     decode_runner_message,
     decode_server_to_runner,
 )
+from pi_workflows.protocol.times import iso_ms
 
 __all__ = [
     # canonical JSON
@@ -88,6 +98,8 @@ __all__ = [
     # field bounds
     "MAX_ID_CHARS",
     "MAX_NAME_CHARS",
+    "SIGNAL_NAME_PATTERN",
+    "iso_ms",
     "Id",
     "Name",
     "Revision",

@@ -15,6 +15,7 @@ __all__ = [
     "MAX_ID_CHARS",
     "MAX_NAME_CHARS",
     "NAME_PATTERN",
+    "SIGNAL_NAME_PATTERN",
     "Count",
     "Id",
     "Name",
@@ -31,6 +32,10 @@ NAME_PATTERN: Final = r"\A[a-z][A-Za-z0-9]*(?:\.[a-z][A-Za-z0-9]*)*\Z"
 r"""Shape of operations, kinds, event names and error codes: dotted camelCase words, such as
 `run.start`, `workflowMessage.report`, `claimLost`. Anchored with `\A`/`\Z` because msgspec
 searches the pattern and `$` would also match before a trailing newline."""
+
+SIGNAL_NAME_PATTERN: Final = r"\A[A-Za-z][A-Za-z0-9_.:-]{0,127}\Z"
+"""What a run event's name may be (``run.signal``, ``wait_event``): 1-128 letters, digits
+and ``_.:-``, starting with a letter (the same rule as ``authoring.EVENT_NAME_PATTERN``)."""
 
 Id = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ID_CHARS)]
 """A non-empty opaque identifier of at most `MAX_ID_CHARS` characters."""

@@ -73,6 +73,17 @@ class RequestView(_Wire, frozen=True, kw_only=True):
     submission: SubmissionView | None = None
 
 
+class WaitView(_Wire, frozen=True, kw_only=True):
+    """The durable wait of a waiting attempt (a sleep's, an event wait's)."""
+
+    wait_id: str
+    kind: str  # sleep | event
+    status: str  # pending | fired | signalled | cancelled
+    due_at: int | None = None
+    fired_at: int | None = None
+    event: str | None = None
+
+
 class ActiveAttempt(_Wire, frozen=True, kw_only=True):
     """The run's unfinished or unrouted attempt, if any."""
 
@@ -80,8 +91,10 @@ class ActiveAttempt(_Wire, frozen=True, kw_only=True):
     node_id: str
     visit: int
     attempt_no: int = 1
+    try_no: int = 1
     status: str  # running | waiting | timed_out
     request: RequestView | None = None
+    wait: WaitView | None = None
 
 
 class StateView(_Wire, frozen=True, kw_only=True):
@@ -111,13 +124,50 @@ class OutputsPage(_Wire, frozen=True, kw_only=True):
 
 
 class AttemptReply(_Wire, frozen=True, kw_only=True):
-    """``{attemptId, nodeId, visit, attemptNo}``: the reply to ``node.start`` (and
-    ``nextAttempt`` in a ``node.finish`` reply)."""
+    """``{attemptId, nodeId, visit, attemptNo, tryNo}``: the reply to ``node.start`` (and
+    ``nextAttempt`` in a ``node.finish`` or ``node.retry`` reply)."""
 
     attempt_id: str
     node_id: str
     visit: int
     attempt_no: int = 1
+    try_no: int = 1
+
+
+class SleepReply(_Wire, frozen=True, kw_only=True):
+    """The reply to ``node.sleep``: the run now waits (the child exits), or the time had
+    already come ``late_ms`` ago (the node finishes at once)."""
+
+    waited: bool
+    until: int
+    late_ms: int = 0
+
+
+class RetryReply(_Wire, frozen=True, kw_only=True):
+    """The reply to ``node.retry``: the next try (started now), or its due time (the run
+    waits), or ``parked`` (the tries ran out and the run paused)."""
+
+    next_attempt: AttemptReply | None = None
+    due_at: int | None = None
+    parked: bool = False
+
+
+class SignalView(_Wire, frozen=True, kw_only=True):
+    """A pending event the server hands a ``wait_event`` node to validate and consume."""
+
+    signal_id: str
+    name: str
+    seq: int
+    data: Any = None
+    data_ref: ValueRef | None = None
+
+
+class AwaitReply(_Wire, frozen=True, kw_only=True):
+    """The reply to ``node.await``: the run waits, the wait timed out, or an event."""
+
+    waited: bool = False
+    timed_out: bool = False
+    signal: SignalView | None = None
 
 
 class Reservation(_Wire, frozen=True, kw_only=True):

@@ -19,7 +19,13 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Final
 
-from pi_workflows.authoring import CancellationSignal, JsonValue, Outcome
+from pi_workflows.authoring import (
+    CancellationSignal,
+    JsonValue,
+    Outcome,
+    SleepNode,
+    WaitEventNode,
+)
 from pi_workflows.engine import (
     Complete,
     Fail,
@@ -33,6 +39,7 @@ from pi_workflows.engine import (
     canonical_json,
 )
 from pi_workflows.runner.blobs import state_size
+from pi_workflows.runner.durable import await_event, execution_timeout, resumed_sleep, retry_step
 from pi_workflows.runner.envelope import ActiveAttempt, AttemptReply, StateView, convert
 from pi_workflows.runner.errors import ProtocolViolationError
 from pi_workflows.runner.limits import MAX_RUN_STATE_BYTES, millis
@@ -127,7 +134,7 @@ class Loop:
         return node_id
 
     def _start(self, node_id: str) -> Attempt:
-        timeout = millis(self.rt.workflow.node(node_id).timeout)
+        timeout = millis(execution_timeout(self.rt.workflow.node(node_id)))
         reply = self.rt.channel.request("node.start", {"nodeId": node_id, "timeoutMs": timeout})
         started = convert(reply, AttemptReply, "node.start")
         return self._attempt(started, node_id, "node.start")
@@ -137,23 +144,33 @@ class Loop:
             raise ProtocolViolationError(
                 what, f"attempt for node {reply.node_id!r}, expected {node_id!r}"
             )
-        return Attempt(reply.attempt_id, reply.node_id, reply.visit, reply.attempt_no)
+        return Attempt(reply.attempt_id, reply.node_id, reply.visit, reply.attempt_no, reply.try_no)
 
     def _resume(self, active: ActiveAttempt) -> tuple[Attempt, Execution]:
         node_id = self._known(active.node_id, "state.get")
-        attempt = Attempt(active.attempt_id, node_id, active.visit, active.attempt_no)
+        attempt = Attempt(
+            active.attempt_id, node_id, active.visit, active.attempt_no, active.try_no
+        )
         capture.begin(attempt.attempt_id)
         if active.status == "running":
             return attempt, execute(self.rt, self.state, attempt)
         ctx = node_context(self.rt, self.state, attempt, CancellationSignal())
+        node = self.rt.workflow.node(node_id)
         self.rt.termination.watch(ctx.cancellation)
         try:
-            execution = resumed(self.rt, active, ctx)
+            if active.status == "waiting" and isinstance(node, SleepNode):
+                execution: Execution = resumed_sleep(active)
+            elif active.status == "waiting" and isinstance(node, WaitEventNode):
+                execution = await_event(self.rt, node, attempt, ctx)
+            else:
+                execution = resumed(self.rt, active, ctx)
         finally:
             self.rt.termination.watch(None)
         if isinstance(execution, Finished):
             execution = Finished(
-                bounded(node_id, execution.result), submission_id=execution.submission_id
+                bounded(node_id, execution.result),
+                submission_id=execution.submission_id,
+                signal_id=execution.signal_id,
             )
         return attempt, execution
 
@@ -191,8 +208,14 @@ class Loop:
         )
 
     def _finish(self, attempt: Attempt, execution: Finished) -> Attempt | None:
-        """Commit the node's result and the engine's decision; the next attempt, if any."""
+        """Commit the node's result and the engine's decision (or, when its retry policy
+        tries it again, the retry); the next attempt, if any."""
         result: NodeResult = self._within_state_cap(attempt.node_id, execution.result)
+        retried, following = retry_step(
+            self.rt, self.rt.workflow.node(attempt.node_id), attempt, result
+        )
+        if retried:
+            return following
         step: Step = advance(self.rt.workflow, self.state, attempt.node_id, result)
         payload: dict[str, Any] = {
             "attemptId": attempt.attempt_id,
@@ -205,12 +228,16 @@ class Loop:
                 payload["message"] = execution.message
             if execution.submission_id is not None:
                 payload["submissionId"] = execution.submission_id
+            if execution.signal_id is not None:
+                payload["signalId"] = execution.signal_id
         else:
             payload["error"] = result.error
         transition = step.transition
         if isinstance(transition, GoTo):
             payload["startNext"] = True
-            payload["timeoutMs"] = millis(self.rt.workflow.node(transition.node_id).timeout)
+            payload["timeoutMs"] = millis(
+                execution_timeout(self.rt.workflow.node(transition.node_id))
+            )
         reply = self.rt.channel.request("node.finish", payload)
         self.state = step.state
         if result.outcome is Outcome.OK:

@@ -8,7 +8,8 @@ cancellation signal, builds ``ctx``, and runs the kind's rule:
 - ``notify``: ``message`` -> ``{message, kind}`` plus the workflow message ``{kind, body}``
   that ``node.finish`` records in the same commit;
 - ``action`` / ``shell``: inside a managed effect (``effects.py``);
-- ``checkpoint`` / ``human_decision`` / ``agent``: a durable request (``waits.py``).
+- ``checkpoint`` / ``human_decision`` / ``agent``: a durable request (``waits.py``);
+- ``sleep`` / ``wait_event``: a durable wait (``durable.py``).
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ from pi_workflows.authoring import (
     NodeContext,
     NotifyNode,
     ShellNode,
+    SleepNode,
+    WaitEventNode,
 )
 from pi_workflows.engine import NodeResult, RunState, notify_result, result_from_output
 from pi_workflows.runner.callbacks import Deadline, call, evaluate
+from pi_workflows.runner.durable import await_event, execution_timeout, sleep_node
 from pi_workflows.runner.effects import run_action, run_shell
 from pi_workflows.runner.logs import capture
 from pi_workflows.runner.runtime import (
@@ -46,7 +50,7 @@ def execute(rt: Runtime, state: RunState, attempt: Attempt) -> Execution:
     node_id = attempt.node_id
     node = rt.workflow.node(node_id)
     capture.begin(attempt.attempt_id)
-    deadline = Deadline(node.timeout)
+    deadline = Deadline(execution_timeout(node))
     cancellation = CancellationSignal()
     rt.termination.watch(cancellation)
     ctx = node_context(rt, state, attempt, cancellation)
@@ -72,6 +76,10 @@ def execute(rt: Runtime, state: RunState, attempt: Attempt) -> Execution:
                 return Finished(bounded(node_id, result))
             case CheckpointNode() | HumanDecisionNode() | AgentNode():
                 return request_wait(rt, node, attempt, ctx, deadline)
+            case SleepNode():
+                return sleep_node(rt, node, attempt, ctx, deadline)
+            case WaitEventNode():
+                return await_event(rt, node, attempt, ctx)
     finally:
         rt.termination.watch(None)
 

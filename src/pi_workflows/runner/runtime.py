@@ -51,23 +51,27 @@ class Attempt:
     node_id: str
     visit: int
     attempt_no: int = 1
+    try_no: int = 1
 
 
 @dataclass(frozen=True)
 class Finished:
     """The node produced a result; ``message`` is a notify node's ``{kind, body}``;
-    ``submission_id`` the validated submission the result accepts (one commit)."""
+    ``submission_id`` the validated submission the result accepts, ``signal_id`` the event
+    a ``wait_event`` node consumes (each in the same commit)."""
 
     result: NodeResult
     message: JsonObject | None = None
     submission_id: str | None = None
+    signal_id: str | None = None
 
 
 @dataclass(frozen=True)
 class Waited:
-    """The node's interactive request committed; the child exits now."""
+    """The node's interactive request (``request_id``) or durable wait committed; the child
+    exits now."""
 
-    request_id: str
+    request_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from pi_workflows.server.run_views import RunViews
 from pi_workflows.server.session_views import SessionViews
 from pi_workflows.server.supervisor import Supervisor
 from pi_workflows.server.template import RunnerTemplate
-from pi_workflows.store import faults, interactions, receipts, retention, runners
+from pi_workflows.store import faults, interactions, receipts, retention, runners, takeover, waits
 from pi_workflows.store.database import Database
 from pi_workflows.store.errors import StoreError
 from pi_workflows.store.paths import SOCKET_NAME
@@ -70,6 +70,7 @@ class Server:
         self._next_prune_ms = 0
         self._next_run_prune_ms = 0
         self._next_sweep_ms = 0
+        self._next_wait_ms: int | None = 0  # the earliest pending wait's due time (None: none)
         self.stopping = False
         self.slow_clients_dropped = 0
         self.supervisor: Supervisor
@@ -287,7 +288,7 @@ class Server:
         while True:
             faults.hit("scheduler.loop")
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(backoff.delay or TICK_SECONDS):
+                async with asyncio.timeout(backoff.delay or self._until_next_tick()):
                     await self._wake.wait()
             self._wake.clear()
             try:
@@ -302,8 +303,27 @@ class Server:
             else:
                 backoff.reset()
 
+    def _until_next_tick(self) -> float:
+        """Seconds until the scheduler must look again by itself: the one-second tick, or
+        sooner when a durable wait comes due (so a timer fires on time, not a tick late)."""
+        due = self._next_wait_ms
+        if due is None:
+            return TICK_SECONDS
+        return min(TICK_SECONDS, max(0.0, (due - self.db.clock.now_ms()) / 1000))
+
+    def _fire_waits(self, now: int) -> None:
+        """Fire the durable waits that came due (sleeps, retry delays, event timeouts) and
+        note when the next one is due. Not throttled like the sweeps: a timer's lateness is
+        what the scheduler adds here."""
+        if self._next_wait_ms is not None and now >= self._next_wait_ms:
+            fired = takeover.fire_due_waits(self.db)
+            for run_id in fired:
+                self.wake(run_id)
+        self._next_wait_ms = waits.next_due(self.db.conn)
+
     def _tick(self) -> None:
         now = self.db.clock.now_ms()
+        self._fire_waits(now)
         if now >= self._next_prune_ms:
             self._prune_receipts(now)
         if now >= self._next_run_prune_ms:
@@ -375,7 +395,11 @@ class Server:
         busy = self.db.conn.execute(
             "SELECT COUNT(*) FROM run_queue WHERE status IN ('ready', 'claimed')"
         ).fetchone()[0]
-        if busy or interactions.next_deadline(self.db.conn) is not None:
+        if (
+            busy
+            or interactions.next_deadline(self.db.conn) is not None
+            or waits.next_due(self.db.conn) is not None
+        ):
             self._idle_since = asyncio.get_running_loop().time()
             return False
         idle = asyncio.get_running_loop().time() - self._idle_since

@@ -26,6 +26,7 @@ from pi_workflows.store import (
     interaction_writes,
     lifecycle,
     runners,
+    signals,
     values,
     views,
 )
@@ -52,6 +53,10 @@ PROPOSALS = frozenset(
         "node.start",
         "node.finish",
         "node.wait",
+        "node.sleep",
+        "node.retry",
+        "node.await",
+        "signal.reject",
         "node.update",
         "node.logs",
         "run.park",
@@ -74,6 +79,7 @@ RUNNER_PARK_REASONS = frozenset(
 )
 # After these commit, the runner has nothing left to do for this generation.
 FINAL_KINDS = frozenset({"node.wait", "run.park", "interaction.reject"})
+# A node.sleep, node.retry or node.await is final when its reply says the run now waits.
 
 
 class BadRunnerMessage(Exception):  # noqa: N818 - a refusal, answered as `rejected`
@@ -270,6 +276,20 @@ def _attempt_wire(attempt: Any) -> dict[str, Any]:
         "nodeId": attempt.node_id,
         "visit": attempt.visit,
         "attemptNo": attempt.attempt_no,
+        "tryNo": attempt.try_no,
+    }
+
+
+def _signal_wire(conn: Any, signal: signals.Signal) -> dict[str, Any]:
+    """A pending event for a runner: its data inline, or by reference past the limit."""
+    return {
+        "signalId": signal.signal_id,
+        "name": signal.name,
+        "seq": signal.seq,
+        "data": None if signal.data_ref is not None else signal.data,
+        "dataRef": None
+        if signal.data_ref is None
+        else values.reference(conn, signal.data_ref).to_json(),
     }
 
 
@@ -331,6 +351,7 @@ def _apply(db: Database, claim: Claim, message: RunnerMessage, runner_epoch: int
                 next_timeout_ms=_optional_ms(payload, "timeoutMs"),
                 message=message_pair,
                 submission_id=_optional_text(payload, "submissionId"),
+                signal_id=_optional_text(payload, "signalId"),
             )
             return (
                 {}
@@ -355,6 +376,8 @@ def _apply(db: Database, claim: Claim, message: RunnerMessage, runner_epoch: int
                 db, claim, _field(payload, "attemptId", str), draft, expected_revision=expected
             )
             return {"requestId": request_id}
+        case "node.sleep" | "node.retry" | "node.await" | "signal.reject":
+            return _apply_wait(db, claim, message)
         case "node.update" | "node.logs":
             _record_progress(db, claim, message.kind, payload)
             return {}
@@ -422,6 +445,71 @@ def _apply(db: Database, claim: Claim, message: RunnerMessage, runner_epoch: int
             return {}
         case "process.ended":
             runners.end_process(db, runner_epoch, _positive(payload, "pid"))
+            return {}
+    raise BadRunnerMessage(f"unknown runner message kind {message.kind!r}")  # pragma: no cover
+
+
+def _apply_wait(db: Database, claim: Claim, message: RunnerMessage) -> dict[str, Any]:
+    """Commit a durable-wait proposal: a sleep, a retry, a wait for an event, or the
+    refusal of an event by the node's validate (``store/wait_steps.py``)."""
+    payload = message.payload
+    expected = message.expected_revision
+    match message.kind:
+        case "node.sleep":
+            slept = lifecycle.sleep(
+                db,
+                claim,
+                _field(payload, "attemptId", str),
+                delay_ms=_optional_ms(payload, "delayMs"),
+                until_ms=_optional_ms(payload, "untilMs"),
+                expected_revision=expected,
+            )
+            return {"waited": slept.waited, "until": slept.until, "lateMs": slept.late_ms}
+        case "node.retry":
+            outcome = _ATTEMPT_OUTCOMES.get(str(payload.get("outcome")))
+            if outcome not in (AttemptStatus.FAILED, AttemptStatus.TIMED_OUT):
+                raise BadRunnerMessage("payload field 'outcome' must be failed|timed_out")
+            delay = _optional_ms(payload, "delayMs")
+            retried = lifecycle.retry(
+                db,
+                claim,
+                _field(payload, "attemptId", str),
+                outcome,
+                safe_message(str(payload.get("error") or "failed")),
+                delay_ms=delay or 0,
+                exhausted=bool(payload.get("exhausted", False)),
+                next_timeout_ms=_optional_ms(payload, "timeoutMs"),
+                expected_revision=expected,
+            )
+            return {
+                "nextAttempt": None
+                if retried.next_attempt is None
+                else _attempt_wire(retried.next_attempt),
+                "dueAt": retried.due_at,
+                "parked": retried.parked,
+            }
+        case "node.await":
+            awaited = lifecycle.await_event(
+                db,
+                claim,
+                _field(payload, "attemptId", str),
+                _field(payload, "event", str),
+                timeout_ms=_optional_ms(payload, "timeoutMs"),
+                validates=bool(payload.get("validates", False)),
+                expected_revision=expected,
+            )
+            return {
+                "waited": awaited.waited,
+                "timedOut": awaited.timed_out,
+                "signal": None if awaited.signal is None else _signal_wire(db.conn, awaited.signal),
+            }
+        case "signal.reject":
+            signals.reject(
+                db,
+                claim,
+                _field(payload, "signalId", str),
+                safe_message(str(_field(payload, "error", str))) or "rejected",
+            )
             return {}
     raise BadRunnerMessage(f"unknown runner message kind {message.kind!r}")  # pragma: no cover
 

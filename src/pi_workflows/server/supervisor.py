@@ -66,7 +66,7 @@ FAULT_REPLY_DELAY_SECONDS = 3.0
 EXITED_READ_GRACE_SECONDS = 0.1
 # The node boundaries a drain parks at: right after the runner committed one of these, no
 # callback of the run is executing (the next node's attempt, if opened, has not started).
-DRAIN_BOUNDARIES = frozenset({"node.start", "node.finish"})
+DRAIN_BOUNDARIES = frozenset({"node.start", "node.finish", "node.retry"})
 
 
 @dataclass

@@ -29,9 +29,10 @@ class Attempt:
     generation: int
     status: AttemptStatus
     error: str | None
+    try_no: int = 1  # which try of the visit's current round of retries
 
 
-_COLUMNS = "attempt_id, run_id, node_id, visit, attempt_no, generation, status, error"
+_COLUMNS = "attempt_id, run_id, node_id, visit, attempt_no, generation, status, error, try_no"
 
 
 def _attempt(row: sqlite3.Row) -> Attempt:
@@ -44,6 +45,7 @@ def _attempt(row: sqlite3.Row) -> Attempt:
         generation=row[5],
         status=AttemptStatus(row[6]),
         error=row[7],
+        try_no=row[8],
     )
 
 
@@ -86,8 +88,9 @@ def start(
     """Open a running attempt of ``node_id`` in round ``round_no``.
 
     The visit repeats when the node's last attempt was interrupted (a crash retry of the
-    same visit) and advances otherwise (a loop back into the node). ``deadline_at`` is the
-    node deadline the server enforces.
+    same visit: the same try again), retried (the next try) or exhausted (a person resumed
+    it: try 1 of a fresh round), and advances otherwise (a loop back into the node).
+    ``deadline_at`` is the node deadline the server enforces.
     """
     current = unfinished(tx.conn, run_id)
     if current is not None:
@@ -98,23 +101,28 @@ def start(
             f"attempt {current.attempt_id} of node {current.node_id} is still {current.status}",
         )
     last = tx.conn.execute(
-        "SELECT visit, attempt_no, status FROM node_attempts WHERE run_id = ? AND round = ?"
-        " AND node_id = ? ORDER BY visit DESC, attempt_no DESC LIMIT 1",
+        "SELECT visit, attempt_no, status, try_no FROM node_attempts WHERE run_id = ?"
+        " AND round = ? AND node_id = ? ORDER BY visit DESC, attempt_no DESC LIMIT 1",
         (run_id, round_no, node_id),
     ).fetchone()
+    try_no = 1
     if last is None:
         visit, attempt_no = 1, 1
-    elif last[2] == AttemptStatus.INTERRUPTED:
+    elif last[2] in _SAME_VISIT:
         visit, attempt_no = last[0], last[1] + 1
+        try_no = _next_try(AttemptStatus(last[2]), last[3])
     else:
         visit, attempt_no = last[0] + 1, 1
     attempt_id = new_id("att")
     tx.conn.execute(
         "INSERT INTO node_attempts (attempt_id, run_id, round, node_id, visit, attempt_no,"
-        " generation, status, deadline_at, started_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
-        (attempt_id, run_id, round_no, node_id, visit, attempt_no, generation, deadline_at, tx.now),
-    )
+        " generation, status, try_no, deadline_at, started_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
+        (
+            attempt_id, run_id, round_no, node_id, visit, attempt_no, generation, try_no,
+            deadline_at, tx.now,
+        ),
+    )  # fmt: skip
     return Attempt(
         attempt_id,
         run_id,
@@ -124,7 +132,43 @@ def start(
         generation,
         AttemptStatus.RUNNING,
         None,
+        try_no,
     )
+
+
+_SAME_VISIT = frozenset({AttemptStatus.INTERRUPTED, AttemptStatus.RETRIED, AttemptStatus.EXHAUSTED})
+"""After an attempt in one of these statuses the same visit runs again."""
+
+
+def _next_try(last: AttemptStatus, try_no: int) -> int:
+    """The try number after an attempt of the same visit that ended ``last``."""
+    if last is AttemptStatus.RETRIED:
+        return try_no + 1
+    if last is AttemptStatus.EXHAUSTED:
+        return 1  # a person resumed it: a fresh round of tries
+    return try_no  # an interrupted attempt (a crash, a pause) does not use up a try
+
+
+def settle_for_retry(
+    tx: Transaction, attempt: Attempt, outcome: AttemptStatus, error: str, *, exhausted: bool
+) -> None:
+    """Settle ``attempt`` (unfinished, or the ``timed_out`` one the server settled and the
+    runner now routes) as ``retried`` (the next try follows) or ``exhausted`` (the run
+    parks until a person resumes it), keeping the outcome it ended with."""
+    if outcome not in (AttemptStatus.FAILED, AttemptStatus.TIMED_OUT):
+        raise ValueError(f"only a failed or timed-out attempt is retried, not {outcome}")
+    status = AttemptStatus.EXHAUSTED if exhausted else AttemptStatus.RETRIED
+    cursor = tx.conn.execute(
+        "UPDATE node_attempts SET status = ?, retry_outcome = ?, output_json = NULL,"
+        " output_ref = NULL, error = ?, finished_at = COALESCE(finished_at, ?)"
+        " WHERE attempt_id = ? AND (status IN ('running', 'waiting')"
+        " OR (status = 'timed_out' AND ? = 'timed_out'))",
+        (status.value, outcome.value, error, tx.now, attempt.attempt_id, outcome.value),
+    )
+    if cursor.rowcount != 1:
+        raise InvalidTransitionError(
+            attempt.run_id, f"retry attempt {attempt.attempt_id}", "already finished"
+        )
 
 
 def settle(

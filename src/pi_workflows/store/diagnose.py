@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_workflows.store import effects, interactions
+from pi_workflows.store import effects, interactions, waits
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.projection import expected_view, project_run, stored_view
 from pi_workflows.store.runs import RunRow, write_run
@@ -194,10 +194,40 @@ def _check_interactions(conn: sqlite3.Connection, runs: dict[str, Any], add: Any
             " WHERE status IN ('pending', 'validating')"
         )
     }
+    pending_waits = {
+        row[0]: row[1]
+        for row in conn.execute("SELECT run_id, wait_id FROM run_waits WHERE status = 'pending'")
+    }
     for run_id, (status, _, _) in runs.items():
         request = open_requests.get(run_id)
-        if status is RunStatus.WAITING and request is None:
-            add(Problem("waitingWithoutRequest", run_id, "run waits on no open request", False))
+        wait = pending_waits.get(run_id)
+        if status is RunStatus.WAITING and request is None and wait is None:
+            add(
+                Problem(
+                    "waitingWithoutRequest",
+                    run_id,
+                    "run waits on no open request and no pending wait",
+                    False,
+                )
+            )
+        if request is not None and wait is not None:
+            add(
+                Problem(
+                    "requestAndWaitOpen",
+                    run_id,
+                    f"request {request[0]} and wait {wait} are both open",
+                    False,
+                )
+            )
+        if wait is not None and status not in (RunStatus.WAITING, RunStatus.PAUSED):
+            add(
+                Problem(
+                    "waitPendingOnActiveRun",
+                    run_id,
+                    f"wait {wait} is pending while the run is {status}",
+                    status in TERMINAL_STATUSES,
+                )
+            )
         if request is not None and status in TERMINAL_STATUSES:
             add(
                 Problem(
@@ -376,6 +406,7 @@ def _repair_run(db: Database, run_id: str, run_problems: list[Problem]) -> None:
             )
         if terminal:
             interactions.cancel_open(tx, run_id)
+            waits.cancel_open(tx, run_id)
             effects.settle_on_exit(tx, run_id, terminal=True)
 
     write_run(

@@ -162,6 +162,35 @@ def reject_timed_out(tx: Transaction, run_id: str, error: str) -> list[str]:
     return ids
 
 
+def rearm_for_retry(tx: Transaction, run_id: str, attempt_id: str) -> list[str]:
+    """A retry policy tries ``attempt_id``'s node visit again: its idempotent effect becomes
+    ``pending`` under the same key, so the next try runs the body again and the outside
+    system dedupes by that key. Refused (nothing changed) while an effect of the attempt is
+    still applying or ambiguous, or when it is a manual effect (never repeated
+    automatically). Returns the rearmed ids."""
+    rows = tx.conn.execute(
+        "SELECT effect_id, effect_kind, status FROM effects WHERE node_attempt_id = ?",
+        (attempt_id,),
+    ).fetchall()
+    for effect_id, kind, status in rows:
+        if kind == "manual" or status not in ("applied", "rejected", "pending"):
+            raise InvalidTransitionError(
+                run_id,
+                f"retry attempt {attempt_id} of",
+                "running",
+                f"its {kind} effect {effect_id} is {status}; a retry repeats only settled"
+                " idempotent effects",
+            )
+    ids = [row[0] for row in rows]
+    for effect_id in ids:
+        tx.conn.execute(
+            "UPDATE effects SET status = 'pending', result_json = NULL, result_ref = NULL,"
+            " error = NULL, updated_at = ? WHERE effect_id = ?",
+            (tx.now, effect_id),
+        )
+    return ids
+
+
 def unresolved_ambiguous(conn: sqlite3.Connection, run_id: str) -> int:
     """How many of the run's effects are still ambiguous."""
     row = conn.execute(

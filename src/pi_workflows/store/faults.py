@@ -51,6 +51,13 @@ COMMIT_POINTS: Final[Mapping[str, str]] = MappingProxyType(
         "lifecycle.time_out_node": "a node past its deadline is settled timed out, run queued",
         "lifecycle.expire_request": "an open request past its deadline closes, its run queued",
         "lifecycle.release_dead_claims": "runner claims of earlier server epochs are expired",
+        # Durable waits (store/wait_steps.py, takeover.py, signals.py).
+        "lifecycle.sleep": "a sleep node's attempt waits for its wake time, the run unclaimed",
+        "lifecycle.retry": "a retried attempt is settled: next try started, waiting or parked",
+        "lifecycle.await_event": "a wait_event node's attempt waits for its event, unclaimed",
+        "waits.fire": "due waits are fired: their waiting runs queued, paused ones recorded",
+        "signals.send": "an event is stored for a run; a wait for it ends and the run queued",
+        "signals.reject": "a wait_event node's validate refuses an event; it stays unconsumed",
         # Managed effects (store/effect_writes.py).
         "effects.reserve": "an effect of the active attempt is reserved before its body runs",
         "effects.settle": "an effect body's outcome and receipt are stored",

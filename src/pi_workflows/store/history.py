@@ -33,6 +33,8 @@ CLIENT_EVENTS: Final = frozenset(
         "effect.resolved",
         "interaction.submitted",
         "interaction.answered",
+        "signal.received",
+        "signal.woke",
     }
 )
 RUNNER_EVENTS: Final = frozenset(
@@ -48,10 +50,14 @@ RUNNER_EVENTS: Final = frozenset(
         "effect.reserved",
         "effect.settled",
         "interaction.rejected",
+        "node.retried",
+        "signal.rejected",
     }
 )
 SESSION_EVENTS: Final = frozenset({"message.sent", "message.resumed"})
-_RUNNER_PARKS: Final = frozenset({"workflowSourceChanged", "workflowLoadFailed", "effectAmbiguous"})
+_RUNNER_PARKS: Final = frozenset(
+    {"workflowSourceChanged", "workflowLoadFailed", "effectAmbiguous", "retriesExhausted"}
+)
 
 
 def page(
@@ -169,6 +175,15 @@ def _detail(event_type: str, data: Any) -> str:
     return text if len(text) <= MAX_DETAIL_CHARS else text[: MAX_DETAIL_CHARS - 1] + "…"
 
 
+def _waiting_detail(data: dict[str, Any]) -> str:
+    match data.get("kind"):
+        case "sleep":
+            return "sleeps"
+        case "event":
+            return f"waits for event {data.get('event')!r}"
+    return f"waits for a {data.get('kind')} answer"
+
+
 def _known_detail(event_type: str, data: dict[str, Any]) -> str | None:
     match event_type:
         case "run.reserved":
@@ -190,7 +205,22 @@ def _known_detail(event_type: str, data: dict[str, Any]) -> str | None:
         case "run.completed" | "run.failed" | "run.timed_out":
             return f"node {data.get('outcome', '-')}; run {event_type.split('.', 1)[1]}"
         case "run.waiting":
-            return f"waits for a {data.get('kind')} answer"
+            return _waiting_detail(data)
+        case "node.retried":
+            delay = data.get("delayMs") or 0
+            when = "at once" if not delay else f"in {delay / 1000:g} s"
+            return f"{data.get('outcome')}; tried again {when}"
+        case "wait.fired":
+            what = {"sleep": "woke", "retry": "retry due", "event": "event wait timed out"}
+            late = data.get("lateMs")
+            return f"{what.get(str(data.get('kind')), 'fired')}" + (
+                f", {late} ms late" if isinstance(late, int) and late else ""
+            )
+        case "signal.received" | "signal.woke":
+            woke = "; the run continues" if event_type == "signal.woke" else ", kept"
+            return f"event {data.get('name')!r} #{data.get('seq')}{woke}"
+        case "signal.rejected":
+            return f"event refused: {data.get('error')}"
         case "run.parked" | "run.paused":
             return f"reason {data['reason']}" if data.get("reason") else "paused"
         case "run.cancelled":

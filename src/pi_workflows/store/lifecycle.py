@@ -7,7 +7,8 @@ the claim, one event and the viewer row. An impossible transition raises
 ``InvalidTransitionError`` and changes nothing. The other transitions are in the modules
 named after what they own, and re-exported here so callers have one name for the
 lifecycle: ``reservations`` (reserve, restart), ``claiming`` (claim, control claim),
-``node_steps`` (start, finish, wait), ``takeover`` (recovery). The server calls these and
+``node_steps`` (start, finish, wait), ``wait_steps`` (sleep, retry, wait for an event),
+``takeover`` (recovery, deadlines, due waits). The server calls these and
 never writes those rows itself.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pi_workflows.store import effects, interactions, messages
+from pi_workflows.store import effects, interactions, messages, waits
 from pi_workflows.store.claiming import ClaimResult, claim, control_claim, live_or_control
 from pi_workflows.store.claims import Claim, OwnerType, acquire, read_lease
 from pi_workflows.store.database import Database, Transaction
@@ -40,6 +41,14 @@ from pi_workflows.store.states import (
     RunStatus,
 )
 from pi_workflows.store.transitions import apply_transition
+from pi_workflows.store.wait_steps import (
+    Awaited,
+    Retried,
+    Slept,
+    await_event,
+    retry,
+    sleep,
+)
 
 
 def park(
@@ -119,9 +128,11 @@ def resume(
     """Continue a paused run; clears its park reason.
 
     A run paused while it waited on a request waits again (no runner is needed), and if the
-    step was already presented it is presented once more as a ``resumed`` step; any other
-    paused run is queued for a runner. Refused while any of its effects is still ambiguous:
-    an operator resolves those first.
+    step was already presented it is presented once more as a ``resumed`` step; so does a
+    run paused during a sleep, a retry delay or an event wait that has not come due (its
+    wait keeps its time). Any other paused run is queued for a runner (a wait that fired
+    while it was paused is routed then). Refused while any of its effects is still
+    ambiguous: an operator resolves those first.
     """
 
     def apply(tx: Transaction, run: RunRow) -> None:
@@ -141,9 +152,16 @@ def resume(
                 if messages.was_sent(tx.conn, request.request_id):
                     interactions.present_again(tx, request, run.workflow_name)
                 return
+            if waits.pending_of(tx.conn, run_id) is not None:
+                apply_transition(tx, run, Operation.REWAIT)
+                return
         elif run.status is RunStatus.WAITING:
+            wait = waits.pending_of(tx.conn, run_id)
             raise InvalidTransitionError(
-                run_id, Operation.RESUME.value, run.status.value, "answer its request instead"
+                run_id,
+                Operation.RESUME.value,
+                run.status.value,
+                "answer its request instead" if wait is None else _waiting_advice(run_id, wait),
             )
         apply_transition(tx, run, Operation.RESUME, next_command=command)
 
@@ -156,6 +174,15 @@ def resume(
         expected_revision=expected_revision,
         apply=apply,
     )
+
+
+def _waiting_advice(run_id: str, wait: waits.Wait) -> str:
+    if wait.kind == "event":
+        return (
+            f"{wait.describe()}; send it with 'pi-workflows run signal {run_id}"
+            f" {wait.event_name}', or pause or cancel the run"
+        )
+    return f"{wait.describe()}; it continues by itself then (pause or cancel it instead)"
 
 
 def complete(db: Database, claim: Claim, output: Any) -> WriteResult:
@@ -235,6 +262,12 @@ def cancel(
 
 
 __all__ = [
+    "Awaited",
+    "Retried",
+    "Slept",
+    "await_event",
+    "retry",
+    "sleep",
     "ClaimResult",
     "Finish",
     "GoTo",

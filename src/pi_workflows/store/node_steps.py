@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pi_workflows.store import attempts, effects, interactions, messages
+from pi_workflows.store import attempts, effects, interactions, messages, signals
 from pi_workflows.store.attempts import Attempt
 from pi_workflows.store.claims import Claim
 from pi_workflows.store.database import Database, Transaction
@@ -127,6 +127,7 @@ def finish_node(
     next_timeout_ms: int | None = None,
     message: tuple[str, Any] | None = None,
     submission_id: str | None = None,
+    signal_id: str | None = None,
 ) -> NodeFinished:
     """Settle an attempt and apply the engine's decision, in one fenced write.
 
@@ -136,6 +137,7 @@ def finish_node(
     ``message`` (level, text) records a notify node's workflow message in the same write.
     ``submission_id`` accepts the validated submission that answered the attempt's request
     (the request is answered and its unsent step messages cancelled) in the same write.
+    ``signal_id`` consumes the event a ``wait_event`` node received, in the same write.
     """
     if status not in (AttemptStatus.COMPLETED, AttemptStatus.FAILED, AttemptStatus.TIMED_OUT):
         raise ValueError(f"finish_node settles completed, failed or timed_out, not {status}")
@@ -160,6 +162,8 @@ def finish_node(
                 )
             attempts.settle(tx, active, status, output=output, error=error)
         counted = 0 if run.unrouted_attempt is not None else 1  # the server counted it already
+        if signal_id is not None:
+            signals.consume(tx, run_id, signal_id, attempt_id)
         if submission_id is not None:
             interactions.accept(tx, submission_id, attempt_id)
         elif (request := interactions.open_request_of(tx.conn, run_id)) is not None:

@@ -12,7 +12,9 @@ bookkeeping (``PRESENTATION_EVENTS``: a message marked sent or presented again, 
 progress update on an open step): it is what a runner reads its state at and what its
 proposals are fenced by, so such bookkeeping can never make a live runner's next proposal
 conflict. A presentation write takes no claim and may not change anything a runner reads
-(``PresentationWriteError`` otherwise).
+(``PresentationWriteError`` otherwise). An event sent to a run that wakes no wait
+(``signals.RECEIVED_EVENT``) does not move it either: a runner reads events only inside its
+own fenced proposals, never from the state it keeps.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ PRESENTATION_EVENTS = frozenset(
 )
 """Event types of session and presentation bookkeeping: they move ``revision`` but never
 ``execution_revision`` (the module docstring states the rule)."""
+
+OUTSIDE_EXECUTION_EVENTS = PRESENTATION_EVENTS | {"signal.received"}
+"""Every event type that leaves ``execution_revision`` where it is."""
 
 RULE_OFF_FLAG = "runs.presentation_moves_execution"
 """A fault flag (``PI_WORKFLOWS_FAULTS=runs.presentation_moves_execution=flag``) that turns
@@ -127,7 +132,8 @@ def finish_change(
     ``execution_revision`` moves too unless ``event_type`` is presentation bookkeeping.
     """
     revision = old_revision + 1
-    moves = 0 if event_type in PRESENTATION_EVENTS and not faults.flagged(RULE_OFF_FLAG) else 1
+    outside = event_type in OUTSIDE_EXECUTION_EVENTS
+    moves = 0 if outside and not faults.flagged(RULE_OFF_FLAG) else 1
     cursor = tx.conn.execute(
         "UPDATE runs SET revision = ?, execution_revision = execution_revision + ?,"
         " updated_at = ? WHERE run_id = ? AND revision = ? RETURNING execution_revision",
@@ -219,5 +225,9 @@ def _execution_facts(conn: sqlite3.Connection, run_id: str) -> tuple[Any, ...]:
         " ('pending', 'applying', 'ambiguous')",
         (run_id,),
     ).fetchall()
+    wait = conn.execute(
+        "SELECT wait_id, status, due_at FROM run_waits WHERE run_id = ? AND status = 'pending'",
+        (run_id,),
+    ).fetchone()
     return (tuple(row), attempt and tuple(attempt), [tuple(r) for r in requests],
-            [tuple(e) for e in effects])  # fmt: skip
+            [tuple(e) for e in effects], wait and tuple(wait))  # fmt: skip

@@ -134,10 +134,18 @@ CREATE TABLE node_attempts (
     visit INTEGER NOT NULL CHECK (visit >= 1),
     attempt_no INTEGER NOT NULL CHECK (attempt_no >= 1),
     generation INTEGER NOT NULL,
+    -- 'retried': it ended with an outcome its node's retry policy retries, and a later
+    -- attempt of the same visit follows; 'exhausted': the last try of a policy that pauses
+    -- when its tries run out (a person's resume starts a fresh round of tries). Neither
+    -- settles the visit, so neither counts as its result.
     status TEXT NOT NULL CHECK (
         status IN ('running', 'waiting', 'completed', 'failed', 'timed_out',
-                   'cancelled', 'interrupted')
+                   'cancelled', 'interrupted', 'retried', 'exhausted')
     ),
+    -- Which try of the visit's current round of retries this is (1 without a retry policy).
+    try_no INTEGER NOT NULL DEFAULT 1 CHECK (try_no >= 1),
+    -- The outcome a retried or exhausted attempt ended with.
+    retry_outcome TEXT CHECK (retry_outcome IN ('failed', 'timed_out')),
     output_json TEXT,
     output_ref TEXT REFERENCES blobs (digest),
     error TEXT,
@@ -146,13 +154,75 @@ CREATE TABLE node_attempts (
     started_at INTEGER NOT NULL,
     finished_at INTEGER,
     UNIQUE (run_id, round, node_id, visit, attempt_no),
-    CHECK ((status IN ('running', 'waiting')) = (finished_at IS NULL))
+    CHECK ((status IN ('running', 'waiting')) = (finished_at IS NULL)),
+    CHECK ((status IN ('retried', 'exhausted')) = (retry_outcome IS NOT NULL))
 ) STRICT;
 CREATE UNIQUE INDEX node_attempts_one_unfinished
     ON node_attempts (run_id) WHERE status IN ('running', 'waiting');
 CREATE UNIQUE INDEX node_attempts_one_settled_per_visit
     ON node_attempts (run_id, round, node_id, visit)
     WHERE status IN ('completed', 'failed', 'timed_out');
+
+-- Durable waits for time or an event (``store/waits.py``): a sleep node's wake time, the
+-- delay before a retry, a ``wait_event`` node and its timeout. While one is pending its run
+-- is waiting (or paused) with no runner, no claim and no process; the server fires it when
+-- it comes due (``fired``) or when the event arrives (``signalled``), in the same
+-- transaction that queues the run. At most one pending wait per run.
+CREATE TABLE run_waits (
+    wait_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    -- sleep, event: the waiting attempt; retry: the attempt that will be tried again.
+    attempt_id TEXT NOT NULL REFERENCES node_attempts (attempt_id),
+    node_id TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('sleep', 'retry', 'event')),
+    event_name TEXT,
+    -- 1: the wait_event node validates what it receives (a sender's reply is held).
+    validates INTEGER NOT NULL DEFAULT 0 CHECK (validates IN (0, 1)),
+    -- When it comes due (an event wait's timeout; NULL: an event wait without one).
+    due_at INTEGER,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'fired', 'signalled', 'cancelled')),
+    fired_at INTEGER,
+    created_at INTEGER NOT NULL,
+    CHECK ((kind = 'event') = (event_name IS NOT NULL)),
+    CHECK (kind = 'event' OR due_at IS NOT NULL),
+    CHECK ((status = 'pending') = (fired_at IS NULL)),
+    CHECK (status != 'signalled' OR kind = 'event')
+) STRICT;
+CREATE UNIQUE INDEX run_waits_one_pending ON run_waits (run_id) WHERE status = 'pending';
+-- The due waits are a range of this index, however many runs wait.
+CREATE INDEX run_waits_due ON run_waits (due_at) WHERE status = 'pending' AND due_at IS NOT NULL;
+CREATE INDEX run_waits_by_run ON run_waits (run_id);
+CREATE INDEX run_waits_by_attempt ON run_waits (attempt_id);
+
+-- Events sent to a run (``run signal``, ``store/signals.py``): durable, ordered per run by
+-- ``seq``, kept until a ``wait_event`` node of that name consumes one, exactly once (in the
+-- same transaction that settles the consuming attempt). A rejected one was refused by the
+-- node's validate and is never consumed.
+CREATE TABLE run_signals (
+    signal_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    name TEXT NOT NULL,
+    seq INTEGER NOT NULL CHECK (seq >= 1),
+    data_json TEXT,
+    data_ref TEXT REFERENCES blobs (digest),
+    -- The sender's key: the same key again adopts this signal (per run).
+    idempotency_key TEXT,
+    fingerprint TEXT NOT NULL,
+    sent_by TEXT,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'consumed', 'rejected')),
+    attempt_id TEXT REFERENCES node_attempts (attempt_id),
+    error TEXT,
+    created_at INTEGER NOT NULL,
+    settled_at INTEGER,
+    UNIQUE (run_id, seq),
+    UNIQUE (run_id, idempotency_key),
+    CHECK (data_json IS NULL OR data_ref IS NULL),
+    CHECK ((status = 'pending') = (settled_at IS NULL)),
+    CHECK ((status = 'consumed') = (attempt_id IS NOT NULL)),
+    CHECK ((status = 'rejected') = (error IS NOT NULL))
+) STRICT;
+CREATE INDEX run_signals_pending ON run_signals (run_id, name, seq) WHERE status = 'pending';
+CREATE INDEX run_signals_by_attempt ON run_signals (attempt_id) WHERE attempt_id IS NOT NULL;
 
 -- Immutable history: exactly one event per run revision.
 CREATE TABLE events (

@@ -13,7 +13,9 @@ class RunStatus(StrEnum):
 
     QUEUED = "queued"  # needs a runner; queue 'ready'; no held claim
     RUNNING = "running"  # a claim is held (it may have expired); queue 'claimed'
-    WAITING = "waiting"  # an interactive request is open; queue 'waiting'; no held claim
+    # an interactive request or a durable wait (store/waits.py) is open; queue 'waiting';
+    # no held claim
+    WAITING = "waiting"
     PAUSED = "paused"  # parked with a reason, resumes only explicitly; queue 'parked'; no claim
     COMPLETED = "completed"  # terminal; queue 'done'
     FAILED = "failed"  # terminal; queue 'done'
@@ -62,6 +64,7 @@ class ParkReason(StrEnum):
     TURN_ABORTED = "turnAborted"  # the person stopped the model turn of the run's step
     AGENT_UNAVAILABLE = "agentUnavailable"  # a detached run's headless Pi cannot work
     PROPOSAL_REFUSED = "proposalRefused"  # the server refused its runner's proposal
+    RETRIES_EXHAUSTED = "retriesExhausted"  # a retry policy with on_exhausted="pause" ran out
 
 
 class NextCommand(StrEnum):
@@ -82,6 +85,8 @@ class AttemptStatus(StrEnum):
     TIMED_OUT = "timed_out"
     CANCELLED = "cancelled"
     INTERRUPTED = "interrupted"  # its runner stopped; the same visit runs again
+    RETRIED = "retried"  # its outcome is retried: the next try of the same visit follows
+    EXHAUSTED = "exhausted"  # the last try of a round that pauses; a resume starts a new round
 
 
 UNFINISHED_ATTEMPT_STATUSES = frozenset({AttemptStatus.RUNNING, AttemptStatus.WAITING})

@@ -1,4 +1,5 @@
-"""Taking over runs whose runner is gone: recovery, node deadlines, request deadlines.
+"""Taking over runs whose runner is gone: recovery, node deadlines, request deadlines, and
+durable waits that came due.
 
 Each operation is one transaction that changes every projection of the run together, like
 the rest of the lifecycle (it uses ``transitions.apply_transition``). None of them ever takes
@@ -8,7 +9,9 @@ evidence that the claim's server is dead (a newer server epoch holds the lock).
 
 from __future__ import annotations
 
-from pi_workflows.store import attempts, effects, interactions
+import functools
+
+from pi_workflows.store import attempts, effects, interactions, waits
 from pi_workflows.store.claims import Claim, OwnerType, acquire, read_lease
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import InvalidTransitionError
@@ -16,6 +19,7 @@ from pi_workflows.store.ids import new_id
 from pi_workflows.store.runs import RunRow, WriteResult, read_run, write_run
 from pi_workflows.store.states import AttemptStatus, NextCommand, Operation, RunStatus
 from pi_workflows.store.transitions import apply_transition
+from pi_workflows.store.waits import Wait
 
 
 def recover(db: Database, run_id: str, *, claim: Claim | None = None) -> WriteResult:
@@ -201,3 +205,55 @@ def recover_all_expired(db: Database) -> list[WriteResult]:
             continue
         results.append(recover(db, run_id))
     return results
+
+
+FIRE_BATCH = 500
+"""The most due waits one sweep fires in one transaction (the next sweep takes the rest)."""
+
+
+def fire_due_waits(db: Database, limit: int = FIRE_BATCH) -> list[str]:
+    """Fire the waits whose time has come, oldest due first, in one transaction (one commit
+    for many timers that come due together); return the ids of the runs it queued.
+
+    A fired wait of a waiting run queues the run (its next runner routes the sleep, tries
+    the node again, or times the event wait out); a paused run records the firing and stays
+    paused (a person's pause is durable: it continues after ``run resume``). Each run is
+    changed through ``write_run`` (its own revision and event). A wait whose run is in any
+    other status is a contradiction ``state diagnose`` reports; it is left alone here rather
+    than guessed at, and never breaks the batch.
+    """
+    queued: list[str] = []
+    with db.atomic("waits.fire") as tx:
+        rows = tx.conn.execute(
+            f"SELECT {waits.COLUMNS} FROM run_waits WHERE status = 'pending'"
+            " AND due_at IS NOT NULL AND due_at <= ? ORDER BY due_at LIMIT ?",
+            (tx.now, limit),
+        ).fetchall()
+        for wait in map(waits.from_row, rows):
+            status = read_run(tx.conn, wait.run_id).status
+            if status not in (RunStatus.WAITING, RunStatus.PAUSED):
+                continue
+            write_run(
+                db,
+                wait.run_id,
+                name="waits.fire",
+                event_type="wait.fired",
+                event_data={
+                    "waitId": wait.wait_id,
+                    "kind": wait.kind,
+                    "nodeId": wait.node_id,
+                    "dueAt": wait.due_at,
+                    "lateMs": max(0, tx.now - (wait.due_at or tx.now)),
+                },
+                claim=None,
+                apply=functools.partial(_fire, wait=wait),
+            )
+            if status is RunStatus.WAITING:
+                queued.append(wait.run_id)
+    return queued
+
+
+def _fire(tx: Transaction, run: RunRow, *, wait: Wait) -> None:
+    waits.end(tx, wait.wait_id, "fired")
+    if run.status is RunStatus.WAITING:
+        apply_transition(tx, run, Operation.RESUME, next_command=NextCommand.RESUME)

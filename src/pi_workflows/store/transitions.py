@@ -2,18 +2,19 @@
 
 ``apply_transition`` is the only code that changes ``runs.status``. It checks
 ``states.TRANSITIONS`` first, then changes together the run status, the queue row, the
-active attempt, decision and interaction state, effects, the claim (released whenever the
-run leaves ``running``) and the terminal message. It runs inside a run write's transaction
-(``runs.write_run``), which appends the event and rebuilds the viewer row; the operations
-that call it live in ``lifecycle`` (run-level), ``node_steps`` (a runner's steps),
-``claiming``, ``reservations``, ``takeover``, ``interaction_writes`` and ``reminders``.
+active attempt, decision and interaction state, durable waits, effects, the claim (released
+whenever the run leaves ``running``) and the terminal message. It runs inside a run write's
+transaction (``runs.write_run``), which appends the event and rebuilds the viewer row; the
+operations that call it live in ``lifecycle`` (run-level), ``node_steps`` and ``wait_steps``
+(a runner's steps), ``claiming``, ``reservations``, ``takeover``, ``interaction_writes``,
+``signals`` and ``reminders``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pi_workflows.store import attempts, effects, interactions, jsoncol, messages, values
+from pi_workflows.store import attempts, effects, interactions, jsoncol, messages, values, waits
 from pi_workflows.store.database import Transaction
 from pi_workflows.store.errors import InvalidTransitionError
 from pi_workflows.store.runs import RunRow
@@ -104,6 +105,8 @@ def apply_transition(
             tx, run.run_id, AttemptStatus.INTERRUPTED, only_running=True,
             error=f"{attempts.PARKED_MARK}{asked})" if parked else None,
         )  # fmt: skip
+    if terminal or operation is Operation.RESTART:
+        waits.cancel_open(tx, run.run_id)  # a sleep, retry delay or event wait ends with it
     if terminal:
         interactions.cancel_open(tx, run.run_id)
         messages.record(

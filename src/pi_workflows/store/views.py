@@ -8,7 +8,15 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from pi_workflows.store import attempt_logs, effects, interactions, jsoncol, values, view_bounds
+from pi_workflows.store import (
+    attempt_logs,
+    effects,
+    interactions,
+    jsoncol,
+    values,
+    view_bounds,
+    waits,
+)
 from pi_workflows.store.errors import RunNotFoundError
 from pi_workflows.store.runs import read_run
 from pi_workflows.store.states import view_status
@@ -420,10 +428,11 @@ def runner_state(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
 
 def _active(conn: sqlite3.Connection, attempt_id: str) -> dict[str, Any]:
     row = conn.execute(
-        "SELECT attempt_id, node_id, visit, attempt_no, status, error FROM node_attempts"
+        "SELECT attempt_id, node_id, visit, attempt_no, status, error, try_no FROM node_attempts"
         " WHERE attempt_id = ?",
         (attempt_id,),
     ).fetchone()
+    wait = waits.of_attempt(conn, attempt_id) if row[4] == "waiting" else None
     request = conn.execute(
         "SELECT request_id, kind, status, answer_json, answer_ref FROM interactive_requests"
         " WHERE attempt_id = ? ORDER BY created_at DESC, rowid DESC LIMIT 1",
@@ -436,6 +445,8 @@ def _active(conn: sqlite3.Connection, attempt_id: str) -> dict[str, Any]:
         "attemptNo": row[3],
         "status": row[4],
         "error": row[5],
+        "tryNo": row[6],
+        "wait": None if wait is None else wait.to_json(),
         "request": None
         if request is None
         else {

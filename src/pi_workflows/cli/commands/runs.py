@@ -1,4 +1,5 @@
-"""`pi-workflows run start|list|show|pause|resume|cancel|restart`: start and control runs.
+"""`pi-workflows run start|list|show|pause|resume|cancel|restart|signal`: start and control
+runs, and send them events.
 
 `run history` and `run logs` live in `run_history.py` and are added to this group by
 `cli.main`.
@@ -303,6 +304,55 @@ def restart(ctx: click.Context, run_id: str, idempotency_key: str | None, as_jso
       pi-workflows run restart run_123
     """
     _report(make_client(ctx).restart(run_id, idempotency_key=idempotency_key), as_json)
+
+
+@run.command("signal")
+@click.argument("run_id")
+@click.argument("name")
+@click.option(
+    "--data",
+    type=JsonValue(),
+    default=None,
+    help="The event's data as JSON (or @FILE, or - for stdin): the wait_event node's output.",
+)
+@click.option(
+    "--idempotency-key",
+    help="The sender's key: the same key for the same run sends the event only once.",
+)
+@json_option
+@click.pass_context
+def signal(
+    ctx: click.Context,
+    run_id: str,
+    name: str,
+    data: Any,
+    idempotency_key: str | None,
+    as_json: bool,
+) -> None:
+    """Send the event NAME to RUN_ID, for its wait_event(NAME) node.
+
+    Events are kept in order until a wait of that name takes them, so an event sent before
+    the run reaches its wait is not lost. A wait that validates events answers here with
+    its verdict.
+
+    \b
+    Example:
+      pi-workflows run signal run_123 deployed --data '{"version": "1.4.2"}' \\
+          --idempotency-key deploy-1.4.2
+    """
+    receipt = make_client(ctx).signal(run_id, name, data, idempotency_key=idempotency_key)
+    if as_json:
+        print_json({**receipt.body, "adopted": receipt.adopted})
+        return
+    status = receipt.get("status", "pending")
+    if status == "consumed":
+        what = f"taken by its wait (attempt {receipt.get('attemptId')})"
+    elif receipt.get("woke"):
+        what = "the run was waiting for it and continues"
+    else:
+        what = f"kept until the run waits for {name!r}"
+    note = " (sent before with this key; receipt adopted)" if receipt.adopted else ""
+    click.echo(f"event {name!r} #{receipt.get('seq', '-')} to run {run_id}: {what}{note}")
 
 
 def _report(receipt: Receipt, as_json: bool) -> None:

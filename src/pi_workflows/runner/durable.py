@@ -1,0 +1,233 @@
+"""Durable waits in the runner: sleep nodes, wait_event nodes and retry policies.
+
+Runs in the runner child; never opens the database. Nothing here waits in the process: a
+``sleep`` evaluates its wake time and sends ``node.sleep``, a ``wait_event`` asks for its
+event with ``node.await``, a retry sends ``node.retry``; when the server answers that the
+run now waits, the child exits and a later runner continues from what the server recorded.
+
+- ``sleep_node``: the wake time is ``duration`` seconds from the commit, or what
+  ``until(ctx)`` returns (seconds from now, or an aware ``datetime``); the output is
+  ``{"until": ISO-8601, "lateMs": int}``.
+- ``await_event``: the oldest pending event of the node's name is validated (the node's
+  ``validate``, in this supervised runner, exactly as for a checkpoint) and consumed in the
+  ``node.finish`` commit; a refused one is rejected with the message (``signal.reject``) and
+  the next one is tried; with none left the run waits (or the wait's timeout answers
+  ``timed_out``).
+- ``retry_step``: after an attempt ended with an outcome its node's policy retries, the next
+  try starts at once (delay 0), after a durable delay, or the run parks
+  ``retriesExhausted`` (``on_exhausted="pause"``); otherwise the result is routed as usual.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import datetime
+
+from pi_workflows.authoring import (
+    ActionNode,
+    ComputeNode,
+    Node,
+    NodeContext,
+    Outcome,
+    Rejected,
+    ShellNode,
+    SleepNode,
+    WaitEventNode,
+)
+from pi_workflows.engine import NodeResult, result_from_output
+from pi_workflows.protocol import iso_ms
+from pi_workflows.runner.blobs import fetch
+from pi_workflows.runner.callbacks import Deadline, Raised, Returned, TimedOut, call, evaluate
+from pi_workflows.runner.envelope import (
+    ActiveAttempt,
+    AttemptReply,
+    AwaitReply,
+    RetryReply,
+    SleepReply,
+    convert,
+)
+from pi_workflows.runner.errors import ProtocolViolationError, describe_exception, one_line
+from pi_workflows.runner.limits import millis
+from pi_workflows.runner.runtime import (
+    Attempt,
+    Execution,
+    Finished,
+    Runtime,
+    Waited,
+    value_or_failure,
+)
+from pi_workflows.runner.values import bounded
+
+_WIRE_OUTCOME = {Outcome.FAILED: "failed", Outcome.TIMED_OUT: "timed_out"}
+
+
+def execution_timeout(node: Node) -> float | None:
+    """The deadline the server enforces on a running attempt of ``node``: none for a sleep
+    or an event wait (their waits hold no runner; an event wait's ``timeout`` is its wait's
+    due time, kept by the server)."""
+    if isinstance(node, SleepNode | WaitEventNode):
+        return None
+    return node.timeout
+
+
+def _slept(until: int, late_ms: int) -> Finished:
+    return Finished(NodeResult.ok({"until": iso_ms(until), "lateMs": max(0, late_ms)}))
+
+
+def sleep_node(
+    rt: Runtime, node: SleepNode, attempt: Attempt, ctx: NodeContext, deadline: Deadline
+) -> Execution:
+    """Commit the sleep (``node.sleep``): the child exits, or a time already past finishes
+    the node now."""
+    node_id = attempt.node_id
+    payload: dict[str, object] = {"attemptId": attempt.attempt_id}
+    if node.duration is not None:
+        payload["delayMs"] = millis(node.duration)
+    else:
+        label = f"node {node_id!r} until"
+        outcome = evaluate(
+            node.until, ctx=ctx, label=label, deadline=deadline, cancellation=ctx.cancellation
+        )
+        found, failed = value_or_failure(outcome, node_id, node, label)
+        if failed is not None:
+            return Finished(failed)
+        when = _wake_time(node_id, found)
+        if isinstance(when, NodeResult):
+            return Finished(when)
+        payload.update(when)
+    reply = convert(rt.channel.request("node.sleep", payload), SleepReply, "node.sleep")
+    if reply.waited:
+        return Waited()
+    return _slept(reply.until, reply.late_ms)
+
+
+def _wake_time(node_id: str, found: object) -> dict[str, object] | NodeResult:
+    """``{"delayMs"}`` or ``{"untilMs"}`` from what ``until(ctx)`` returned, or a failure."""
+    if isinstance(found, datetime):
+        if found.tzinfo is None or found.utcoffset() is None:
+            return NodeResult.failed(
+                f"node {node_id!r} until returned a naive datetime; return an aware one"
+                " (with tzinfo, e.g. datetime.now(UTC) + timedelta(minutes=5)) or seconds"
+            )
+        return {"untilMs": max(0, math.floor(found.timestamp() * 1000))}
+    if (
+        isinstance(found, bool)
+        or not isinstance(found, int | float)
+        or not math.isfinite(found)
+        or found < 0
+    ):
+        return NodeResult.failed(
+            f"node {node_id!r} until must return a non-negative number of seconds or an aware"
+            f" datetime, got {found!r}"
+        )
+    return {"delayMs": millis(float(found))}
+
+
+def resumed_sleep(active: ActiveAttempt) -> Finished:
+    """A waiting sleep attempt whose wait fired: the node finishes with its lateness."""
+    wait = active.wait
+    if wait is None or wait.kind != "sleep" or wait.status != "fired" or wait.due_at is None:
+        raise ProtocolViolationError(
+            "state.get", f"sleep attempt {active.attempt_id} has no fired wait to route"
+        )
+    return _slept(wait.due_at, (wait.fired_at or wait.due_at) - wait.due_at)
+
+
+def _reject(rt: Runtime, signal_id: str, error: str) -> None:
+    rt.channel.request("signal.reject", {"signalId": signal_id, "error": error})
+
+
+def await_event(rt: Runtime, node: WaitEventNode, attempt: Attempt, ctx: NodeContext) -> Execution:
+    """Ask for the node's event until one is accepted, the wait times out, or the run waits."""
+    node_id = attempt.node_id
+    payload = {
+        "attemptId": attempt.attempt_id,
+        "event": node.name,
+        "timeoutMs": millis(node.timeout),
+        "validates": node.validate is not None,
+    }
+    while True:
+        reply = convert(rt.channel.request("node.await", payload), AwaitReply, "node.await")
+        if reply.waited:
+            return Waited()
+        if reply.timed_out:
+            within = f" within {node.timeout:g} s" if node.timeout is not None else ""
+            return Finished(NodeResult.timed_out(f"no event {node.name!r} arrived{within}"))
+        signal = reply.signal
+        if signal is None:
+            raise ProtocolViolationError("node.await", "the reply has neither a wait nor an event")
+        data = fetch(rt.channel, signal.data_ref) if signal.data_ref is not None else signal.data
+        problem = _validate(node_id, node, data, ctx)
+        if problem is not None:
+            _reject(rt, signal.signal_id, problem)
+            continue
+        result = bounded(node_id, result_from_output(node_id, data))
+        if result.error is not None:
+            _reject(rt, signal.signal_id, result.error)
+            continue
+        return Finished(result, signal_id=signal.signal_id)
+
+
+def _validate(node_id: str, node: WaitEventNode, data: object, ctx: NodeContext) -> str | None:
+    """Why the node's validate refuses ``data`` (one line), or None when it accepts it."""
+    if node.validate is None:
+        return None
+    outcome = call(
+        node.validate,
+        (data, ctx),
+        label=f"node {node_id!r} validate",
+        deadline=Deadline(node.timeout),
+        cancellation=ctx.cancellation,
+    )
+    if isinstance(outcome, Returned):
+        return None
+    if isinstance(outcome, Raised) and isinstance(outcome.error, Rejected):
+        return one_line(outcome.error.message) or "rejected"
+    if isinstance(outcome, Raised):
+        return one_line(f"validate raised {describe_exception(outcome.error)}")
+    assert isinstance(outcome, TimedOut)
+    return f"validation did not finish: validate ran longer than {node.timeout} s"
+
+
+def _attempt(reply: AttemptReply, node_id: str) -> Attempt:
+    if reply.node_id != node_id:
+        raise ProtocolViolationError(
+            "node.retry", f"attempt for node {reply.node_id!r}, expected {node_id!r}"
+        )
+    return Attempt(reply.attempt_id, reply.node_id, reply.visit, reply.attempt_no, reply.try_no)
+
+
+def retry_step(
+    rt: Runtime, node: Node, attempt: Attempt, result: NodeResult
+) -> tuple[bool, Attempt | None]:
+    """Apply the node's retry policy to the attempt's result.
+
+    ``(False, None)``: the policy does not apply (no policy, an ``ok`` or unretried outcome,
+    the tries ran out with ``on_exhausted="fail"``); the caller routes the result. ``(True,
+    attempt)``: the next try started now, run it. ``(True, None)``: the run now waits for
+    the retry's delay or parked ``retriesExhausted``; the child exits.
+    """
+    if not isinstance(node, ComputeNode | ActionNode | ShellNode) or node.retry is None:
+        return False, None
+    policy = node.retry
+    outcome = _WIRE_OUTCOME.get(result.outcome)
+    if outcome is None or not policy.retries(outcome):
+        return False, None
+    payload: dict[str, object] = {
+        "attemptId": attempt.attempt_id,
+        "outcome": outcome,
+        "error": result.error or outcome,
+    }
+    if attempt.try_no < policy.attempts:
+        payload["delayMs"] = millis(policy.delay_before(attempt.try_no, random.random()))  # noqa: S311 - jitter, not a secret
+        payload["timeoutMs"] = millis(execution_timeout(node))
+    elif policy.on_exhausted == "pause":
+        payload["exhausted"] = True
+        payload["delayMs"] = 0
+    else:
+        return False, None
+    reply = convert(rt.channel.request("node.retry", payload), RetryReply, "node.retry")
+    if reply.next_attempt is not None:
+        return True, _attempt(reply.next_attempt, attempt.node_id)
+    return True, None

@@ -99,10 +99,12 @@ class Attributor:
         ledger: Ledger,
         causes: list[Cause],
         workflows: dict[str, str],
+        exhausting: frozenset[str] = frozenset(),
     ) -> None:
         self.ledger = ledger
         self.causes = causes
         self.workflows = workflows  # run id -> workflow name
+        self.exhausting = exhausting  # runs planned to run out of a round of retries
 
     # --- runners --------------------------------------------------------------------------
 
@@ -210,6 +212,8 @@ class Attributor:
                 return self._first(
                     lambda c: c.kind == "killAgent" and this_run(c) and soon_after(c)
                 )
+            case "retriesExhausted":
+                return "plannedFailures" if park.run_id in self.exhausting else None
             case "effectAmbiguous":
                 for lost in ledger.lost:
                     near = abs(lost.finished_at - park.at) <= 2 * SKEW_MS
@@ -242,9 +246,12 @@ def attribute(
     ledger: Ledger,
     causes: list[Cause],
     workflows: dict[str, str],
+    exhausting: frozenset[str] = frozenset(),
 ) -> Attribution:
-    """Attribute every fact of `ledger`; what nothing explains is returned as unexplained."""
-    attributor = Attributor(ledger, causes, workflows)
+    """Attribute every fact of `ledger`; what nothing explains is returned as unexplained.
+    A `retriesExhausted` park is explained only for a run in `exhausting` (planned to fail
+    more often than a round of its retry policy allows)."""
+    attributor = Attributor(ledger, causes, workflows, exhausting)
     result = Attribution()
 
     def record(fact: str, cause: Cause | str | None, why: str, run_id: str | None) -> None:

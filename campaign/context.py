@@ -60,6 +60,13 @@ class RunTrack:
     stuck: bool = False
     parks: list[str] = field(default_factory=list)
     excused_keys: set[str] = field(default_factory=set)
+    # Events the operator sent to a `timer` run's wait_event node.
+    event_sends: int = 0
+    event_wrong_sent: bool = False
+    event_valid_sent: bool = False  # the server accepted (or adopted) the valid event
+    event_done: bool = False  # no more events to send (accepted, or the run moved on)
+    event_signal_id: str | None = None
+    early_decided: bool = False
 
     @property
     def status(self) -> str | None:

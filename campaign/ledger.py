@@ -5,8 +5,9 @@ Runs in the campaign driver, after the seed's last `server stop`. The oracle's a
 (`run_runners.outcome`, with its pid, server epoch and times), every effect attempt whose
 outcome was lost (`effect_attempts.status = 'lost'`: a manual one made its effect
 ambiguous, an idempotent one ran again), every park and pause with its reason (`events`),
-and every workflow message with its delivery (`workflow_messages`). The database is opened
-with `mode=ro`; nothing is written.
+every workflow message with its delivery (`workflow_messages`), and, for the durable-time
+checks, every node attempt, durable wait and event. The database is opened with `mode=ro`;
+nothing is written.
 """
 
 from __future__ import annotations
@@ -70,6 +71,46 @@ class Message:
     detached: bool
 
 
+@dataclass(frozen=True)
+class AttemptRow:
+    """One node attempt, oldest first within its run."""
+
+    run_id: str
+    round: int
+    node_id: str
+    visit: int
+    attempt_no: int
+    try_no: int
+    status: str
+    attempt_id: str
+
+
+@dataclass(frozen=True)
+class WaitRow:
+    """One durable wait (sleep, retry delay, event wait) and how it ended."""
+
+    run_id: str
+    wait_id: str
+    kind: str
+    status: str
+    due_at: int | None
+    fired_at: int | None
+    created_at: int
+
+
+@dataclass(frozen=True)
+class SignalRow:
+    """One event sent to a run, and what became of it."""
+
+    run_id: str
+    signal_id: str
+    seq: int
+    data: Any
+    status: str
+    attempt_id: str | None
+    idempotency_key: str | None
+
+
 @dataclass
 class Ledger:
     """The facts of one seed's database."""
@@ -78,6 +119,9 @@ class Ledger:
     lost: list[LostEffect] = field(default_factory=list)
     parks: list[Park] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
+    attempts: list[AttemptRow] = field(default_factory=list)
+    waits: list[WaitRow] = field(default_factory=list)
+    signals: list[SignalRow] = field(default_factory=list)
     error: str | None = None
 
 
@@ -133,6 +177,22 @@ def _read(conn: sqlite3.Connection, ledger: Ledger) -> None:
         ledger.messages.append(
             Message(row[0], row[1], row[2], row[3], row[4], row[5], bool(row[6]))
         )
+    for row in conn.execute(
+        "SELECT run_id, round, node_id, visit, attempt_no, try_no, status, attempt_id"
+        " FROM node_attempts ORDER BY run_id, started_at, rowid"
+    ):
+        ledger.attempts.append(AttemptRow(*row))
+    for row in conn.execute(
+        "SELECT run_id, wait_id, kind, status, due_at, fired_at, created_at FROM run_waits"
+        " ORDER BY run_id, created_at, rowid"
+    ):
+        ledger.waits.append(WaitRow(*row))
+    for run_id, signal_id, seq, data, status, attempt_id, key in conn.execute(
+        "SELECT run_id, signal_id, seq, data_json, status, attempt_id, idempotency_key"
+        " FROM run_signals ORDER BY run_id, seq"
+    ):
+        value = json.loads(data) if data else None
+        ledger.signals.append(SignalRow(run_id, signal_id, seq, value, status, attempt_id, key))
 
 
 def _json(text: Any) -> dict[str, Any]:

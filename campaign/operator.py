@@ -1,7 +1,10 @@
 """The operator model: what a careful person does with the runs of a seed.
 
 Runs in the campaign driver, once per tick, after observation. It starts the planned runs,
-answers checkpoints and human decisions, submits agent steps through `interaction submit`
+answers checkpoints and human decisions, sends the events `timer` runs wait for through
+`run signal` (sometimes before the run waits, sometimes a wrong one first, which must come
+back with the validation's message, sometimes the same event twice under one key, which
+must adopt), submits agent steps through `interaction submit`
 (sometimes a wrong output first, which must come back with the validation's message, and
 again when a fault killed the validating runner), resolves ambiguous effects from the witnesses
 (applied when a body's witness shows it applied, with the result it applied; otherwise
@@ -31,6 +34,9 @@ DEADLINE_PASSED: Final = "the step's deadline passed before the submission was v
 MAX_RETRIES_PER_KEY: Final = 2
 """`effect resolve --retry` at most this often per effect key."""
 
+EVENT_REJECTED: Final = "x must be the run's"
+"""How a `timer` run's validate refuses a wrong event."""
+
 
 def act(ctx: SeedContext, *, stuck_seconds: float) -> None:
     """One pass over every run."""
@@ -42,7 +48,11 @@ def act(ctx: SeedContext, *, stuck_seconds: float) -> None:
         if track.stuck:
             continue
         status = track.status
-        if status == "waiting":
+        if track.planned.workflow.startswith("timer") and not track.early_decided:
+            _early_event(ctx, track)
+        if status == "waiting" and (track.view or {}).get("wait"):
+            _durable(ctx, track)
+        elif status == "waiting":
             _answer(ctx, track)
         elif status == "ambiguous":
             _resolve_all(ctx, track)
@@ -125,6 +135,22 @@ def _command(ctx: SeedContext, track: RunTrack, what: str, *args: Any) -> Answer
             )
             if via_cli
             else surfaces.call("submit", request_id, output, run_id=run_id, idempotency_key=key)
+        )
+    elif what == "signal":
+        data, event_key = args
+        answer = (
+            surfaces.cli_command(
+                "run",
+                "signal",
+                run_id,
+                "go",
+                "--data",
+                json.dumps(data),
+                "--idempotency-key",
+                event_key,
+            )
+            if via_cli
+            else surfaces.call("signal", run_id, "go", data, idempotency_key=event_key)
         )
     elif what == "resolve":
         effect_id, resolution, result, reason = args
@@ -234,6 +260,75 @@ def _answer(ctx: SeedContext, track: RunTrack) -> None:
         track.answered[request_id] = "refused"
         return
     track.answered[request_id] = "ok" if answer.ok else "refused"
+
+
+def _event_key(ctx: SeedContext, track: RunTrack, what: str) -> str:
+    return f"campaign-{ctx.seed}-{track.planned.index}-event-{what}"
+
+
+def _early_event(ctx: SeedContext, track: RunTrack) -> None:
+    """Once per `timer` run, sometimes: send its valid event before it waits for it (the
+    event is kept, and the wait takes it without ever waiting)."""
+    track.early_decided = True
+    if rng_for(ctx.seed, "early", track.planned.index).random() >= 0.3:
+        return
+    _send_valid(ctx, track)
+
+
+def _durable(ctx: SeedContext, track: RunTrack) -> None:
+    """A run that waits with no runner: a sleep or a retry delay needs nothing from us; an
+    event wait gets its event (after a while; sometimes a wrong one first)."""
+    wait = (track.view or {}).get("wait") or {}
+    if wait.get("kind") != "event" or track.event_done:
+        return
+    first_seen = track.waiting_since.setdefault(str(wait.get("waitId")), time.monotonic())
+    rng = rng_for(ctx.seed, "event", track.planned.index, track.event_sends)
+    delay = rng.uniform(0.0, 5.0 if track.planned.workflow.endswith("-t") else 2.0)
+    if time.monotonic() - first_seen < delay:
+        return
+    if not track.event_wrong_sent and rng.random() < 0.35:
+        track.event_wrong_sent = True
+        x = int(track.planned.input["x"])
+        wrong = _signal(ctx, track, {"x": x + 1}, _event_key(ctx, track, "wrong"))
+        if wrong.ok and wrong.body.get("status") == "consumed":
+            ctx.violation("invalidAccepted", "a wrong event was consumed", track.run_id)
+        message = wrong.message.removeprefix(f"{wrong.code}: ")
+        if wrong.code == "validationRejected" and message != EVENT_REJECTED:
+            ctx.violation(
+                "rejectionMessage",
+                f"a refused event came back as {wrong.message!r}, not the validation's",
+                track.run_id,
+            )
+        return
+    _send_valid(ctx, track)
+
+
+def _signal(ctx: SeedContext, track: RunTrack, data: Any, event_key: str) -> Answer:
+    track.event_sends += 1
+    return _command(ctx, track, "signal", data, event_key)
+
+
+def _send_valid(ctx: SeedContext, track: RunTrack) -> None:
+    """The run's valid event, under one key; sometimes sent again, which must adopt."""
+    key = _event_key(ctx, track, "valid")
+    x = int(track.planned.input["x"])
+    answer = _signal(ctx, track, {"x": x}, key)
+    if answer.ok:
+        track.event_valid_sent = track.event_done = True
+        track.event_signal_id = str(answer.body.get("signalId"))
+        if rng_for(ctx.seed, "dup", track.planned.index).random() < 0.3:
+            again = _signal(ctx, track, {"x": x}, key)
+            if again.ok and str(again.body.get("signalId")) != track.event_signal_id:
+                ctx.violation(
+                    "eventDuplicated",
+                    f"the same event key made signals {track.event_signal_id} and"
+                    f" {again.body.get('signalId')}",
+                    track.run_id,
+                )
+        return
+    if answer.code == "validationRejected":
+        ctx.violation("validRejected", f"a valid event was refused: {answer.message}", track.run_id)
+    track.event_done = True  # refused otherwise: the run ended (its wait timed out)
 
 
 def _submit(ctx: SeedContext, track: RunTrack, request_id: str, first_seen: float) -> bool:

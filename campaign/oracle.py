@@ -20,7 +20,11 @@ rest runs once the seed's runs have settled:
 - attribution (`attributed`, after the stop): every runner that did not end normally,
   every effect whose outcome was lost and every park has a fault that can cause it
   (`attribution.py`); every notification and result of a run with an origin session was
-  delivered to that session exactly once, and no workflow message twice (`deliveries`).
+  delivered to that session exactly once, and no workflow message twice (`deliveries`);
+- durable time (`durable`, after the stop): no wait fired before its time or ended twice,
+  no round of retries tried more often than its policy allows, no attempt ran its body
+  twice, each run consumed at most one event, only a valid one, and never one the node
+  refused.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from campaign.context import TERMINAL, RunTrack, SeedContext
 from campaign.leaks import token_hashes
 from campaign.plan import Mode
 from campaign.sessions import agent_records
-from campaign.workflows import MANUAL_NODES, chain_output, manual_value
+from campaign.workflows import MANUAL_NODES, TIMER_ATTEMPTS, chain_output, manual_value
 
 GIVE_UP_PARKS = frozenset({"runnerNoProgress", "runnerCrashed"})
 """Parks a run may still be in at the end, once the operator gave up resuming it; each of
@@ -206,6 +210,8 @@ def _output(ctx: SeedContext, track: RunTrack) -> None:
         wrong += _decision(track, output)
     elif workflow.startswith("review"):
         wrong += _review(track, output, x)
+    elif workflow.startswith("timer"):
+        wrong += _timer(track, output, x)
     elif workflow == "sync":
         if output.get("fetched") != x * x:
             wrong.append(f"fetched {output.get('fetched')} is not {x * x}")
@@ -215,6 +221,24 @@ def _output(ctx: SeedContext, track: RunTrack) -> None:
         wrong += _manual_output(ctx, track, output, MANUAL_NODES[workflow])
     for problem in wrong:
         ctx.violation("output", f"{workflow}: {problem}", run_id)
+
+
+def _timer(track: RunTrack, output: dict[str, Any], x: int) -> list[str]:
+    """The flaky call's value, and the operator's valid event, or the wait's timeout (only
+    in `timer-t`, and only when no valid event was taken)."""
+    problems = []
+    if output.get("value") != 11 * x:
+        problems.append(f"the call's value {output.get('value')} is not {11 * x}")
+    if output.get("timedOut"):
+        if not track.planned.workflow.endswith("-t"):
+            problems.append("an event wait without a timeout timed out")
+    elif output.get("event") != x:
+        problems.append(f"the event's x {output.get('event')} is not {x}")
+    elif not track.event_valid_sent:
+        problems.append("the run took an event, but no valid event was accepted from us")
+    if not output.get("timedOut") and not isinstance(output.get("lateMs"), int):
+        problems.append(f"the sleep's lateness is {output.get('lateMs')!r}")
+    return problems
 
 
 def _review(track: RunTrack, output: dict[str, Any], x: int) -> list[str]:
@@ -347,11 +371,99 @@ def attributed(ctx: SeedContext) -> None:
         ctx.violation("ledger", f"the state database could not be read: {ledger.error}")
         return
     workflows = {t.run_id: t.planned.workflow for t in ctx.tracks if t.run_id}
-    result = attribute(ledger, causes_of(ctx.faults_done), workflows)
+    exhausting = frozenset(
+        t.run_id
+        for t in ctx.tracks
+        if t.run_id
+        and t.planned.workflow.startswith("timer")
+        and int(t.planned.input.get("fails", 0)) >= TIMER_ATTEMPTS
+    )
+    result = attribute(ledger, causes_of(ctx.faults_done), workflows, exhausting)
     ctx.attributed = dict(sorted(result.explained.items()))
     for why, run_id in result.unexplained:
         ctx.violation("unexplained", why, run_id)
     deliveries(ctx, ledger)
+    durable(ctx, ledger)
+
+
+def durable(ctx: SeedContext, ledger: ledgers.Ledger) -> None:
+    """Durable waits, retry rounds and events, from the database and the witnesses."""
+    for wait in ledger.waits:
+        if wait.status == "pending":
+            track = ctx.track_of(wait.run_id)
+            if track is None or not track.stuck:
+                ctx.violation("waitLeft", f"{wait.kind} wait {wait.wait_id} is still pending",
+                              wait.run_id)  # fmt: skip
+        if (
+            wait.status == "fired"
+            and wait.due_at is not None
+            and (wait.fired_at or 0) < wait.due_at
+        ):
+            ctx.violation(
+                "firedEarly",
+                f"{wait.kind} wait {wait.wait_id} fired at {wait.fired_at}, before {wait.due_at}",
+                wait.run_id,
+            )
+    rounds: Counter[tuple[str, int, str, int, int]] = Counter()
+    executions: Counter[tuple[str, str]] = Counter()
+    epoch: dict[tuple[str, int, str, int], int] = {}
+    for attempt in ledger.attempts:
+        visit = (attempt.run_id, attempt.round, attempt.node_id, attempt.visit)
+        retry_round = epoch.get(visit, 0)
+        if attempt.status != "interrupted" and attempt.status not in ("running", "waiting"):
+            rounds[(*visit, retry_round)] += 1
+        if attempt.status == "exhausted":
+            epoch[visit] = retry_round + 1
+        executions[(attempt.run_id, attempt.node_id)] += 1
+    timer_runs = {
+        t.run_id: t for t in ctx.tracks if t.run_id and t.planned.workflow.startswith("timer")
+    }
+    for (run_id, round_no, node, visit, retry_round), tries in rounds.items():
+        if run_id in timer_runs and node == "call" and tries > TIMER_ATTEMPTS:
+            ctx.violation(
+                "triedTooOften",
+                f"node {node} visit {visit} (round {round_no}) was tried {tries} times in retry"
+                f" round {retry_round + 1}; its policy allows {TIMER_ATTEMPTS}",
+                run_id,
+            )
+    for run_id in timer_runs:
+        lines = _tries(ctx, run_id, "call")
+        if len(lines) != len(set(lines)):
+            ctx.violation("bodyRanTwice", "one attempt of node call ran its body twice", run_id)
+        if len(lines) > executions[(run_id, "call")]:
+            ctx.violation(
+                "bodyRanTwice",
+                f"node call ran {len(lines)} times in {executions[(run_id, 'call')]} attempts",
+                run_id,
+            )
+    consumed: Counter[str] = Counter()
+    for signal in ledger.signals:
+        track = timer_runs.get(signal.run_id)
+        x = None if track is None else int(track.planned.input["x"])
+        value = signal.data.get("x") if isinstance(signal.data, dict) else None
+        if signal.status == "consumed":
+            consumed[signal.run_id] += 1
+            if value != x:
+                ctx.violation("invalidAccepted", f"event {signal.signal_id} with x={value} was"
+                              " consumed", signal.run_id)  # fmt: skip
+        if signal.status == "rejected" and value == x:
+            ctx.violation("validRejected", f"valid event {signal.signal_id} was refused",
+                          signal.run_id)  # fmt: skip
+    for run_id, count in consumed.items():
+        if count > 1:
+            ctx.violation("eventTwice", f"the run consumed {count} events", run_id)
+    keys = Counter((s.run_id, s.idempotency_key) for s in ledger.signals if s.idempotency_key)
+    for (run_id, key), count in keys.items():
+        if count > 1:
+            ctx.violation("eventDuplicated", f"event key {key} stored {count} times", run_id)
+
+
+def _tries(ctx: SeedContext, run_id: str, node: str) -> list[str]:
+    path = ctx.witness_dir / "tries" / f"{run_id}-{node}"
+    try:
+        return path.read_text().split()
+    except OSError:
+        return []
 
 
 def deliveries(ctx: SeedContext, ledger: ledgers.Ledger) -> None:

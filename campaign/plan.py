@@ -165,6 +165,8 @@ WORKFLOW_WEIGHTS: Final = {
     "review": 3,
     "review-t": 2,
     "notice": 3,
+    "timer": 3,
+    "timer-t": 2,
 }
 """Relative frequency of each workflow among a seed's runs."""
 
@@ -277,6 +279,16 @@ def _input(workflow: str, rng: random.Random) -> dict[str, Any]:
     if workflow == "notice":
         hold = [round(rng.uniform(0.3, 2.5), 2), round(rng.uniform(0.1, 0.8), 2)]
         return {"x": x, "hold": hold, "storeHold": round(rng.uniform(0.2, 1.5), 2)}
+    if workflow.startswith("timer"):
+        return {
+            "x": x,
+            "nap": round(rng.uniform(0.3, 2.5), 2),
+            # 0-2 failures retry within a round; 4 exhaust the first round (3 tries), park
+            # the run retriesExhausted, and the operator's resume starts a fresh round.
+            "fails": rng.choices([0, 1, 2, 4], weights=[3, 3, 2, 2])[0],
+            "hold": [round(rng.uniform(0.1, 1.0), 2), round(rng.uniform(0.1, 0.5), 2)],
+            "validateHold": round(rng.uniform(0.05, 1.0), 2),
+        }
     return {
         "x": x,
         "fetchHold": round(rng.uniform(0.1, 0.8), 2),

@@ -88,6 +88,19 @@ def hold(ctx, seconds):
     ctx.cancellation.wait(float(seconds))
 
 
+def tried(ctx):
+    """Record one execution of the node's body (outside the database) and return how many
+    executions of it this run has had, this one included."""
+    path = os.path.join(WITNESS_DIR, "tries", ctx.run_id + "-" + ctx.node_id)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (ctx.attempt_id + "\\n").encode())
+    finally:
+        os.close(fd)
+    with open(path) as lines:
+        return sum(1 for _ in lines)
+
+
 if __name__ == "__main__":
     kind, key, run, node, visit, before, after, value = sys.argv[1:9]
     print(json.dumps(body("shell", kind, key, run, node, visit, before, after, json.loads(value))))
@@ -346,6 +359,58 @@ workflow = Workflow(
 """
 
 
+TIMER: Final = """
+from pi_workflows import (Rejected, Workflow, action, compute, edge, idempotent_effect, retry,
+                          seconds, sleep, switch, wait_event)
+
+import witness
+
+
+def call(ctx):
+    # The run's first `fails` executions fail (counted outside the database), so the retry
+    # policy tries again after a durable delay, and parks when a round of tries runs out.
+    if witness.tried(ctx) <= ctx.input["fails"]:
+        raise RuntimeError("a planned failure, tried again by the retry policy")
+    before, after = ctx.input["hold"]
+    return witness.body("action", "idempotent", ctx.effect_key, ctx.run_id, ctx.node_id,
+                        ctx.visit, before, after, ctx.input["x"] * 11)
+
+
+def check(data, ctx):
+    witness.hold(ctx, ctx.input["validateHold"])
+    if not isinstance(data, dict) or data.get("x") != ctx.input["x"]:
+        raise Rejected("x must be the run's")
+
+
+workflow = Workflow(
+    "{name}",
+    start="nap",
+    max_steps=40,
+    nodes={{
+        "nap": sleep(until=lambda ctx: ctx.input["nap"]),
+        "call": action(call, effect=idempotent_effect("timer-call"),
+                       retry=retry(attempts={attempts}, delay=seconds(0.4), backoff=1.5,
+                                   jitter=0.2, on_exhausted="pause")),
+        "go": wait_event("go", timeout={timeout}, validate=check),
+        "done": compute(lambda ctx: {{"value": ctx.outputs["call"]["value"],
+                                      "event": ctx.outputs["go"]["x"],
+                                      "lateMs": ctx.outputs["nap"]["lateMs"],
+                                      "timedOut": False}}),
+        "late": compute(lambda ctx: {{"value": ctx.outputs["call"]["value"], "event": None,
+                                      "timedOut": True}}),
+    }},
+    edges=[
+        edge("nap", "call"),
+        edge("call", "go"),
+        switch("go", on="$result.outcome", cases={{"ok": "done", "timed_out": "late"}}),
+    ],
+)
+"""
+
+TIMER_ATTEMPTS: Final = 3
+"""Tries per round of the `timer` workflows' retry policy (`retry(attempts=...)`)."""
+
+
 @dataclass(frozen=True)
 class Variant:
     """One workflow file the campaign writes: its name, template and template values."""
@@ -372,6 +437,15 @@ VARIANTS: Final = (
     Variant("review-t", REVIEW, {"name": "review-t", "timeout": "4.0"}),
     # Notifications around slow effects, always in a run with an origin session.
     Variant("notice", NOTICE, {}),
+    # A durable sleep, a flaky action under a retry policy that pauses when a round of tries
+    # runs out, and an event the operator sends (sometimes early, wrongly or twice).
+    Variant("timer", TIMER, {"name": "timer", "timeout": "None", "attempts": str(TIMER_ATTEMPTS)}),
+    # The same with an event wait that times out after 3 s: the timeout route.
+    Variant(
+        "timer-t",
+        TIMER,
+        {"name": "timer-t", "timeout": "seconds(3)", "attempts": str(TIMER_ATTEMPTS)},
+    ),
 )
 WORKFLOW_NAMES: Final = tuple(v.name for v in VARIANTS)
 MANUAL_NODES: Final = {
@@ -397,7 +471,7 @@ def write_project(project: Path, witness_dir: Path) -> None:
     """Write every workflow and the witness helper into `<project>/.pi/workflows/`."""
     flows = project / ".pi" / "workflows"
     flows.mkdir(parents=True, exist_ok=True)
-    for sub in ("locks", "applied"):
+    for sub in ("locks", "applied", "tries"):
         (witness_dir / sub).mkdir(parents=True, exist_ok=True)
     helper = flows / "witness.py"
     helper.write_text(
@@ -424,6 +498,8 @@ def manual_value(workflow: str, run_input: dict[str, Any]) -> int:
         return x * 3 + tip(x)
     if workflow == "notice":
         return x * 7
+    if workflow.startswith("timer"):
+        return x * 11
     return x * 5 + 1
 
 

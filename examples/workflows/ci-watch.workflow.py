@@ -81,7 +81,11 @@ workflow = Workflow(
     },
     edges=[
         edge("begin", "check"),
-        switch("check", on="$result.outcome", cases={"ok": "judge"}, default="broken"),
+        switch(
+            "check",
+            on="$result.outcome",
+            cases={"ok": "judge", "failed": "broken", "timed_out": "broken"},
+        ),
         switch(
             "judge",
             on="$.state",

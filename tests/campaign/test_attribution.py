@@ -96,3 +96,13 @@ def test_a_claim_lost_needs_a_freeze_of_the_runner_or_the_server() -> None:
     assert len(_unexplained(Ledger(runners=[runner]), [])) == 1
     frozen = Cause("stopRunner", T + 1000, T + 5000, run_id="run_a", pids=frozenset({100}))
     assert _unexplained(Ledger(runners=[runner]), [frozen]) == []
+
+
+def test_a_retries_exhausted_park_is_explained_only_where_the_plan_exhausts_a_round() -> None:
+    """A ``timer`` run planned to fail more often than a round of tries allows parks
+    ``retriesExhausted`` by design; the same park of any other run has no cause."""
+    park = Park("run_a", T, "retriesExhausted", "node 'call' failed 3 time(s)")
+    found = attribute(Ledger(parks=[park]), [], {"run_a": "timer"}, frozenset({"run_a"}))
+    assert found.unexplained == []
+    assert found.explained["park retriesExhausted <- plannedFailures"] == 1
+    assert len(_unexplained(Ledger(parks=[park]), [])) == 1

@@ -336,6 +336,8 @@ OPERATIONS: dict[str, Apply] = {
     "workflowMessage.report": _report_messages,
     "workflowTurn.report": _report_turn,
     "interaction.update": _update,
+    # An event the run does not wait for (yet): kept, and the runner is not disturbed.
+    "run.signal": lambda c: _call(c, "run.signal", {"name": "later", "data": {"n": 1}}, run=True),
     # Commands about this run that its state refuses, and commands about other things.
     "run.start": _start_other,
     "run.resume": _refused("run.resume"),

@@ -323,6 +323,10 @@ def test_ci_watch_polls_while_pending_and_ends_on_a_verdict(tmp_path: Path) -> N
     transition, _, visited = drive(workflow, {"command": ["cat", str(flag)]})
     assert visited == ["begin", "check", "judge", "passed"]
     assert transition == Complete({"message": "CI passed.", "kind": "final"}, "passed")
+    transition, _, visited = drive(workflow, {"command": ["false"]})
+    assert visited == ["begin", "check", "broken"]  # tries are the runner's; here one fails
+    assert isinstance(transition, Complete)
+    assert "kept failing" in str(transition.output)
     node = workflow.node("check")
     assert isinstance(node, ShellNode)
     assert node.retry is not None

@@ -23,6 +23,7 @@ from pi_workflows.authoring.effects import Effect, EffectKind, idempotent_effect
 from pi_workflows.authoring.errors import NodeCancelledError, Rejected, WorkflowDefinitionError
 from pi_workflows.authoring.nodes import (
     AGENT_DEFAULT_TIMEOUT,
+    EVENT_NAME_PATTERN_TEXT,
     ActionCallback,
     ActionNode,
     AgentNode,
@@ -139,6 +140,7 @@ __all__ = [
     "Choice",
     "OnTimeout",
     "AGENT_DEFAULT_TIMEOUT",
+    "EVENT_NAME_PATTERN_TEXT",
     "NodeCallback",
     "ActionCallback",
     "Validator",

@@ -68,9 +68,10 @@ Validator: TypeAlias = Callable[[Any, NodeContext], object]
 TextSpec: TypeAlias = str | Callable[[NodeContext], object]
 """A string, or a sync or async callback returning one."""
 
-EVENT_NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,127}$")
+EVENT_NAME_PATTERN_TEXT = r"\A[A-Za-z][A-Za-z0-9_.:-]{0,127}\Z"
 """What an event name may be (``wait_event`` here, ``run.signal`` in the server, which keeps
-its own copy of the same pattern)."""
+its own copy, ``protocol.SIGNAL_NAME_PATTERN``; a test keeps the two equal)."""
+EVENT_NAME_PATTERN = re.compile(EVENT_NAME_PATTERN_TEXT)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,6 +13,7 @@ from pi_workflows.store import (
     effects,
     interactions,
     jsoncol,
+    signals,
     values,
     view_bounds,
     waits,
@@ -153,7 +154,7 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
     ).fetchone()[0]
     attempt_rows = conn.execute(
         "SELECT * FROM (SELECT attempt_id, node_id, visit, attempt_no, status, round, rowid AS r,"
-        " started_at, finished_at, error"
+        " started_at, finished_at, error, try_no, retry_outcome"
         " FROM node_attempts WHERE run_id = ? ORDER BY started_at DESC, rowid DESC LIMIT ?)"
         " ORDER BY r",
         (run_id, VIEW_MAX_ITEMS),
@@ -189,6 +190,9 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
             "deadlineAt": waiting[4],
             "status": waiting[5],
         },
+        "wait": _wait_view(conn, run_id),
+        "signals": [s.summary() for s in signals.list_signals(conn, run_id, VIEW_MAX_ITEMS)],
+        "signalsPending": signals.pending_count(conn, run_id),
         "originSession": run.origin_session,
         "executionMode": conn.execute(
             "SELECT execution_mode FROM runs WHERE run_id = ?", (run_id,)
@@ -212,6 +216,8 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
                 "startedAt": row[7],
                 "finishedAt": row[8],
                 "error": row[9],
+                "tryNo": row[10],
+                "retryOutcome": row[11],
                 **_attempt_log_fields(logs.get(row[0]), row[0] in shown_tracebacks),
             }
             for row in attempt_rows
@@ -475,6 +481,15 @@ def _validating(conn: sqlite3.Connection, request_id: str) -> dict[str, Any] | N
         "value": jsoncol.loads(row[1]),
         "valueRef": None if row[2] is None else values.reference(conn, row[2]).to_json(),
     }
+
+
+def _wait_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
+    """The run's pending durable wait (sleep, retry delay, event wait), with one line for
+    people, or None."""
+    wait = waits.pending_of(conn, run_id)
+    if wait is None:
+        return None
+    return {**wait.to_json(), "text": wait.describe()}
 
 
 def run_messages(conn: sqlite3.Connection, run_id: str, limit: int = 100) -> list[dict[str, Any]]:

@@ -255,6 +255,19 @@ def _attach(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
     return None, {"sessionId": SESSION, "coordinatorEpoch": attached.coordinator_epoch}
 
 
+def _schedule_add(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    row = schedules.add(db, st.schedule_draft())
+    return None, {"scheduleId": row.schedule_id, "status": row.status.value}
+
+
+def _schedule_change(action: ScheduleAction) -> Change:
+    def change(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+        row = schedules.change(db, x["name"], action)
+        return None, {"scheduleId": row.schedule_id, "status": row.status.value}
+
+    return change
+
+
 def _fire(*, error: str | None = None) -> Run:
     """The scheduler's fire of the due time (a run, or a failed fire with ``error``); once
     committed, the same fire again finds the time fired and writes nothing."""
@@ -465,6 +478,17 @@ SCENARIOS: list[Scenario] = [
       "effect.resolved"),
     S("session_attach_command", "command.session.attach", "command", lambda db, c: {},
       _command("session.attach", _attach, lambda x: {"sessionId": SESSION})),
+    S("schedule_add_command", "command.schedule.add", "command", lambda db, c: {},
+      _command("schedule.add", _schedule_add, lambda x: {"name": st.SCHEDULE})),
+    S("schedule_pause_command", "command.schedule.pause", "command", st.schedule_added,
+      _command("schedule.pause", _schedule_change(ScheduleAction.PAUSE),
+               lambda x: {"name": x["name"]})),
+    S("schedule_resume_command", "command.schedule.resume", "command", st.schedule_paused,
+      _command("schedule.resume", _schedule_change(ScheduleAction.RESUME),
+               lambda x: {"name": x["name"]})),
+    S("schedule_delete_command", "command.schedule.delete", "command", st.schedule_added,
+      _command("schedule.delete", _schedule_change(ScheduleAction.DELETE),
+               lambda x: {"name": x["name"]})),
     # Runner proposals.
     S("runner_node_start", "runner.node.start", "runner", st.launched,
       _runner("node.start", lambda x: {"nodeId": "a"}), "node.started"),

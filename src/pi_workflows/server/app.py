@@ -23,6 +23,7 @@ from pi_workflows.server.config import ServerConfig
 from pi_workflows.server.connections import serve_client
 from pi_workflows.server.describe_cache import DescriptionCache
 from pi_workflows.server.run_views import RunViews
+from pi_workflows.server.schedules import ScheduleFirer
 from pi_workflows.server.session_views import SessionViews
 from pi_workflows.server.supervisor import Supervisor
 from pi_workflows.server.template import RunnerTemplate
@@ -78,6 +79,7 @@ class Server:
         self.views = SessionViews(db)
         self.run_views = RunViews(db)
         self.descriptions = DescriptionCache()
+        self.schedules = ScheduleFirer(self)
         self._stop = asyncio.Event()
         self._drain_abort = asyncio.Event()  # a second stop, or SIGINT: stop without draining
         self._drain_seconds = config.drain_seconds
@@ -249,10 +251,12 @@ class Server:
                 log.info("drained: %d run(s) parked at a node boundary", parked)
         # 2. Stop accepting connections.
         server.close()
-        # 3. Stop the timers.
+        # 3. Stop the timers; a schedule fire in flight gets a moment to commit (one cut
+        #    before its commit fires again at the next start, with the same key).
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.schedules.stop(grace_seconds=2.0)
         # 4. Park what still runs at its last durable boundary and stop every runner, then
         #    every headless agent of detached runs.
         await self.supervisor.stop_all()
@@ -287,7 +291,7 @@ class Server:
         while True:
             faults.hit("scheduler.loop")
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(backoff.delay or TICK_SECONDS):
+                async with asyncio.timeout(backoff.delay or self._until_next_tick()):
                     await self._wake.wait()
             self._wake.clear()
             try:
@@ -301,6 +305,20 @@ class Server:
                 log.exception("scheduler tick failed; retrying in %.1f s", backoff.fail())
             else:
                 backoff.reset()
+
+    # Durable timers: the scheduler's wait ends at the earliest due time of any of them.
+    def _next_due_ms(self) -> int | None:
+        """The earliest due time (store ms) a durable timer needs the scheduler at: the next
+        schedule fire. None: nothing is due before the next ordinary tick (or the server
+        is stopping: nothing fires then)."""
+        return None if self.stopping else self.schedules.next_due_ms()
+
+    def _until_next_tick(self) -> float:
+        """Seconds the scheduler may wait: ``TICK_SECONDS``, or less when a timer is due."""
+        due = self._next_due_ms()
+        if due is None:
+            return TICK_SECONDS
+        return min(TICK_SECONDS, max(0.0, (due - self.db.clock.now_ms()) / 1000))
 
     def _tick(self) -> None:
         now = self.db.clock.now_ms()
@@ -319,6 +337,7 @@ class Server:
             self.supervisor.sweep_expired()
         if not self.stopping:
             self.agents.reconcile()
+            self.schedules.tick(now)  # fires run in tasks; their runs launch below, next tick
         free = self.config.max_runners - self.supervisor.count
         if free <= 0 or self.stopping:
             return  # full, or draining for a stop: queued runs wait for the next server
@@ -369,6 +388,8 @@ class Server:
             or self._clients
             or self.supervisor.count
             or self.agents.count
+            or self.schedules.in_flight
+            or self.schedules.any_active()  # schedules fire only while a server runs
         ):
             self._idle_since = asyncio.get_running_loop().time()
             return False

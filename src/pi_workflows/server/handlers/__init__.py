@@ -4,7 +4,7 @@ Runs in the server. Importing this package registers every operation: ``runs`` (
 workflows, runs, values), ``interactions`` (checkpoint and decision answers, submissions),
 ``sessions`` (origin-session coordination), ``effects``, ``state``, ``history`` (event log
 and attempt logs), ``watch`` (live run and run-list views), ``retention`` (``state.prune``),
-``workflows`` (show and check one workflow).
+``workflows`` (show and check one workflow), ``schedules`` (durable schedules).
 """
 
 from pi_workflows.server.handlers import (
@@ -13,6 +13,7 @@ from pi_workflows.server.handlers import (
     interactions,
     retention,
     runs,
+    schedules,
     sessions,
     state,
     watch,
@@ -22,5 +23,5 @@ from pi_workflows.server.handlers.registry import dispatch, operation
 from pi_workflows.server.peers import current_peer
 
 __all__ = ["current_peer", "dispatch", "effects", "interactions", "operation", "runs",
-           "sessions", "state",
+           "schedules", "sessions", "state",
            "history", "retention", "watch", "workflows"]  # fmt: skip

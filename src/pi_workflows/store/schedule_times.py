@@ -123,7 +123,7 @@ def _ms(moment: dt.datetime) -> int:
 def check_cron(expr: str, timezone: str, now_ms: int) -> str:
     """The cron expression, normalised to single spaces, if it is valid and fires at all;
     ``InvalidScheduleError`` naming it and the accepted form otherwise."""
-    shown = expr[:MAX_CRON_CHARS]
+    shown = expr if len(expr) <= 60 else expr[:59] + "…"
     fields = expr.split()
     if len(expr) > MAX_CRON_CHARS or not expr.isprintable() or len(fields) != 5:
         why = "it does not have five fields" if len(fields) != 5 else "it is too long"

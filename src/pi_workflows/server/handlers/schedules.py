@@ -54,8 +54,8 @@ def _choice(payload: dict[str, Any], field: str, kind: type[Overlap] | type[Catc
     value = payload.get(field, next(iter(kind)).value)
     allowed = [member.value for member in kind]
     if value not in allowed:
-        shown = value[:40] if isinstance(value, str) else value
-        raise InvalidScheduleError(field, f"--{field} {shown!r} is not one of {', '.join(allowed)}")
+        shown = repr(value)[:40]  # any JSON value, bounded
+        raise InvalidScheduleError(field, f"--{field} {shown} is not one of {', '.join(allowed)}")
     return kind(value)
 
 

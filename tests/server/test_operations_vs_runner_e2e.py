@@ -249,6 +249,37 @@ def _message_get(case: Case) -> None:
     _call(case, "workflowMessage.get", {"workflowMessageId": case.notification})
 
 
+def _schedule(operation: str) -> Apply:
+    """A schedule of ``quick`` (hourly, so it never fires here) is added, the operation is
+    applied to it, and it is deleted: schedules are not run state, and a fire would make a
+    new run, never touch this one."""
+
+    def apply(case: Case) -> None:
+        name = f"ops-{case.kind}-{operation.rsplit('.', 1)[1]}"
+        project = case.server.project
+        with case.client() as client:
+            client.add_schedule(name, "quick", every="1h", project=project)
+            if operation == "schedule.list":
+                assert name in [s["name"] for s in client.list_schedules()]
+            elif operation == "schedule.get":
+                assert client.get_schedule(name)["schedule"]["name"] == name
+            elif operation == "schedule.pause":
+                client.pause_schedule(name)
+            elif operation == "schedule.resume":
+                client.pause_schedule(name)
+                client.resume_schedule(name)
+            client.delete_schedule(name)
+
+    return apply
+
+
+SCHEDULES: dict[str, Apply] = {
+    operation: _schedule(operation)
+    for operation in ("schedule.add", "schedule.list", "schedule.get", "schedule.pause",
+                      "schedule.resume", "schedule.delete")
+}  # fmt: skip
+
+
 # --- the operations meant to stop the runner -------------------------------------------------
 
 
@@ -349,6 +380,8 @@ OPERATIONS: dict[str, Apply] = {
     "state.repair": _read("state.repair"),
     "state.backup": _read("state.backup", lambda c: {"path": str(c.gate / "backup.sqlite")}),
     "state.prune": _read("state.prune", lambda c: {"olderThanMs": 10**12, "backup": False}),
+    # Schedules: server state of their own; a fire starts a new run.
+    **SCHEDULES,
     **STOPS,
 }
 

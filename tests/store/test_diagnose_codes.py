@@ -24,6 +24,7 @@ from pi_workflows.store.lifecycle import Finish
 from pi_workflows.store.runners import launch, register_process
 from pi_workflows.store.states import AttemptStatus, ParkReason, RunStatus
 
+from support import crash_states as st
 from support.store import LEASE_MS, problems, reserve, running
 
 Builder = Callable[[Database, FakeClock], str]
@@ -253,6 +254,37 @@ def _message_of_closed_request(db: Database, clock: FakeClock) -> str:
     return run_id
 
 
+def _scheduled(db: Database, clock: FakeClock) -> dict[str, object]:
+    return st.scheduled_run(db, clock)
+
+
+def _fire_without_run(db: Database, clock: FakeClock) -> str:
+    _scheduled(db, clock)
+    _sql(db, "UPDATE schedule_fires SET run_id = 'run_gone'")
+    return "run_gone"
+
+
+def _fire_run_mismatch(db: Database, clock: FakeClock) -> str:
+    ctx = _scheduled(db, clock)
+    _sql(db, "UPDATE runs SET schedule_fire_at = schedule_fire_at + 7")
+    return str(ctx["run_id"])
+
+
+def _fire_after_next_fire(db: Database, clock: FakeClock) -> str:
+    _scheduled(db, clock)
+    _sql(db, "UPDATE schedules SET next_fire_at = next_fire_at - 1000")
+    return "None"  # a schedule's problem: no run is involved
+
+
+def _queued_fire_of_deleted(db: Database, clock: FakeClock) -> str:
+    st.schedule_queued(db, clock)
+    _sql(
+        db,
+        "UPDATE schedules SET status = 'deleted', next_fire_at = NULL, deleted_at = 1",
+    )
+    return "None"  # a schedule's problem: no run is involved
+
+
 BUILDERS: dict[str, Builder] = {
     "submissionMismatch": _submission_mismatch,
     "validationStranded": _validation_stranded,
@@ -278,6 +310,10 @@ BUILDERS: dict[str, Builder] = {
     "processLiveAfterRunnerExit": _process_after_exit,
     "requestAndWaitOpen": _request_and_wait,
     "waitPendingOnActiveRun": _wait_pending_active,
+    "fireWithoutRun": _fire_without_run,
+    "fireRunMismatch": _fire_run_mismatch,
+    "fireAfterNextFire": _fire_after_next_fire,
+    "queuedFireOfDeletedSchedule": _queued_fire_of_deleted,
 }
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pi_workflows.server.app  # noqa: F401 - declares every server commit point
-from pi_workflows.store import history, retention, views, watch_views
+from pi_workflows.store import history, retention, schedules, views, watch_views
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
 
@@ -49,6 +49,8 @@ BUILDERS: tuple[Callable[[Database, FakeClock], Any], ...] = (
     st.runner_in_node,
     st.runner_applying,
     st.runner_process,
+    st.scheduled_run,
+    st.schedule_queued,
 )
 
 ALLOWED_SCANS: dict[str, str] = {
@@ -83,6 +85,16 @@ def _life(db: Database, clock: FakeClock) -> list[str]:
                 watch_views.run_watch(conn, run_id)
             views.list_runs(conn, limit=100)
             views.list_runs_page(conn, statuses=["waiting"], workflow="sample", limit=100)
+            views.list_runs_page(conn, schedule=st.SCHEDULE, limit=100)
+            for row in schedules.listed(conn, include_deleted=True):
+                schedules.view(conn, row, with_input=True)
+                schedules.fires(conn, row.schedule_id, 20)
+                schedules.queue_ready(conn, row.schedule_id)
+                schedules.verdict(conn, row)
+            schedules.due(conn, clock.now_ms(), 64)
+            schedules.next_due(conn, set())
+            schedules.queued_heads(conn, 64)
+            schedules.any_active(conn)
             views.list_interactions(conn, st.SESSION)
             views.list_interactions(conn)
             watch_views.runs_watch(conn)

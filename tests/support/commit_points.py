@@ -41,6 +41,7 @@ from pi_workflows.store import (
     receipts,
     retention,
     runners,
+    schedules,
     sessions,
     signals,
     takeover,
@@ -59,6 +60,7 @@ from pi_workflows.store.interactions import InteractionDraft
 from pi_workflows.store.lifecycle import Finish, GoTo
 from pi_workflows.store.receipts import Receipt
 from pi_workflows.store.runs import write_run
+from pi_workflows.store.schedules import ScheduleAction
 from pi_workflows.store.states import AttemptStatus, ParkReason, RunStatus
 
 from support import crash_states as st
@@ -254,6 +256,34 @@ def _attach(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
     return None, {"sessionId": SESSION, "coordinatorEpoch": attached.coordinator_epoch}
 
 
+def _schedule_add(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    row = schedules.add(db, st.schedule_draft())
+    return None, {"scheduleId": row.schedule_id, "status": row.status.value}
+
+
+def _schedule_change(action: ScheduleAction) -> Change:
+    def change(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+        row = schedules.change(db, x["name"], action)
+        return None, {"scheduleId": row.schedule_id, "status": row.status.value}
+
+    return change
+
+
+def _fire(*, error: str | None = None) -> Run:
+    """The scheduler's fire of the due time (a run, or a failed fire with ``error``); once
+    committed, the same fire again finds the time fired and writes nothing."""
+
+    def run(db: Database, clock: FakeClock, x: Ctx) -> object:
+        made = None if error is not None else new_run()
+        return schedules.fire(db, x["schedule_id"], x["fire_at"], new_run=made, error=error)
+
+    return run
+
+
+def _start_queued(db: Database, clock: FakeClock, x: Ctx) -> object:
+    return schedules.start_queued(db, x["schedule_id"], x["fire_at"], new_run=new_run())
+
+
 # --- runner proposals ---------------------------------------------------------------------
 
 
@@ -440,6 +470,21 @@ SCENARIOS: list[Scenario] = [
       lambda db, c, x: receipts.prune(db, c.now_ms()), again=True),
     S("retention_prune", "retention.prune", "store", st.ended_long_ago,
       lambda db, c, x: retention.prune(db, c.now_ms()), again=True),
+    # Schedules.
+    S("schedule_add", "schedules.change", "store", lambda db, c: {},
+      lambda db, c, x: schedules.add(db, st.schedule_draft()), again=True),
+    S("schedule_pause", "schedules.change", "store", st.schedule_added,
+      lambda db, c, x: schedules.change(db, x["name"], ScheduleAction.PAUSE), again=True),
+    S("schedule_delete", "schedules.change", "store", st.schedule_queued,
+      lambda db, c, x: schedules.change(db, x["name"], ScheduleAction.DELETE), again=True),
+    S("schedule_catch_up", "schedules.catch_up", "store", st.schedule_behind,
+      lambda db, c, x: schedules.catch_up(db, x["schedule_id"], c.now_ms()), again=True),
+    S("schedule_fire", "schedules.fire", "store", st.schedule_due, _fire(), "run.reserved",
+      again=True),
+    S("schedule_fire_failed", "schedules.fire", "store", st.schedule_due,
+      _fire(error="workflowNotFound: no workflow named sample"), again=True),
+    S("schedule_start_queued", "schedules.start_queued", "store", st.schedule_queued,
+      _start_queued, "run.reserved", again=True),
     # Client commands.
     S("command_lookup", "command.lookup", "store", st.answered_command, _lookup, writes=False,
       again=True),
@@ -473,6 +518,17 @@ SCENARIOS: list[Scenario] = [
     S("run_signal", "command.run.signal", "command", st.event_waiting,
       _command("run.signal", _send_signal, lambda x: {"name": "go", "data": {"v": 1}}),
       "signal.woke"),
+    S("schedule_add_command", "command.schedule.add", "command", lambda db, c: {},
+      _command("schedule.add", _schedule_add, lambda x: {"name": st.SCHEDULE})),
+    S("schedule_pause_command", "command.schedule.pause", "command", st.schedule_added,
+      _command("schedule.pause", _schedule_change(ScheduleAction.PAUSE),
+               lambda x: {"name": x["name"]})),
+    S("schedule_resume_command", "command.schedule.resume", "command", st.schedule_paused,
+      _command("schedule.resume", _schedule_change(ScheduleAction.RESUME),
+               lambda x: {"name": x["name"]})),
+    S("schedule_delete_command", "command.schedule.delete", "command", st.schedule_added,
+      _command("schedule.delete", _schedule_change(ScheduleAction.DELETE),
+               lambda x: {"name": x["name"]})),
     # Runner proposals.
     S("runner_node_start", "runner.node.start", "runner", st.launched,
       _runner("node.start", lambda x: {"nodeId": "a"}), "node.started"),

@@ -20,6 +20,7 @@ from pi_workflows.store import (
     lifecycle,
     receipts,
     runners,
+    schedules,
     sessions,
     signals,
     takeover,
@@ -30,6 +31,7 @@ from pi_workflows.store.effect_writes import reserve_effect
 from pi_workflows.store.interactions import InteractionDraft
 from pi_workflows.store.lifecycle import Finish
 from pi_workflows.store.receipts import CommandRequest
+from pi_workflows.store.schedules import Catchup, Overlap, ScheduleAction, ScheduleDraft
 from pi_workflows.store.states import AttemptStatus, ParkReason, RunStatus
 
 from support.store import LEASE_MS, new_run
@@ -452,3 +454,79 @@ def runner_signalled(db: Database, clock: FakeClock) -> Ctx:
     sent = signals.send(db, ctx["run_id"], "go", {"v": 1}, idempotency_key=None, sent_by="test")
     ctx["signal_id"] = sent.signal.signal_id
     return launch(db, {**server_started(db, clock), **ctx})
+
+
+# --- schedules ---------------------------------------------------------------------------
+
+SCHEDULE = "nightly"
+
+
+def schedule_draft(name: str = SCHEDULE, overlap: Overlap = Overlap.SKIP) -> ScheduleDraft:
+    """A schedule of the test workflow ``sample`` every second, read in UTC."""
+    return ScheduleDraft(
+        name=name,
+        workflow_spec="sample",
+        workflow_name="sample",
+        project_dir=None,
+        input={"from": "schedule"},
+        every_ms=1000,
+        cron=None,
+        timezone="UTC",
+        overlap=overlap,
+        catchup=Catchup.LATEST,
+    )
+
+
+def schedule_added(
+    db: Database, clock: FakeClock, *, overlap: Overlap = Overlap.SKIP, name: str = SCHEDULE
+) -> Ctx:
+    """An active schedule whose first fire time has not come yet."""
+    row = schedules.add(db, schedule_draft(name, overlap=overlap))
+    return {"schedule_id": row.schedule_id, "name": row.name, "fire_at": row.next_fire_at}
+
+
+def schedule_paused(db: Database, clock: FakeClock) -> Ctx:
+    """A paused schedule."""
+    ctx = schedule_added(db, clock)
+    schedules.change(db, SCHEDULE, ScheduleAction.PAUSE)
+    return ctx
+
+
+def schedule_due(db: Database, clock: FakeClock) -> Ctx:
+    """An active schedule whose next fire time has just come."""
+    ctx = schedule_added(db, clock)
+    clock.advance(ctx["fire_at"] - clock.now_ms() + 100)
+    return ctx
+
+
+def schedule_behind(db: Database, clock: FakeClock) -> Ctx:
+    """An active schedule ten fire times behind (a server was down): catch-up is due."""
+    ctx = schedule_added(db, clock)
+    clock.advance(ctx["fire_at"] - clock.now_ms() + 9_500)
+    return ctx
+
+
+def schedule_queued(db: Database, clock: FakeClock) -> Ctx:
+    """An ``overlap queue`` schedule whose second fire is queued behind a first run that has
+    just completed: the queued fire may start."""
+    ctx = schedule_added(db, clock, overlap=Overlap.QUEUE, name="queued-nightly")
+    clock.advance(ctx["fire_at"] - clock.now_ms() + 100)
+    first = schedules.fire(db, ctx["schedule_id"], ctx["fire_at"], new_run=new_run())
+    assert first.run_id is not None
+    clock.advance(1000)
+    second = schedules.fire(db, ctx["schedule_id"], ctx["fire_at"] + 1000, new_run=new_run())
+    assert second.outcome is schedules.FireOutcome.QUEUED
+    claim = lifecycle.claim(db, first.run_id, "runner-1").claim
+    attempt = lifecycle.start_node(db, claim, "a").attempt
+    lifecycle.finish_node(
+        db, claim, attempt.attempt_id, AttemptStatus.COMPLETED,
+        Finish(RunStatus.COMPLETED, {"ok": True}), output={"ok": True},
+    )  # fmt: skip
+    return {**ctx, "fire_at": ctx["fire_at"] + 1000, "run_id": first.run_id}
+
+
+def scheduled_run(db: Database, clock: FakeClock) -> Ctx:
+    """A run a schedule started (queued), with its provenance."""
+    ctx = schedule_due(db, clock)
+    fired = schedules.fire(db, ctx["schedule_id"], ctx["fire_at"], new_run=new_run())
+    return {**ctx, "run_id": fired.run_id}

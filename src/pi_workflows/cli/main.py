@@ -34,6 +34,7 @@ _COMMANDS: Final = {
     "server": ("server", "server"),
     "workflows": ("workflows", "workflows"),
     "run": ("runs", "run"),
+    "schedule": ("schedules", "schedule"),
     "checkpoint": ("answers", "checkpoint"),
     "decision": ("answers", "decision"),
     "interaction": ("answers", "interaction"),

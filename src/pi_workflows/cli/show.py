@@ -60,9 +60,9 @@ def _table(title: str) -> Table:
 
 
 def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
-    """The run's fields: id, workflow, status, node, times, execution mode, origin session
-    and error (and, with `verbose`, the internal run and queue statuses, revision,
-    generation, runner and who started it)."""
+    """The run's fields: id, workflow, status, node, times, execution mode, origin session,
+    the schedule that started it and error (and, with `verbose`, the internal run and queue
+    statuses, revision, generation, runner and who started it)."""
     fields = _fields()
     status = status_text(view.get("status"))
     if view.get("parkReason"):
@@ -82,6 +82,15 @@ def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
         fields.add_row("mode", Text(plain(view.get("executionMode"))))
     if view.get("originSession"):
         fields.add_row("session", Text(plain(view.get("originSession"))))
+    started_by = view.get("schedule")
+    if isinstance(started_by, Mapping):
+        fields.add_row(
+            "schedule",
+            Text(
+                f"{plain(started_by.get('name'))} (fire time"
+                f" {format_time(started_by.get('fireAt'))})"
+            ),
+        )
     if view.get("error") is not None:
         fields.add_row("error", Text(plain(view.get("error")), style="red"))
     if view.get("parkDetail"):

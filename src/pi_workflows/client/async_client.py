@@ -33,6 +33,7 @@ from pi_workflows.client.operations import Call, JsonObject, Program, Receipt, T
 from pi_workflows.client.paths import socket_path, state_home
 from pi_workflows.client.payloads import absolute
 from pi_workflows.client.run_methods import AsyncRunMethods
+from pi_workflows.client.schedule_methods import AsyncScheduleMethods
 from pi_workflows.client.sync_client import (
     MAX_RETRIES,
     RETRY_BACKOFF,
@@ -50,7 +51,7 @@ from pi_workflows.protocol import Hello
 __all__ = ["AsyncClient", "AsyncWatch"]
 
 
-class AsyncClient(AsyncInteractionMethods, AsyncRunMethods):
+class AsyncClient(AsyncInteractionMethods, AsyncRunMethods, AsyncScheduleMethods):
     """An asyncio client for one state directory's server; arguments as for `Client`.
 
     Use it as `async with AsyncClient() as client:`, or call `await close()`.

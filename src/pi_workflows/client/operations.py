@@ -265,9 +265,11 @@ def list_runs_page(
     since: int | None,
     after: str | None,
     limit: int | None,
+    schedule: str | None = None,
 ) -> Program[tuple[list[JsonObject], str | None]]:
     """One page of `run.list` and the cursor of the next page, or None."""
-    page = (yield from call("run.list", list_payload(status, workflow, since, after, limit))).body
+    payload = list_payload(status, workflow, since, after, limit, schedule)
+    page = (yield from call("run.list", payload)).body
     cursor = page.get("next")
     return list(page.get("runs", [])), None if cursor is None else str(cursor)
 

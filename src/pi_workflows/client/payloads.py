@@ -67,6 +67,7 @@ def list_payload(
     since: int | None,
     after: str | None,
     limit: int | None,
+    schedule: str | None = None,
 ) -> dict[str, Any]:
     """The `run.list` payload: filters, a page cursor and a page size, each optional."""
     payload: dict[str, Any] = {}
@@ -80,6 +81,8 @@ def list_payload(
         payload["after"] = after
     if limit is not None:
         payload["limit"] = limit
+    if schedule is not None:
+        payload["schedule"] = schedule
     return payload
 
 

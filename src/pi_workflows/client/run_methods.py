@@ -152,12 +152,14 @@ class RunMethods:
         since: int | None = None,
         after: str | None = None,
         limit: int | None = None,
+        schedule: str | None = None,
     ) -> tuple[list[JsonObject], str | None]:
         """One page of `run.list` (newest first) and the cursor of the next page, or None.
 
-        `since` is epoch milliseconds (runs created then or later).
+        `since` is epoch milliseconds (runs created then or later); `schedule` (a schedule's
+        name or id) keeps the runs that schedule started.
         """
-        return self._run(ops.list_runs_page(status, workflow, since, after, limit))
+        return self._run(ops.list_runs_page(status, workflow, since, after, limit, schedule))
 
     def iter_runs(
         self,
@@ -165,13 +167,15 @@ class RunMethods:
         *,
         workflow: str | None = None,
         since: int | None = None,
+        schedule: str | None = None,
     ) -> Iterator[JsonObject]:
         """Every matching run summary, newest first, one page (1,000) at a time."""
         after: str | None = None
         while True:
             page, after = self.list_runs_page(
-                status, workflow=workflow, since=since, after=after, limit=ops.PAGE
-            )
+                status, workflow=workflow, since=since, after=after, limit=ops.PAGE,
+                schedule=schedule,
+            )  # fmt: skip
             yield from page
             if after is None:
                 return
@@ -314,9 +318,10 @@ class AsyncRunMethods:
         since: int | None = None,
         after: str | None = None,
         limit: int | None = None,
+        schedule: str | None = None,
     ) -> tuple[list[JsonObject], str | None]:
         """One page of `run.list` (newest first) and the cursor of the next page, or None."""
-        return await self._run(ops.list_runs_page(status, workflow, since, after, limit))
+        return await self._run(ops.list_runs_page(status, workflow, since, after, limit, schedule))
 
     async def iter_runs(
         self,
@@ -324,13 +329,15 @@ class AsyncRunMethods:
         *,
         workflow: str | None = None,
         since: int | None = None,
+        schedule: str | None = None,
     ) -> AsyncIterator[JsonObject]:
         """Every matching run summary, newest first, one page (1,000) at a time."""
         after: str | None = None
         while True:
             page, after = await self.list_runs_page(
-                status, workflow=workflow, since=since, after=after, limit=ops.PAGE
-            )
+                status, workflow=workflow, since=since, after=after, limit=ops.PAGE,
+                schedule=schedule,
+            )  # fmt: skip
             for run in page:
                 yield run
             if after is None:

@@ -37,6 +37,7 @@ from pi_workflows.client.operations import Call, JsonObject, Program, Receipt, T
 from pi_workflows.client.paths import socket_path, state_home
 from pi_workflows.client.payloads import absolute
 from pi_workflows.client.run_methods import RunMethods
+from pi_workflows.client.schedule_methods import ScheduleMethods
 from pi_workflows.protocol import (
     CLIENT_SCHEMA,
     Hello,
@@ -73,6 +74,8 @@ READ_OPERATIONS: Final = frozenset(
         "runs.watch",
         "workflows.show",
         "workflows.check",
+        "schedule.list",
+        "schedule.get",
     }
 )
 """Operations sent without an idempotency key: reads, and the idempotent session reports.
@@ -121,7 +124,7 @@ def checked_key(operation: str, payload: JsonObject, idempotency_key: str | None
     return idempotency_key
 
 
-class Client(InteractionMethods, RunMethods):
+class Client(InteractionMethods, RunMethods, ScheduleMethods):
     """A blocking client for one state directory's server. Not thread-safe.
 
     Args:

@@ -23,6 +23,7 @@ from pi_workflows.server.config import ServerConfig
 from pi_workflows.server.connections import serve_client
 from pi_workflows.server.describe_cache import DescriptionCache
 from pi_workflows.server.run_views import RunViews
+from pi_workflows.server.schedules import ScheduleFirer
 from pi_workflows.server.session_views import SessionViews
 from pi_workflows.server.supervisor import Supervisor
 from pi_workflows.server.template import RunnerTemplate
@@ -79,6 +80,7 @@ class Server:
         self.views = SessionViews(db)
         self.run_views = RunViews(db)
         self.descriptions = DescriptionCache()
+        self.schedules = ScheduleFirer(self)
         self._stop = asyncio.Event()
         self._drain_abort = asyncio.Event()  # a second stop, or SIGINT: stop without draining
         self._drain_seconds = config.drain_seconds
@@ -250,10 +252,12 @@ class Server:
                 log.info("drained: %d run(s) parked at a node boundary", parked)
         # 2. Stop accepting connections.
         server.close()
-        # 3. Stop the timers.
+        # 3. Stop the timers; a schedule fire in flight gets a moment to commit (one cut
+        #    before its commit fires again at the next start, with the same key).
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.schedules.stop(grace_seconds=2.0)
         # 4. Park what still runs at its last durable boundary and stop every runner, then
         #    every headless agent of detached runs.
         await self.supervisor.stop_all()
@@ -303,10 +307,21 @@ class Server:
             else:
                 backoff.reset()
 
+    # Durable timers: the scheduler's wait ends at the earliest due time of any of them.
+    def _next_due_ms(self) -> int | None:
+        """The earliest due time (store ms) a durable timer needs the scheduler at: a run's
+        durable wait (a sleep, a retry delay, an event wait's timeout) or the next schedule
+        fire. None: nothing is due before the next ordinary tick (or the server is stopping:
+        no schedule fires then; due waits are fired by the next server)."""
+        if self.stopping:
+            return None
+        dues = [d for d in (self._next_wait_ms, self.schedules.next_due_ms()) if d is not None]
+        return min(dues) if dues else None
+
     def _until_next_tick(self) -> float:
-        """Seconds until the scheduler must look again by itself: the one-second tick, or
-        sooner when a durable wait comes due (so a timer fires on time, not a tick late)."""
-        due = self._next_wait_ms
+        """Seconds the scheduler may wait: ``TICK_SECONDS``, or less when a timer is due (so
+        a timer fires on time, not a tick late)."""
+        due = self._next_due_ms()
         if due is None:
             return TICK_SECONDS
         return min(TICK_SECONDS, max(0.0, (due - self.db.clock.now_ms()) / 1000))
@@ -339,6 +354,7 @@ class Server:
             self.supervisor.sweep_expired()
         if not self.stopping:
             self.agents.reconcile()
+            self.schedules.tick(now)  # fires run in tasks; their runs launch below, next tick
         free = self.config.max_runners - self.supervisor.count
         if free <= 0 or self.stopping:
             return  # full, or draining for a stop: queued runs wait for the next server
@@ -389,6 +405,8 @@ class Server:
             or self._clients
             or self.supervisor.count
             or self.agents.count
+            or self.schedules.in_flight
+            or self.schedules.any_active()  # schedules fire only while a server runs
         ):
             self._idle_since = asyncio.get_running_loop().time()
             return False

@@ -121,6 +121,7 @@ def diagnose(conn: sqlite3.Connection, now: int | None = None) -> list[Problem]:
     _check_attempts(conn, runs, add)
     _check_interactions(conn, runs, add)
     _check_effects(conn, runs, add)
+    _check_schedules(conn, add)
     for (orphan,) in conn.execute(
         "SELECT run_id FROM run_queue WHERE run_id NOT IN (SELECT run_id FROM runs)"
     ):
@@ -352,6 +353,65 @@ def _check_effects(conn: sqlite3.Connection, runs: dict[str, Any], add: Any) -> 
                 run_id,
                 f"process group {pid} of runner {runner_epoch} is recorded live after its runner"
                 " exited; the next server start stops it if it is still ours",
+                False,
+            )
+        )
+
+
+def _check_schedules(conn: sqlite3.Connection, add: Any) -> None:
+    """Schedules and their fires (``store/schedules.py``): each started fire's run exists
+    (or was pruned) and carries the schedule and fire time; every recorded fire time is
+    before the schedule's next one (else it would fire again); no queued fire outlives its
+    schedule. Not a run's problem: reported with the run involved, if any."""
+    for schedule_id, fire_at, run_id, carried, at, pruned in conn.execute(
+        "SELECT f.schedule_id, f.fire_at, f.run_id, r.schedule_id, r.schedule_fire_at,"
+        " p.run_id IS NOT NULL FROM schedule_fires f LEFT JOIN runs r ON r.run_id = f.run_id"
+        " LEFT JOIN pruned_runs p ON p.run_id = f.run_id WHERE f.outcome = 'started'"
+    ):
+        if carried is None and not pruned:
+            add(
+                Problem(
+                    "fireWithoutRun",
+                    run_id,
+                    f"schedule {schedule_id} recorded its fire at {fire_at} started as run"
+                    f" {run_id}, which does not exist and was not pruned",
+                    False,
+                )
+            )
+        elif carried is not None and (carried, at) != (schedule_id, fire_at):
+            add(
+                Problem(
+                    "fireRunMismatch",
+                    run_id,
+                    f"schedule {schedule_id} recorded its fire at {fire_at} started as run"
+                    f" {run_id}, which carries schedule {carried} at {at}",
+                    False,
+                )
+            )
+    for schedule_id, next_fire, latest in conn.execute(
+        "SELECT s.schedule_id, s.next_fire_at, (SELECT MAX(MAX(f.fire_at),"
+        " COALESCE(MAX(f.missed_until), 0)) FROM schedule_fires f"
+        " WHERE f.schedule_id = s.schedule_id) FROM schedules s WHERE s.status = 'active'"
+    ):
+        if latest is not None and latest >= next_fire:
+            add(
+                Problem(
+                    "fireAfterNextFire",
+                    None,
+                    f"schedule {schedule_id} has a fire recorded at {latest}, not before its"
+                    f" next fire time {next_fire}: that time would fire again",
+                    False,
+                )
+            )
+    for schedule_id, fire_at in conn.execute(
+        "SELECT f.schedule_id, f.fire_at FROM schedule_fires f JOIN schedules s"
+        " USING (schedule_id) WHERE f.outcome = 'queued' AND s.status = 'deleted'"
+    ):
+        add(
+            Problem(
+                "queuedFireOfDeletedSchedule",
+                None,
+                f"schedule {schedule_id} is deleted but its fire at {fire_at} is still queued",
                 False,
             )
         )

@@ -260,3 +260,63 @@ class CoordinatorFencedError(StoreError):
         super().__init__(
             f"session {session_id}: coordinator epoch {epoch} is fenced ({now}); attach again"
         )
+
+
+class ScheduleNotFoundError(StoreError):
+    """Raised when a name or id names no schedule that is not deleted (``store/schedules.py``).
+
+    Unlike ``RunNotFoundError`` it concerns schedules; a deleted schedule is kept only as the
+    provenance of the runs it started and cannot be addressed by its name any more.
+    """
+
+    code = "notFound"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no schedule named {name}; list them with 'pi-workflows schedule list'")
+
+
+class ScheduleNameTakenError(StoreError):
+    """Raised when ``schedule add`` names a schedule that exists and is not deleted.
+
+    Nothing was stored. Delete the existing schedule first, or choose another name.
+    """
+
+    code = "scheduleExists"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"a schedule named {name} already exists; delete it first"
+            f" ('pi-workflows schedule delete {name}') or choose another name"
+        )
+
+
+class ScheduleLimitError(StoreError):
+    """Raised when ``schedule add`` would make more schedules than the store keeps live.
+
+    Unlike ``InvalidScheduleError`` the schedule itself is fine; there are too many others.
+    """
+
+    code = "limitReached"
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(
+            f"there are already {limit} schedules (the limit); delete one before adding another"
+        )
+
+
+class InvalidScheduleError(StoreError):
+    """Raised when a schedule's cadence, time zone, name or policy is not valid.
+
+    ``field`` names the payload field (``every``, ``cron``, ``timezone``, ``name``,
+    ``overlap``, ``catchup``); the message names the bad value and the accepted form.
+    Nothing was stored.
+    """
+
+    code = "badRequest"
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)

@@ -45,6 +45,9 @@ class NewRun:
     origin: str | None = None
     origin_session: str | None = None
     detached: bool = False  # its session is a headless Pi the server runs (see agents)
+    # Provenance of a run a schedule starts (store/schedules.py): both set, or neither.
+    schedule_id: str | None = None
+    schedule_fire_at: int | None = None
 
 
 def _input(tx: Transaction, value: Any) -> tuple[str | None, str | None]:
@@ -70,7 +73,8 @@ def reserve(db: Database, new_run: NewRun, *, run_id: str | None = None) -> Writ
         tx.conn.execute(
             "INSERT INTO runs (run_id, workflow_name, definition_digest, input_json, input_ref,"
             " input_hash, status, revision, origin, origin_session, execution_mode, created_at,"
-            " updated_at) VALUES (?, ?, ?, ?, ?, ?, 'queued', 1, ?, ?, ?, ?, ?)",
+            " updated_at, schedule_id, schedule_fire_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, 'queued', 1, ?, ?, ?, ?, ?, ?, ?)",
             (
                 run_id,
                 new_run.workflow_name,
@@ -82,6 +86,8 @@ def reserve(db: Database, new_run: NewRun, *, run_id: str | None = None) -> Writ
                 "detached" if new_run.detached else "attached",
                 tx.now,
                 tx.now,
+                new_run.schedule_id,
+                new_run.schedule_fire_at,
             ),
         )
         source = new_run.source

@@ -72,12 +72,17 @@ CREATE TABLE runs (
     -- 'detached': the server runs a headless Pi for its session (origin_session set).
     execution_mode TEXT NOT NULL DEFAULT 'attached'
         CHECK (execution_mode IN ('attached', 'detached')),
+    -- Provenance of a run a schedule started (store/schedules.py): the schedule and the fire
+    -- time, set at reservation and never changed; both NULL for a run a client started.
+    schedule_id TEXT REFERENCES schedules (schedule_id),
+    schedule_fire_at INTEGER,
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL,
     finished_at INTEGER,
     CHECK ((status = 'paused') = (park_reason IS NOT NULL)),
     CHECK ((input_json IS NULL) != (input_ref IS NULL)),
-    CHECK (output_json IS NULL OR output_ref IS NULL)
+    CHECK (output_json IS NULL OR output_ref IS NULL),
+    CHECK ((schedule_id IS NULL) = (schedule_fire_at IS NULL))
 ) STRICT;
 CREATE INDEX runs_running ON runs (run_id) WHERE status = 'running';
 CREATE INDEX runs_by_session ON runs (origin_session, created_at) WHERE origin_session IS NOT NULL;
@@ -85,6 +90,10 @@ CREATE INDEX runs_by_session ON runs (origin_session, created_at) WHERE origin_s
 -- unfinished detached runs, never a scan of every run.
 CREATE INDEX runs_detached_active ON runs (run_id)
     WHERE execution_mode = 'detached' AND status IN ('queued', 'running', 'waiting');
+-- At most one run per (schedule, fire time): a fire that is repeated after a crash can never
+-- start a second run. Also the index of `run list --schedule` and of a schedule's newest run.
+CREATE UNIQUE INDEX runs_by_schedule ON runs (schedule_id, schedule_fire_at)
+    WHERE schedule_id IS NOT NULL;
 
 -- What the run executes: the root source identity and every mounted source.
 CREATE TABLE run_sources (
@@ -571,3 +580,70 @@ CREATE TABLE viewer_runs (
 ) STRICT;
 CREATE INDEX viewer_runs_by_status ON viewer_runs (status, created_at, run_id);
 CREATE INDEX viewer_runs_by_age ON viewer_runs (created_at, run_id);
+
+-- Durable schedules (store/schedules.py): each starts a run of its workflow at every fire
+-- time while a server runs. A row is never deleted: `schedule delete` marks it 'deleted', so
+-- the runs it started keep showing its name; a name is unique among the schedules not deleted.
+CREATE TABLE schedules (
+    schedule_id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    -- What a fire starts: the workflow as run.start takes it (a name, builtin:NAME or an
+    -- absolute path), the project directory it is looked up in, and the input (canonical
+    -- JSON, at most 64 KiB). workflow_name is the name it resolved to when it was added.
+    workflow_spec TEXT NOT NULL,
+    workflow_name TEXT NOT NULL,
+    project_dir TEXT,
+    input_json TEXT NOT NULL,
+    -- The cadence, exactly one of: every_ms (fire times anchor_at + k * every_ms, k >= 1) or
+    -- cron (five fields, read in timezone, an IANA zone name always stored explicitly).
+    every_ms INTEGER CHECK (every_ms IS NULL OR every_ms >= 1000),
+    cron TEXT,
+    timezone TEXT NOT NULL,
+    anchor_at INTEGER NOT NULL,
+    overlap TEXT NOT NULL CHECK (overlap IN ('skip', 'queue', 'allow')),
+    catchup TEXT NOT NULL CHECK (catchup IN ('latest', 'all', 'none')),
+    status TEXT NOT NULL CHECK (status IN ('active', 'paused', 'deleted')),
+    -- The next fire time, set exactly while the schedule is active. Every fire time recorded
+    -- in schedule_fires is earlier: the transaction that records a fire moves this past it.
+    next_fire_at INTEGER,
+    last_fire_at INTEGER,
+    -- Who added it ("client:<client id>").
+    origin TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    deleted_at INTEGER,
+    CHECK ((every_ms IS NULL) != (cron IS NULL)),
+    CHECK ((status = 'active') = (next_fire_at IS NOT NULL)),
+    CHECK ((status = 'deleted') = (deleted_at IS NOT NULL))
+) STRICT;
+CREATE UNIQUE INDEX schedules_live_name ON schedules (name) WHERE status != 'deleted';
+CREATE INDEX schedules_by_name ON schedules (name);
+-- The scheduler's question every tick: the earliest due fire among active schedules.
+CREATE INDEX schedules_due ON schedules (next_fire_at) WHERE status = 'active';
+
+-- What a schedule did at each fire time, keyed by (schedule, fire time): the fire row, the
+-- run it started (reserved in the same transaction) and the schedule's next fire time commit
+-- together, so a fire is either wholly recorded or not at all. 'started' names its run (no
+-- foreign key: retention may remove the run later); 'skipped' and 'failed' say why in
+-- detail; 'queued' waits (overlap queue) until the schedule's previous run ends, then
+-- becomes 'started' (or 'failed', or 'skipped'), settled_at set; 'missed' stands for the
+-- `missed` fire times from fire_at to missed_until that the catch-up rule dropped.
+-- The newest 1,000 settled rows of a schedule are kept; queued rows are always kept.
+CREATE TABLE schedule_fires (
+    schedule_id TEXT NOT NULL REFERENCES schedules (schedule_id),
+    fire_at INTEGER NOT NULL,
+    outcome TEXT NOT NULL CHECK (outcome IN ('started', 'skipped', 'queued', 'failed', 'missed')),
+    run_id TEXT,
+    detail TEXT,
+    missed INTEGER NOT NULL DEFAULT 0 CHECK (missed >= 0),
+    missed_until INTEGER,
+    recorded_at INTEGER NOT NULL,
+    settled_at INTEGER,
+    PRIMARY KEY (schedule_id, fire_at),
+    CHECK ((outcome = 'started') = (run_id IS NOT NULL)),
+    CHECK ((outcome = 'queued') = (settled_at IS NULL)),
+    CHECK ((outcome = 'missed') = (missed > 0 AND missed_until IS NOT NULL))
+) STRICT;
+-- Queued fires are looked for every tick: only they are in this index.
+CREATE INDEX schedule_fires_queued ON schedule_fires (schedule_id, fire_at)
+    WHERE outcome = 'queued';

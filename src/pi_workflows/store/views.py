@@ -13,6 +13,7 @@ from pi_workflows.store import (
     effects,
     interactions,
     jsoncol,
+    schedules,
     signals,
     values,
     view_bounds,
@@ -83,7 +84,16 @@ def list_runs(
             " LIMIT ?",
             (limit,),
         ).fetchall()
-    return [_summary(row) for row in rows]
+    return _with_schedules(conn, [_summary(row) for row in rows])
+
+
+def _with_schedules(conn: sqlite3.Connection, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each summary with ``schedule``: ``{scheduleId, name, fireAt}`` of the schedule that
+    started the run, or null."""
+    started = schedules.provenance(conn, [str(run["runId"]) for run in runs])
+    for run in runs:
+        run["schedule"] = started.get(str(run["runId"]))
+    return runs
 
 
 def list_session_runs(conn: sqlite3.Connection, session_id: str, limit: int = 20) -> list[Any]:
@@ -198,6 +208,7 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
             "SELECT execution_mode FROM runs WHERE run_id = ?", (run_id,)
         ).fetchone()[0],
         "origin": run.origin,
+        "schedule": schedules.provenance(conn, [run_id]).get(run_id),
         "messages": run_messages(conn, run_id),
         "input": run_input,
         "inputRef": input_ref,
@@ -262,12 +273,14 @@ def list_runs_page(
     since: int | None = None,
     after: str | None = None,
     limit: int = 100,
+    schedule: str | None = None,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """A page of run summaries, newest first, and the cursor of the next page (or None).
 
     Filters: user-facing ``statuses``, ``workflow`` name, created at or after ``since``
-    (epoch ms). ``after`` is the cursor a previous page returned (``"<createdAt>:<runId>"``
-    of its last run); a malformed cursor raises ``ValueError``.
+    (epoch ms), started by the schedule ``schedule`` (a name, of deleted schedules too, or
+    an id). ``after`` is the cursor a previous page returned (``"<createdAt>:<runId>"`` of
+    its last run); a malformed cursor raises ``ValueError``.
     """
     where: list[str] = []
     args: list[Any] = []
@@ -280,6 +293,13 @@ def list_runs_page(
     if since is not None:
         where.append("created_at >= ?")
         args.append(since)
+    if schedule is not None:
+        ids = schedules.ids_named(conn, schedule) or [""]
+        where.append(
+            "run_id IN (SELECT run_id FROM runs WHERE schedule_id IN"
+            f" ({', '.join('?' for _ in ids)}))"
+        )
+        args.extend(ids)
     if after is not None:
         created, _, last_id = after.partition(":")
         if not created.isdigit() or not last_id:
@@ -292,7 +312,7 @@ def list_runs_page(
         " ORDER BY created_at DESC, run_id DESC LIMIT ?",
         (*args, limit + 1),
     ).fetchall()
-    runs = [_summary(row) for row in rows[:limit]]
+    runs = _with_schedules(conn, [_summary(row) for row in rows[:limit]])
     more = len(rows) > limit
     cursor = f"{runs[-1]['createdAt']}:{runs[-1]['runId']}" if more and runs else None
     return runs, cursor

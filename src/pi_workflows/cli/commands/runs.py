@@ -145,6 +145,9 @@ def start(
 )
 @click.option("--workflow", help="Only runs of this workflow (its name).")
 @click.option(
+    "--schedule", "schedule_name", help="Only runs this schedule started (its name or id)."
+)
+@click.option(
     "--since", type=Since(), default=None, help="Only runs created since: 2h, 3d, or an ISO time."
 )
 @click.option(
@@ -158,6 +161,7 @@ def list_runs(
     ctx: click.Context,
     statuses: tuple[str, ...],
     workflow: str | None,
+    schedule_name: str | None,
     since: int | None,
     limit: int | None,
     cursor: str | None,
@@ -171,16 +175,20 @@ def list_runs(
     \b
     Example:
       pi-workflows run list --status failed --workflow triage --since 3d
+      pi-workflows run list --schedule nightly
     """
     client = make_client(ctx)
     status = list(statuses) or None
     if every:
-        runs = list(client.iter_runs(status, workflow=workflow, since=since))
+        runs = list(
+            client.iter_runs(status, workflow=workflow, since=since, schedule=schedule_name)
+        )
         following = None
     else:
         runs, following = client.list_runs_page(
-            status, workflow=workflow, since=since, after=cursor, limit=limit
-        )
+            status, workflow=workflow, since=since, after=cursor, limit=limit,
+            schedule=schedule_name,
+        )  # fmt: skip
     if as_json:
         print_json({"runs": runs, "next": following})
         return

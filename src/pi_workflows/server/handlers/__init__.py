@@ -4,7 +4,8 @@ Runs in the server. Importing this package registers every operation: ``runs`` (
 workflows, runs, values), ``interactions`` (checkpoint and decision answers, submissions),
 ``sessions`` (origin-session coordination), ``effects``, ``state``, ``history`` (event log
 and attempt logs), ``watch`` (live run and run-list views), ``retention`` (``state.prune``),
-``workflows`` (show and check one workflow), ``signals`` (events sent to runs).
+``workflows`` (show and check one workflow), ``signals`` (events sent to runs),
+``schedules`` (durable schedules).
 """
 
 from pi_workflows.server.handlers import (
@@ -13,6 +14,7 @@ from pi_workflows.server.handlers import (
     interactions,
     retention,
     runs,
+    schedules,
     sessions,
     signals,
     state,
@@ -23,5 +25,5 @@ from pi_workflows.server.handlers.registry import dispatch, operation
 from pi_workflows.server.peers import current_peer
 
 __all__ = ["current_peer", "dispatch", "effects", "interactions", "operation", "runs",
-           "sessions", "signals", "state",
+           "schedules", "sessions", "signals", "state",
            "history", "retention", "watch", "workflows"]  # fmt: skip

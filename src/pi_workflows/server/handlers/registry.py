@@ -35,6 +35,7 @@ from pi_workflows.store.errors import (
     ReceiptConflictError,
     RevisionConflictError,
     RunNotFoundError,
+    ScheduleNotFoundError,
     StoreError,
 )
 from pi_workflows.store.receipts import CommandRequest
@@ -200,7 +201,7 @@ def _damaged(server: ServerContext) -> str:
 
 def outcome_of(exc: StoreError) -> Outcome:
     """The outcome a store error answers (its code travels as ``error.code``)."""
-    if isinstance(exc, RunNotFoundError | EffectNotFoundError):
+    if isinstance(exc, RunNotFoundError | EffectNotFoundError | ScheduleNotFoundError):
         return Outcome.NOT_FOUND
     if isinstance(exc, ReceiptConflictError | RevisionConflictError | EffectConflictError):
         return Outcome.CONFLICT

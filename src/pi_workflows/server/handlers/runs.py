@@ -108,12 +108,13 @@ async def workflows_list(server: ServerContext, request: Request) -> dict[str, A
     return {"workflows": reply.get("workflows", [])}
 
 
-async def _describe(
+async def describe(
     server: ServerContext, spec: str, project: str | None, run_input: Any, *, fresh: bool = False
 ) -> NewRun:
     """The run ``spec`` would start: the cached description while its sources are unchanged
     (``DescriptionCache``; the input is hashed here), else (and always when ``fresh``) a
-    resolver child's, which then replaces the cached one."""
+    resolver child's, which then replaces the cached one. Used by ``run.start``,
+    ``run.restart``, ``schedule.add`` and every schedule fire (``server/schedules.py``)."""
     cached = None if fresh else server.descriptions.get(spec, project)
     if cached is not None:
         try:
@@ -156,7 +157,7 @@ async def run_start(server: ServerContext, request: Request) -> dict[str, Any]:
     session = text(request.payload, "originSession", required=False)
     if session is not None and (len(session) > 200 or not session.isprintable()):
         raise bad("payload field 'originSession' must be a session id of at most 200 characters")
-    new_run = await _describe(server, spec, _project(request.payload), request.payload.get("input"))
+    new_run = await describe(server, spec, _project(request.payload), request.payload.get("input"))
     detached = request.payload.get("detached", False)
     if not isinstance(detached, bool):
         raise bad("payload field 'detached' must be true or false")
@@ -181,8 +182,9 @@ async def run_start(server: ServerContext, request: Request) -> dict[str, Any]:
 
 @operation("run.list")
 async def run_list(server: ServerContext, request: Request) -> dict[str, Any]:
-    """``{status?, workflow?, since?, after?, limit?}``: run summaries, newest first, and
-    ``next``, the cursor of the following page (null on the last page)."""
+    """``{status?, workflow?, schedule?, since?, after?, limit?}``: run summaries, newest
+    first, and ``next``, the cursor of the following page (null on the last page);
+    ``schedule`` (a name or id) keeps the runs that schedule started."""
     statuses = request.payload.get("status")
     if statuses is not None and (
         not isinstance(statuses, list) or not all(isinstance(s, str) for s in statuses)
@@ -201,6 +203,7 @@ async def run_list(server: ServerContext, request: Request) -> dict[str, Any]:
                 since=since,
                 after=text(request.payload, "after", required=False),
                 limit=limit,
+                schedule=text(request.payload, "schedule", required=False),
             )
         except ValueError as exc:
             raise bad(f"payload field 'after': {exc}") from None
@@ -313,7 +316,7 @@ async def run_restart(server: ServerContext, request: Request) -> dict[str, Any]
             (run_id,),
         ).fetchone()
         run_input = values.load(conn, row[2], row[3])
-    fresh = await _describe(server, row[0], row[1], run_input, fresh=True)
+    fresh = await describe(server, row[0], row[1], run_input, fresh=True)
 
     def change() -> tuple[str | None, dict[str, Any]]:
         lifecycle.restart(server.db, run_id, new_source=(fresh, fresh.definition_digest))

@@ -1,0 +1,172 @@
+"""Client methods for durable schedules, blocking (`ScheduleMethods`, mixed into `Client`)
+and asyncio (`AsyncScheduleMethods`, mixed into `AsyncClient`) side by side.
+
+A schedule is server state: the server starts a run of its workflow at each fire time, but
+only while a server runs (no operating-system service is installed; any client starts the
+server on demand, and a server with an active schedule never exits idle). Every method is a
+program of `operations`, so both flavours send the same requests and return the same shapes;
+the workflow path and the project are resolved from the caller's directory as for `start`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pi_workflows.client import operations as ops
+from pi_workflows.client.projects import resolve_project, workflow_spec
+
+if TYPE_CHECKING:
+    from pi_workflows.client.operations import JsonObject, Program, Receipt, T
+
+__all__ = ["AsyncScheduleMethods", "ScheduleMethods", "schedule_payload"]
+
+
+def _every(every: str | dt.timedelta) -> str:
+    """A `timedelta` in the server's duration grammar (whole seconds), a string as it is."""
+    if isinstance(every, dt.timedelta):
+        return f"{int(every.total_seconds())}s"
+    return every
+
+
+def schedule_payload(
+    name: str,
+    workflow: str,
+    every: str | dt.timedelta | None,
+    cron: str | None,
+    run_input: Any,
+    timezone: str | None,
+    overlap: str,
+    catchup: str,
+    project: Path | str | None,
+) -> JsonObject:
+    """The `schedule.add` payload (the server checks every field)."""
+    payload: JsonObject = {
+        "name": name,
+        "workflow": workflow_spec(workflow),
+        "input": {} if run_input is None else run_input,
+        "overlap": overlap,
+        "catchup": catchup,
+    }
+    if every is not None:
+        payload["every"] = _every(every)
+    if cron is not None:
+        payload["cron"] = cron
+    if timezone is not None:
+        payload["timezone"] = timezone
+    found = resolve_project(project)
+    if found is not None:
+        payload["projectDir"] = str(found)
+    return payload
+
+
+def _list(include_deleted: bool) -> Program[list[JsonObject]]:
+    payload = {"includeDeleted": True} if include_deleted else {}
+    return list((yield from ops.call("schedule.list", payload)).body.get("schedules", []))
+
+
+def _named(operation: str, name: str, key: str | None) -> Program[Receipt]:
+    return (yield from ops.call(operation, {"name": name}, None, key))
+
+
+class ScheduleMethods:
+    """`schedule.*` operations; needs `_run`."""
+
+    if TYPE_CHECKING:
+
+        def _run(self, program: Program[T]) -> T: ...
+
+    def add_schedule(
+        self,
+        name: str,
+        workflow: str,
+        *,
+        every: str | dt.timedelta | None = None,
+        cron: str | None = None,
+        input: Any = None,
+        timezone: str | None = None,
+        overlap: str = "skip",
+        catchup: str = "latest",
+        project: Path | str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Receipt:
+        """`schedule.add`: start `workflow` with `input` at every fire time, while a server
+        runs. Exactly one of `every` (`"30s"`, `"1h30m"`, or a `timedelta`) and `cron` (five
+        fields, read in `timezone`, default this machine's zone). `overlap` (`skip`, `queue`,
+        `allow`) says what a fire does while the previous run is active, `catchup` (`latest`,
+        `all`, `none`) what happens to fire times missed while no server ran. The receipt
+        holds `schedule` (the `Schedule`) and `serverPid`."""
+        payload = schedule_payload(
+            name, workflow, every, cron, input, timezone, overlap, catchup, project
+        )
+        return self._run(ops.call("schedule.add", payload, None, idempotency_key))
+
+    def list_schedules(self, *, include_deleted: bool = False) -> list[JsonObject]:
+        """`schedule.list`: every schedule (`Schedule`s) by name, deleted ones on request."""
+        return self._run(_list(include_deleted))
+
+    def get_schedule(self, name: str, *, fires: int = 20) -> JsonObject:
+        """`schedule.get`: `{schedule, fires}`, the schedule (by name, or any id) with its
+        input and its newest `fires` fires (`ScheduleFire`s, newest first)."""
+        return self._run(ops.body("schedule.get", {"name": name, "fires": fires}))
+
+    def pause_schedule(self, name: str, *, idempotency_key: str | None = None) -> Receipt:
+        """`schedule.pause`: fire nothing until resumed; receipt `{schedule}`."""
+        return self._run(_named("schedule.pause", name, idempotency_key))
+
+    def resume_schedule(self, name: str, *, idempotency_key: str | None = None) -> Receipt:
+        """`schedule.resume`: fire again from the next time after now (no catch-up)."""
+        return self._run(_named("schedule.resume", name, idempotency_key))
+
+    def delete_schedule(self, name: str, *, idempotency_key: str | None = None) -> Receipt:
+        """`schedule.delete`: never fire again; its runs go on and keep showing it."""
+        return self._run(_named("schedule.delete", name, idempotency_key))
+
+
+class AsyncScheduleMethods:
+    """`ScheduleMethods` for asyncio: the same names, arguments and results, awaitable."""
+
+    if TYPE_CHECKING:
+
+        async def _run(self, program: Program[T]) -> T: ...
+
+    async def add_schedule(
+        self,
+        name: str,
+        workflow: str,
+        *,
+        every: str | dt.timedelta | None = None,
+        cron: str | None = None,
+        input: Any = None,
+        timezone: str | None = None,
+        overlap: str = "skip",
+        catchup: str = "latest",
+        project: Path | str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Receipt:
+        """`schedule.add` (see `Client.add_schedule`)."""
+        payload = schedule_payload(
+            name, workflow, every, cron, input, timezone, overlap, catchup, project
+        )
+        return await self._run(ops.call("schedule.add", payload, None, idempotency_key))
+
+    async def list_schedules(self, *, include_deleted: bool = False) -> list[JsonObject]:
+        """`schedule.list` (see `Client.list_schedules`)."""
+        return await self._run(_list(include_deleted))
+
+    async def get_schedule(self, name: str, *, fires: int = 20) -> JsonObject:
+        """`schedule.get` (see `Client.get_schedule`)."""
+        return await self._run(ops.body("schedule.get", {"name": name, "fires": fires}))
+
+    async def pause_schedule(self, name: str, *, idempotency_key: str | None = None) -> Receipt:
+        """`schedule.pause` (see `Client.pause_schedule`)."""
+        return await self._run(_named("schedule.pause", name, idempotency_key))
+
+    async def resume_schedule(self, name: str, *, idempotency_key: str | None = None) -> Receipt:
+        """`schedule.resume` (see `Client.resume_schedule`)."""
+        return await self._run(_named("schedule.resume", name, idempotency_key))
+
+    async def delete_schedule(self, name: str, *, idempotency_key: str | None = None) -> Receipt:
+        """`schedule.delete` (see `Client.delete_schedule`)."""
+        return await self._run(_named("schedule.delete", name, idempotency_key))

@@ -183,3 +183,42 @@ def test_a_dead_agents_conversation_is_never_logged_or_stored(
     warnings = [line for line in log.splitlines() if " WARNING " in line and "headless" in line]
     assert warnings, log[-2000:]
     assert all("provider refused" not in line for line in warnings)
+
+
+ASK_THEN_SLEEP = """
+from pi_workflows import Workflow, checkpoint, compute, edge, seconds, sleep
+
+workflow = Workflow("asknap", start="ask", nodes={
+    "ask": checkpoint("Go?"),
+    "nap": sleep(seconds(60)),
+    "done": compute(lambda ctx: {"ok": True}),
+}, edges=[edge("ask", "nap"), edge("nap", "done")])
+"""
+
+
+def test_a_detached_run_holds_no_agent_while_it_sleeps(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    """A detached run's agent serves its checkpoint; once the run sleeps (a durable wait,
+    no request open) the agent is stopped, and the run waits on without being parked."""
+    program, record = _stand_in(tmp_path)
+    server_process.write_workflow("asknap", ASK_THEN_SLEEP)
+    server_process.start(PI_WORKFLOWS_PI=str(program))
+    run_id = server_process.start_run("asknap", detached=True)
+    server_process.wait_status(run_id, "waiting")
+    wait_for(lambda: _starts(record), 30, "the agent to start")
+    pid = int(str(_starts(record)[0]["pid"]))
+    with server_process.client() as client:
+        client.answer_checkpoint(run_id, "yes")
+    wait_for(lambda: (server_process.run(run_id).get("wait") or {}).get("kind") == "sleep", 30,
+             "the run to sleep")  # fmt: skip
+    wait_for(lambda: not _alive(pid), 30, "the agent to be stopped")
+    wait_for(
+        lambda: server_process.query("SELECT status FROM agent_processes") == [("ended",)],
+        30,
+        "the agent's record to end",
+    )
+    view = server_process.run(run_id)
+    assert (view["status"], view["parkReason"]) == ("waiting", None)
+    assert len(_starts(record)) == 1
+    assert server_process.diagnose() == []

@@ -38,15 +38,17 @@ class AgentRecord:
 def wanted(conn: sqlite3.Connection) -> list[Wanted]:
     """Detached runs that wait on a request the model answers (an agent, assistant-message
     or checkpoint step; a human decision waits for a person), or that still work between
-    such steps while their agent lives."""
+    such steps while their agent lives. A run in a durable wait (a sleep, a retry delay,
+    an event wait) wants none: it holds no process while it waits, its agent included."""
     rows = conn.execute(
         "SELECT r.run_id, r.origin_session, s.project_dir FROM runs r JOIN run_sources s"
         " USING (run_id) WHERE r.execution_mode = 'detached'"
         " AND r.status IN ('queued', 'running', 'waiting')"  # runs_detached_active
         " AND (EXISTS (SELECT 1 FROM interactive_requests q WHERE q.run_id = r.run_id"
         " AND q.status IN ('pending', 'validating') AND q.kind != 'decision')"
-        " OR EXISTS (SELECT 1 FROM agent_processes a WHERE a.run_id = r.run_id"
-        " AND a.status = 'live'))",
+        " OR (EXISTS (SELECT 1 FROM agent_processes a WHERE a.run_id = r.run_id"
+        " AND a.status = 'live') AND NOT EXISTS (SELECT 1 FROM run_waits w"
+        " WHERE w.run_id = r.run_id AND w.status = 'pending')))",
     ).fetchall()
     return [Wanted(row[0], row[1], row[2]) for row in rows]
 

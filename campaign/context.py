@@ -80,6 +80,31 @@ class RunTrack:
 
 
 @dataclass
+class ScheduleTrack:
+    """The seed's schedule and what the operator did with it."""
+
+    added: bool = False
+    deleted: bool = False
+    schedule_id: str | None = None
+    added_at_ms: int | None = None  # wall clock when the add was answered
+    deleted_at_ms: int | None = None  # wall clock when the delete was sent
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # run id -> its summary
+    refresh_at: float = 0.0  # when the operator lists its runs again (monotonic)
+    listed_after_delete: bool = False  # its runs were listed once it could start no more
+
+    @property
+    def quiet(self) -> bool:
+        """Never added; or deleted, listed since, and every run it started has ended."""
+        if not self.added:
+            return True
+        return (
+            self.deleted
+            and self.listed_after_delete
+            and all(r.get("status") in TERMINAL for r in self.runs.values())
+        )
+
+
+@dataclass
 class Violation:
     """One broken promise, with what is needed to reproduce it."""
 
@@ -118,6 +143,8 @@ class SeedContext:
     leaks: LeakScanner
     began: float = field(default_factory=time.monotonic)
     tracks: list[RunTrack] = field(default_factory=list)
+    schedule: ScheduleTrack = field(default_factory=ScheduleTrack)
+    durable_counts: dict[str, int] = field(default_factory=dict)  # for the report
     violations: list[Violation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     faults_done: list[dict[str, Any]] = field(default_factory=list)

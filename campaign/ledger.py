@@ -111,6 +111,45 @@ class SignalRow:
     idempotency_key: str | None
 
 
+@dataclass(frozen=True)
+class ScheduleRow:
+    """One schedule: its cadence and life."""
+
+    schedule_id: str
+    name: str
+    every_ms: int | None
+    anchor_at: int
+    overlap: str
+    catchup: str
+    status: str
+    created_at: int
+    deleted_at: int | None
+
+
+@dataclass(frozen=True)
+class FireRow:
+    """One fire time of a schedule and what it did."""
+
+    schedule_id: str
+    fire_at: int
+    outcome: str
+    run_id: str | None
+    missed: int
+    missed_until: int | None
+
+
+@dataclass(frozen=True)
+class ScheduledRun:
+    """A run a schedule started, with its provenance and life."""
+
+    run_id: str
+    schedule_id: str
+    fire_at: int
+    status: str
+    created_at: int
+    finished_at: int | None
+
+
 @dataclass
 class Ledger:
     """The facts of one seed's database."""
@@ -122,6 +161,9 @@ class Ledger:
     attempts: list[AttemptRow] = field(default_factory=list)
     waits: list[WaitRow] = field(default_factory=list)
     signals: list[SignalRow] = field(default_factory=list)
+    schedules: list[ScheduleRow] = field(default_factory=list)
+    fires: list[FireRow] = field(default_factory=list)
+    scheduled_runs: list[ScheduledRun] = field(default_factory=list)
     error: str | None = None
 
 
@@ -155,7 +197,8 @@ def _read(conn: sqlite3.Connection, ledger: Ledger) -> None:
     ):
         ledger.lost.append(LostEffect(*row))
     # Every move into `paused`, whatever event made it: `run.parked` and `run.paused` carry
-    # their reason; a recovery that found a manual effect applying parks `effectAmbiguous`.
+    # their reason; a recovery, or a node deadline, that found a manual effect applying parks
+    # `effectAmbiguous` (`takeover.recover`, `takeover.time_out_node`).
     previous: dict[str, str] = {}
     for run_id, at, event_type, status, data in conn.execute(
         "SELECT run_id, at, type, run_status, data_json FROM events ORDER BY run_id, revision"
@@ -163,7 +206,9 @@ def _read(conn: sqlite3.Connection, ledger: Ledger) -> None:
         if status == "paused" and previous.get(run_id) != "paused":
             parsed = _json(data)
             reason = parsed.get("reason") or (
-                "effectAmbiguous" if event_type == "run.recovered" else f"({event_type})"
+                "effectAmbiguous"
+                if event_type in ("run.recovered", "node.timedOut")
+                else f"({event_type})"
             )
             detail = str(parsed.get("detail") or "")
             ledger.parks.append(Park(run_id, at, str(reason), detail))
@@ -193,6 +238,21 @@ def _read(conn: sqlite3.Connection, ledger: Ledger) -> None:
     ):
         value = json.loads(data) if data else None
         ledger.signals.append(SignalRow(run_id, signal_id, seq, value, status, attempt_id, key))
+    for row in conn.execute(
+        "SELECT schedule_id, name, every_ms, anchor_at, overlap, catchup, status, created_at,"
+        " deleted_at FROM schedules ORDER BY created_at"
+    ):
+        ledger.schedules.append(ScheduleRow(*row))
+    for row in conn.execute(
+        "SELECT schedule_id, fire_at, outcome, run_id, missed, missed_until FROM schedule_fires"
+        " ORDER BY schedule_id, fire_at"
+    ):
+        ledger.fires.append(FireRow(*row))
+    for row in conn.execute(
+        "SELECT run_id, schedule_id, schedule_fire_at, status, created_at, finished_at FROM runs"
+        " WHERE schedule_id IS NOT NULL ORDER BY created_at"
+    ):
+        ledger.scheduled_runs.append(ScheduledRun(*row))
 
 
 def _json(text: Any) -> dict[str, Any]:

@@ -38,8 +38,13 @@ EVENT_REJECTED: Final = "x must be the run's"
 """How a `timer` run's validate refuses a wrong event."""
 
 
+SCHEDULE_REFRESH_SECONDS: Final = 1.0
+"""How often the operator lists the runs the seed's schedule started."""
+
+
 def act(ctx: SeedContext, *, stuck_seconds: float) -> None:
-    """One pass over every run."""
+    """One pass over the seed's schedule and every run."""
+    schedule(ctx)
     for track in ctx.tracks:
         if track.run_id is None:
             if ctx.elapsed() >= track.planned.start_at:
@@ -260,6 +265,65 @@ def _answer(ctx: SeedContext, track: RunTrack) -> None:
         track.answered[request_id] = "refused"
         return
     track.answered[request_id] = "ok" if answer.ok else "refused"
+
+
+def schedule(ctx: SeedContext) -> None:
+    """Add the seed's schedule when its time comes, delete it later (each one logical
+    command with one key, by the CLI or the client), and follow the runs it starts."""
+    planned = ctx.plan.schedule
+    track = ctx.schedule
+    if planned is None:
+        return
+    now = ctx.elapsed()
+    key = f"campaign-{ctx.seed}-schedule"
+    if not track.added and now >= planned.add_at:
+        if planned.via_cli:
+            answer = ctx.surfaces.cli_command(
+                "schedule", "add", planned.name, "chain", "--every", f"{planned.every}s",
+                "--input", json.dumps(planned.input), "--overlap", planned.overlap,
+                "--catchup", planned.catchup, "--project", str(ctx.project),
+                "--idempotency-key", f"{key}-add",
+            )  # fmt: skip
+        else:
+            answer = ctx.surfaces.call(
+                "add_schedule", planned.name, "chain", every=f"{planned.every}s",
+                input=planned.input, overlap=planned.overlap, catchup=planned.catchup,
+                project=ctx.project, idempotency_key=f"{key}-add",
+            )  # fmt: skip
+        ctx.note(f"schedule add {planned.name}: {answer.status} {answer.message[:160]}")
+        if not answer.ok:
+            ctx.violation("scheduleFailed", f"schedule add was {answer.status}: {answer.message}")
+            track.added = track.deleted = True  # nothing more to do with it
+            return
+        track.added = True
+        track.added_at_ms = round(time.time() * 1000)
+        track.schedule_id = str((answer.body.get("schedule") or {}).get("scheduleId"))
+    elif track.added and not track.deleted and now >= planned.delete_at:
+        track.deleted_at_ms = round(time.time() * 1000)
+        if planned.via_cli:
+            answer = ctx.surfaces.cli_command(
+                "schedule", "delete", planned.name, "--idempotency-key", f"{key}-delete"
+            )
+        else:
+            answer = ctx.surfaces.call(
+                "delete_schedule", planned.name, idempotency_key=f"{key}-delete"
+            )
+        ctx.note(f"schedule delete {planned.name}: {answer.status} {answer.message[:160]}")
+        if not answer.ok:
+            ctx.violation(
+                "scheduleFailed", f"schedule delete was {answer.status}: {answer.message}"
+            )
+        track.deleted = True
+        track.refresh_at = 0.0
+    if track.added and not track.quiet and time.monotonic() >= track.refresh_at:
+        track.refresh_at = time.monotonic() + SCHEDULE_REFRESH_SECONDS
+        code, out, _ = ctx.surfaces.cli(
+            "run", "list", "--schedule", planned.name, "--json", "--limit", "1000"
+        )
+        if code == 0 and isinstance(out, dict):
+            for summary in out.get("runs", []):
+                track.runs[str(summary.get("runId"))] = summary
+            track.listed_after_delete = track.deleted
 
 
 def _event_key(ctx: SeedContext, track: RunTrack, what: str) -> str:

@@ -21,6 +21,10 @@ rest runs once the seed's runs have settled:
   every effect whose outcome was lost and every park has a fault that can cause it
   (`attribution.py`); every notification and result of a run with an origin session was
   delivered to that session exactly once, and no workflow message twice (`deliveries`);
+- schedules (`scheduled`, after the stop): each fire time started at most one run, every
+  recorded start has its run, every fire time until the delete is accounted for (a fire or a
+  missed range, as `--catchup` says), no fire failed or stayed queued, every run it started
+  completed, and with `--overlap skip|queue` no two of its runs were active at once;
 - durable time (`durable`, after the stop): no wait fired before its time or ended twice,
   no round of retries tried more often than its policy allows, no attempt ran its body
   twice, each run consumed at most one event, only a valid one, and never one the node
@@ -29,6 +33,7 @@ rest runs once the seed's runs have settled:
 
 from __future__ import annotations
 
+import itertools
 import stat
 from collections import Counter
 from pathlib import Path
@@ -307,7 +312,8 @@ def _starts(ctx: SeedContext) -> None:
     code, out, _ = ctx.surfaces.cli("run", "list", "--json", "--limit", "1000")
     runs = out.get("runs", []) if isinstance(out, dict) else []
     started = {t.run_id for t in ctx.tracks if t.run_id}
-    extra = {str(r.get("runId")) for r in runs} - started
+    # The seed's schedule starts runs too: they carry it as provenance (checked in `scheduled`).
+    extra = {str(r.get("runId")) for r in runs if not r.get("schedule")} - started
     if code == 0 and extra:
         ctx.violation("startDuplicated", f"runs nobody started: {sorted(extra)}")
 
@@ -384,10 +390,81 @@ def attributed(ctx: SeedContext) -> None:
         ctx.violation("unexplained", why, run_id)
     deliveries(ctx, ledger)
     durable(ctx, ledger)
+    scheduled(ctx, ledger)
+
+
+SCHEDULE_SLACK_MS = 3000
+"""Fire times this close to the schedule's delete may be deleted before they fire."""
+
+
+def scheduled(ctx: SeedContext, ledger: ledgers.Ledger) -> None:
+    """The seed's schedule, from the database after the last stop."""
+    if ctx.plan.schedule is None:
+        return
+    for (schedule_id, fire_at), count in Counter(
+        (r.schedule_id, r.fire_at) for r in ledger.scheduled_runs
+    ).items():
+        if count > 1:
+            ctx.violation("fireTwice", f"fire {fire_at} of {schedule_id} started {count} runs")
+    runs = {r.run_id: r for r in ledger.scheduled_runs}
+    for run in ledger.scheduled_runs:
+        if run.status != "completed":
+            ctx.violation("scheduledRunEnded", f"a run of the schedule is {run.status}", run.run_id)
+    if not ledger.schedules:
+        ctx.violation("scheduleLost", "the seed added a schedule the database does not have")
+    for schedule in ledger.schedules:
+        fires = [f for f in ledger.fires if f.schedule_id == schedule.schedule_id]
+        for fire in fires:
+            where = f"fire {fire.fire_at} of schedule {schedule.name}"
+            run = runs.get(str(fire.run_id)) if fire.run_id else None
+            if fire.outcome == "started" and (run is None or run.fire_at != fire.fire_at):
+                ctx.violation("fireWithoutRun", f"{where} started no run of its own")
+            elif fire.outcome in ("failed", "queued"):
+                ctx.violation("fireFailed", f"{where} is {fire.outcome}")
+        missed = [f for f in fires if f.outcome == "missed"]
+        if schedule.catchup == "all" and missed:
+            ctx.violation("catchupIgnored", f"schedule {schedule.name} (catchup all) missed fires")
+        if schedule.every_ms is not None and schedule.deleted_at is not None:
+            recorded = {f.fire_at for f in fires if f.outcome != "missed"}
+            end = schedule.deleted_at - SCHEDULE_SLACK_MS
+            lost = [
+                t
+                for t in range(schedule.anchor_at + schedule.every_ms, end + 1, schedule.every_ms)
+                if t not in recorded
+                and not any(m.fire_at <= t <= (m.missed_until or m.fire_at) for m in missed)
+            ]
+            if lost:
+                ctx.violation(
+                    "fireLost",
+                    f"schedule {schedule.name}: {len(lost)} fire time(s) never accounted for,"
+                    f" the first {lost[0]}",
+                )
+        if schedule.overlap in ("skip", "queue"):
+            mine = sorted(
+                (r for r in ledger.scheduled_runs if r.schedule_id == schedule.schedule_id),
+                key=lambda r: r.created_at,
+            )
+            for before, after in itertools.pairwise(mine):
+                if before.finished_at is None or after.created_at < before.finished_at:
+                    ctx.violation(
+                        "overlapIgnored",
+                        f"schedule {schedule.name} (overlap {schedule.overlap}) started"
+                        f" {after.run_id} while {before.run_id} was active",
+                        after.run_id,
+                    )
 
 
 def durable(ctx: SeedContext, ledger: ledgers.Ledger) -> None:
     """Durable waits, retry rounds and events, from the database and the witnesses."""
+    counts: Counter[str] = Counter()
+    counts.update(f"wait {w.kind} {w.status}" for w in ledger.waits)
+    counts.update(f"event {s.status}" for s in ledger.signals)
+    counts.update(
+        f"attempt {a.status}" for a in ledger.attempts if a.status in ("retried", "exhausted")
+    )
+    counts.update(f"fire {f.outcome}" for f in ledger.fires)
+    counts["scheduled runs"] += len(ledger.scheduled_runs)
+    ctx.durable_counts = dict(counts)
     for wait in ledger.waits:
         if wait.status == "pending":
             track = ctx.track_of(wait.run_id)

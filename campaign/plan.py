@@ -121,6 +121,21 @@ class PlannedFault:
     forced: bool = False  # a graceful stop that does not drain: SIGINT, or a second stop
 
 
+@dataclass(frozen=True)
+class PlannedSchedule:
+    """A schedule the operator adds early in the seed and deletes before it ends: it
+    starts `chain` runs every `every` seconds, through the faults."""
+
+    name: str
+    every: int  # seconds
+    overlap: str  # skip | queue | allow
+    catchup: str  # latest | all | none
+    input: dict[str, Any]
+    add_at: float  # seconds after the seed began
+    delete_at: float
+    via_cli: bool
+
+
 @dataclass
 class Plan:
     """Everything a seed will do, decided up front."""
@@ -130,6 +145,7 @@ class Plan:
     faults: list[PlannedFault] = field(default_factory=list)
     sessions: list[str] = field(default_factory=list)  # origin sessions, one client each
     scenario: str | None = None
+    schedule: PlannedSchedule | None = None
 
     def describe(self) -> dict[str, Any]:
         """A JSON summary for the report."""
@@ -143,6 +159,13 @@ class Plan:
             "faults": [
                 {"kind": str(f.kind), "at": round(f.at, 2), "window": f.window} for f in self.faults
             ],
+            "schedule": None
+            if self.schedule is None
+            else {
+                "every": self.schedule.every,
+                "overlap": self.schedule.overlap,
+                "catchup": self.schedule.catchup,
+            },
         }
 
 
@@ -232,7 +255,28 @@ def make_plan(seed: int, lease_seconds: float, scenario: str | None = None) -> P
                 and rng_for(seed, "forced", index).random() < 0.25,
             )
         )
+    plan.schedule = _schedule(seed)
     return plan
+
+
+def _schedule(seed: int) -> PlannedSchedule | None:
+    """Half the seeds add a schedule (drawn from a stream of its own, so the rest of a
+    seed's plan is what it was without schedules)."""
+    rng = rng_for(seed, "schedule")
+    if rng.random() >= 0.5:
+        return None
+    add_at = round(rng.uniform(0.0, 2.0), 2)
+    return PlannedSchedule(
+        name=f"campaign-{seed}-every",
+        every=rng.choice([1, 2, 3]),
+        overlap=rng.choice(["skip", "queue", "allow"]),
+        catchup=rng.choice(["latest", "all", "none"]),
+        input={"x": rng.randint(1, 10_000), "n": rng.randint(1, 3),
+               "hold": round(rng.uniform(0.05, 0.8), 2)},
+        add_at=add_at,
+        delete_at=round(add_at + rng.uniform(6.0, 12.0), 2),
+        via_cli=rng.random() < 0.5,
+    )  # fmt: skip
 
 
 def _mode(workflow: str, rng: random.Random) -> Mode:

@@ -32,6 +32,7 @@ def build(
     workflows: Counter[str] = Counter()
     resolutions: Counter[str] = Counter()
     attributed: Counter[str] = Counter()
+    durable: Counter[str] = Counter()
     modes: Counter[str] = Counter()
     violations: list[dict[str, Any]] = []
     for result in results:
@@ -47,6 +48,7 @@ def build(
             resolutions.update(run.get("resolutions", []))
             modes[str(run.get("mode", "plain"))] += 1
         attributed.update(result.get("attributed", {}))
+        durable.update(result.get("durable", {}))
         violations.extend(result.get("violations", []))
     failing = sorted({v["seed"] for v in violations})
     return {
@@ -76,6 +78,7 @@ def build(
         "violations": violations,
         "rerun": [f"make campaign SEEDS=1 SEED_START={seed}{rerun_args}" for seed in failing],
         "attributed": dict(sorted(attributed.items())),
+        "durable": dict(sorted(durable.items())),
         "perSeed": [
             {
                 "seed": r["seed"],

@@ -141,19 +141,23 @@ def _phases(ctx: SeedContext, faults: FaultRunner, stuck_seconds: float) -> None
     assert ctx.sessions is not None
     used = sorted({t.planned.session for t in ctx.tracks if t.planned.session})
     ctx.sessions.start_all(used)
-    # 2. chaos
-    while not faults.finished or any(t.run_id is None for t in ctx.tracks):
+    # 2. chaos (the seed's schedule is added and deleted within it)
+    while (
+        not faults.finished
+        or any(t.run_id is None for t in ctx.tracks)
+        or (ctx.plan.schedule is not None and not ctx.schedule.deleted)
+    ):
         _tick(ctx, faults, stuck_seconds)
     ctx.note("chaos over; quiescing")
     # 3. quiesce
     deadline = time.monotonic() + QUIESCE_SECONDS
     delivered_at = 0.0
-    while not all(_quiet(t) for t in ctx.tracks) or not delivered_at:
+    while not all(_quiet(t) for t in ctx.tracks) or not ctx.schedule.quiet or not delivered_at:
         if time.monotonic() > deadline:
             ctx.violation("seedTimeout", f"runs did not settle within {QUIESCE_SECONDS:.0f} s")
             break
         _tick(ctx, faults, stuck_seconds)
-        if all(_quiet(t) for t in ctx.tracks) and _delivered(ctx):
+        if all(_quiet(t) for t in ctx.tracks) and ctx.schedule.quiet and _delivered(ctx):
             delivered_at = time.monotonic()
     faults.finish()
     observe(ctx)
@@ -248,6 +252,7 @@ def _result(ctx: SeedContext) -> dict[str, Any]:
         "cliKills": ctx.surfaces.cli_kills,
         "witnessBodies": len(ctx.witnesses.bodies),
         "attributed": ctx.attributed,
+        "durable": ctx.durable_counts,
         "sessionClients": {
             s: {"starts": c.starts, "kills": c.kills}
             for s, c in (ctx.sessions.clients.items() if ctx.sessions else [])

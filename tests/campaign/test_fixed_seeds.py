@@ -2,7 +2,8 @@
 
 The seeds were chosen so that together their plans start every campaign workflow in every
 mode (plain, with an origin session and its scripted client, detached with the stand-in
-headless agent) and plan every fault kind, a forced graceful stop among them
+headless agent), plan every fault kind, a forced graceful stop among them, a `timer` run
+whose retries run out a round, and a schedule of every overlap mode
 (`docs/reliability.md`); which planned faults find a target depends on timing, so the
 test requires that faults fired, not which. It runs `python -m campaign` as a subprocess,
 exactly as `make campaign` does, two seeds at a time.
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 from campaign.plan import Fault, Mode, make_plan
 from campaign.seed import LEASE_SECONDS
-from campaign.workflows import WORKFLOW_NAMES
+from campaign.workflows import TIMER_ATTEMPTS, WORKFLOW_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXED_SEEDS = (126, 41, 397, 254, 67, 153, 368)
@@ -31,6 +32,10 @@ def test_the_fixed_seeds_plan_every_workflow_and_every_fault_kind() -> None:
     assert {run.mode for plan in plans for run in plan.runs} == set(Mode)
     assert {fault.kind for plan in plans for fault in plan.faults} == set(Fault)
     assert any(fault.forced for plan in plans for fault in plan.faults)
+    timers = [r for plan in plans for r in plan.runs if r.workflow.startswith("timer")]
+    assert any(r.input["fails"] >= TIMER_ATTEMPTS for r in timers)  # a round runs out
+    schedules = [plan.schedule for plan in plans if plan.schedule is not None]
+    assert {s.overlap for s in schedules} == {"skip", "queue", "allow"}
 
 
 @pytest.mark.slow
@@ -53,3 +58,7 @@ def test_the_fixed_campaign_seeds_find_no_violation(tmp_path: Path) -> None:
     assert report["attributed"], "no abnormal end was attributed: the faults hurt nothing"
     assert report["faultsTotal"] >= len(FIXED_SEEDS)
     assert report["serverStarts"] > len(FIXED_SEEDS)  # servers were killed and restarted
+    durable = report["durable"]
+    for fact in ("wait sleep fired", "wait retry fired", "event consumed", "attempt retried",
+                 "attempt exhausted", "fire started"):  # fmt: skip
+        assert durable.get(fact), (fact, durable)

@@ -77,6 +77,13 @@ export function formatRun(view: RunView): string {
 			lines.push(`request: ${compactJson(waiting.request)}`);
 		}
 	}
+	const wait = view.wait;
+	if (wait) {
+		lines.push(`waits: ${oneLine(wait.text, 300)}`);
+		if (wait.kind === "event" && wait.event) {
+			lines.push(`send it with: pi-workflows run signal ${view.runId} ${wait.event} --data JSON`);
+		}
+	}
 	if (view.error !== undefined && view.error !== null) lines.push(`error: ${compactJson(view.error)}`);
 	if (view.output !== undefined && view.output !== null) lines.push(`output: ${compactJson(view.output)}`);
 	return lines.join("\n");
@@ -91,6 +98,7 @@ export function runForModel(view: RunView): string {
 		parkReason: view.parkReason ?? null,
 		currentNode: view.currentNode ?? null,
 		waitingOn: view.waitingOn ? (view.waitingOn as unknown as JsonValue) : null,
+		waits: view.wait ? view.wait.text : null,
 		output: view.output ?? null,
 		error: view.error ?? null,
 	};

@@ -45,6 +45,16 @@ export interface WaitingOn {
 	request: JsonValue;
 }
 
+/** A run's durable wait (a sleep, a retry delay, an event wait): it holds no runner. */
+export interface DurableWait {
+	kind: string;
+	nodeId: string;
+	event?: string | null;
+	dueAt?: number | null;
+	/** One line for people: what the run waits for. */
+	text: string;
+}
+
 /** The parts of a `RunView` the extension reads. */
 export interface RunView {
 	runId: string;
@@ -55,6 +65,7 @@ export interface RunView {
 	revision?: number;
 	currentNode?: string | null;
 	waitingOn?: WaitingOn | null;
+	wait?: DurableWait | null;
 	input?: JsonValue;
 	output?: JsonValue;
 	error?: JsonValue;

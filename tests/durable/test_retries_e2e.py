@@ -259,3 +259,41 @@ def test_a_retry_delay_survives_a_server_kill_and_fires_once_after_restart(
         "SELECT COUNT(*) FROM node_attempts WHERE run_id = ? AND node_id = 'call'", run_id
     ) == [(2,)]
     assert server.diagnose() == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_retry_delay_paused_past_its_time_tries_again_only_after_resume(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """Paused during a 1 s retry delay, the run stays paused past the due time (the wait
+    is recorded fired, no try runs); ``run resume`` runs the next try once. Cancelling a
+    run in its delay ends it with the wait cancelled and no further try."""
+    _flaky(server, attempts=3, delay=1.0)
+    witness = tmp_path / "tries.jsonl"
+    run_id = server.start_run("flaky", {"witness": str(witness), "fail": 1})
+    server.wait_status(run_id, "waiting", 30)
+    with server.client() as client:
+        client.pause(run_id)
+    wait_for(
+        lambda: (
+            server.query("SELECT status FROM run_waits WHERE run_id = ?", run_id) == [("fired",)]
+        ),
+        15,
+        "the delay to pass while paused",
+    )
+    assert server.run(run_id)["status"] == "paused"
+    assert len(_tries(witness)) == 1
+    with server.client() as client:
+        client.resume(run_id)
+    done = server.wait_status(run_id, {"completed", "failed"}, 30)
+    assert done["status"] == "completed"
+    assert len(_tries(witness)) == 2
+    other_witness = tmp_path / "other.jsonl"
+    other = server.start_run("flaky", {"witness": str(other_witness), "fail": 5})
+    server.wait_status(other, "waiting", 30)
+    with server.client() as client:
+        client.cancel(other)
+    assert server.query("SELECT status FROM run_waits WHERE run_id = ?", other) == [("cancelled",)]
+    assert len(_tries(other_witness)) == 1
+    assert server.diagnose() == []

@@ -155,3 +155,16 @@ def test_wait_event_names_follow_the_signal_rule() -> None:
         Workflow("w", "a", {"a": wait_event("go", timeout=-1)}, [])
     with pytest.raises(WorkflowDefinitionError, match="validate"):
         Workflow("w", "a", {"a": wait_event("go", validate="no")}, [])  # type: ignore[arg-type]
+
+
+def test_every_deadline_is_bounded_by_a_year_and_a_day() -> None:
+    """A timeout past 366 days (an event wait's, a node's, a decision's) fails to load: no
+    stored time can overflow a calendar or a 64-bit column."""
+    for node in (
+        wait_event("go", timeout=1e12),
+        compute(_noop, timeout=1e16),
+        human_decision("t", [choice("a")], on_timeout=(1e12, "a")),
+    ):
+        with pytest.raises(WorkflowDefinitionError, match="up to 31622400"):
+            Workflow("w", "a", {"a": node}, [])
+    Workflow("w", "a", {"a": wait_event("go", timeout=minutes(60))}, [])

@@ -323,3 +323,27 @@ def test_bad_events_are_refused_with_one_line_and_nothing_stored(
     assert server.query("SELECT COUNT(*) FROM run_signals") == [(0,)]
     assert server.run(run_id)["status"] == "waiting"
     assert server.diagnose() == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_restart_takes_no_event_of_the_old_round(server: ServerProcess, tmp_path: Path) -> None:
+    """An event kept by a round that never took it is discarded by a restart of the waiting
+    run (no pause needed): the new round waits for a new event, and takes that one."""
+    _gate(server, first="sleep(seconds(30))")
+    witness = tmp_path / "w.jsonl"
+    run_id = server.start_run("gate", {"witness": str(witness)})
+    server.wait_status(run_id, "waiting", 30)
+    with server.client() as client:
+        client.signal(run_id, "deployed", {"round": 0})
+        client.restart(run_id)
+    assert server.query("SELECT status FROM run_signals WHERE run_id = ?", run_id) == [
+        ("discarded",)
+    ]
+    assert sorted(server.query("SELECT status FROM run_waits WHERE run_id = ?", run_id))[0] == (
+        "cancelled",
+    )
+    view = server.wait_status(run_id, "waiting", 30)
+    assert view["wait"]["kind"] == "sleep"  # the new round sleeps afresh
+    assert view["signalsPending"] == 0
+    assert server.diagnose() == []

@@ -297,3 +297,45 @@ def test_a_retry_delay_paused_past_its_time_tries_again_only_after_resume(
     assert server.query("SELECT status FROM run_waits WHERE run_id = ?", other) == [("cancelled",)]
     assert len(_tries(other_witness)) == 1
     assert server.diagnose() == []
+
+
+FAILING_SHELL = """
+from pi_workflows import Workflow, compute, idempotent_effect, retry, shell, switch
+
+workflow = Workflow(
+    "failing",
+    start="probe",
+    nodes={
+        "probe": shell(lambda ctx: ["sh", "-c", f"echo run >> {ctx.input['witness']}; exit 1"],
+                       effect=idempotent_effect("probe"),
+                       retry=retry(attempts=2, delay=30, on_exhausted="EXHAUSTED")),
+        "done": compute(lambda ctx: {"ok": True}),
+    },
+    edges=[switch("probe", on="$result.outcome",
+                  cases={"ok": "done", "failed": "done", "timed_out": "done"})],
+)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_run_cancelled_in_its_retry_delay_keeps_its_effects_outcome(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """The first try's command ran (exit 1, its effect settled); the run is cancelled in the
+    30 s delay: the effect still says what that try did, and diagnose is clean."""
+    server.write_workflow("failing", FAILING_SHELL.replace("EXHAUSTED", "fail"))
+    witness = tmp_path / "ran.txt"
+    run_id = server.start_run("failing", {"witness": str(witness)})
+    server.wait_status(run_id, "waiting", 30)
+    [(before, count)] = server.query(
+        "SELECT status, attempt_count FROM effects WHERE run_id = ?", run_id
+    )
+    with server.client() as client:
+        client.cancel(run_id)
+    assert server.query("SELECT status, attempt_count FROM effects WHERE run_id = ?", run_id) == [
+        (before, count)
+    ]
+    assert before in ("applied", "rejected")
+    assert witness.read_text().splitlines() == ["run"]
+    assert server.diagnose() == []

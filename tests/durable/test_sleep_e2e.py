@@ -33,6 +33,8 @@ def mark(what):
 def until(ctx):
     if ctx.input.get("naive"):
         return datetime.now() + timedelta(seconds=1)
+    if ctx.input.get("far"):
+        return 1e12
     return datetime.now(UTC) + timedelta(seconds=ctx.input["seconds"])
 
 
@@ -112,6 +114,21 @@ def test_a_naive_until_fails_the_node_with_a_message_that_says_what_to_return(
     assert done["status"] == "failed"
     assert "naive datetime" in done["error"]
     assert server.query("SELECT COUNT(*) FROM run_waits WHERE run_id = ?", run_id) == [(0,)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_sleep_beyond_a_year_and_a_day_fails_the_node_instead_of_waiting(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """``until`` returning 1e12 seconds fails the node saying the bound; nothing waits."""
+    _nap(server, "sleep(until=until)")
+    run_id = server.start_run("nap", {"witness": str(tmp_path / "w.txt"), "far": True})
+    done = server.wait_status(run_id, {"completed", "failed"}, 30)
+    assert done["status"] == "failed"
+    assert "366 days" in done["error"]
+    assert server.query("SELECT COUNT(*) FROM run_waits WHERE run_id = ?", run_id) == [(0,)]
+    assert server.diagnose() == []
 
 
 @pytest.mark.slow

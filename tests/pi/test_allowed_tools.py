@@ -519,6 +519,49 @@ def test_the_tool_refuses_to_pause_or_cancel_a_run_waiting_on_a_human_decision(
     assert server.run(run_id)["status"] == "waiting"
 
 
+EXHAUSTS = """
+from pi_workflows import Workflow, compute, retry
+
+
+def fails(ctx):
+    raise RuntimeError("always")
+
+
+workflow = Workflow("exhausts", start="call",
+                    nodes={"call": compute(fails, retry=retry(attempts=2, delay=0,
+                                                                on_exhausted="pause"))})
+"""
+
+
+def test_the_tool_refuses_to_resume_a_run_whose_retries_ran_out(
+    server: ServerProcess, make_pi: MakePi, provider: MockProvider
+) -> None:
+    """Only a person starts a fresh round of tries: the tool's `resume` of a run parked
+    `retriesExhausted` is refused with one line naming the person's commands, and the run
+    stays parked with its two tries."""
+    server.write_workflow("exhausts", EXHAUSTS)
+    run_id = server.start_run("exhausts")
+    assert server.wait_status(run_id, "paused")["parkReason"] == "retriesExhausted"
+    provider.on(
+        user_text_contains("resume it"),
+        tool_call("workflow", {"action": "resume", "runId": run_id}),
+    )
+    finish_rules(provider)
+    pi = make_pi()
+
+    [resumed] = tool_results(pi.run_prompt("resume it"))
+
+    assert resumed["isError"] is True
+    assert result_text(resumed) == (
+        f"Run {run_id} paused because a node's retries ran out (retriesExhausted): only a"
+        f" person starts a fresh round of tries (/workflow resume {run_id} or pi-workflows run"
+        f" resume {run_id})"
+    )
+    view = server.run(run_id)
+    assert (view["status"], view["parkReason"]) == ("paused", "retriesExhausted")
+    assert len(view["attempts"]) == 2
+
+
 # --- the headless Pi of a detached run -------------------------------------------------------
 
 

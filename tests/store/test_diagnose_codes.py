@@ -18,7 +18,8 @@ import pi_workflows.store.diagnose as diagnose_module
 from pi_workflows.store import interaction_writes, lifecycle
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
-from pi_workflows.store.effect_writes import reserve_effect
+from pi_workflows.store.effect_writes import reserve_effect, settle_effect
+from pi_workflows.store.effects import EffectStatus
 from pi_workflows.store.interactions import InteractionDraft
 from pi_workflows.store.lifecycle import Finish
 from pi_workflows.store.runners import launch, register_process
@@ -67,6 +68,18 @@ def _request_and_wait(db: Database, clock: FakeClock) -> str:
         " FROM node_attempts WHERE status = 'waiting'",
     )
     return run_id
+
+
+def _effect_outcome_lost(db: Database, clock: FakeClock) -> str:
+    claim = running(db)
+    attempt = lifecycle.start_node(db, claim, "a").attempt
+    reservation, _ = reserve_effect(
+        db, claim, attempt_id=attempt.attempt_id, effect_type="t", effect_kind="idempotent",
+        fingerprint="f",
+    )  # fmt: skip
+    settle_effect(db, claim, reservation.effect_id, EffectStatus.APPLIED, result={"ok": 1})
+    _sql(db, f"UPDATE effects SET status = 'cancelled' WHERE effect_id = '{reservation.effect_id}'")
+    return claim.run_id
 
 
 def _wait_pending_active(db: Database, clock: FakeClock) -> str:
@@ -310,6 +323,7 @@ BUILDERS: dict[str, Builder] = {
     "processLiveAfterRunnerExit": _process_after_exit,
     "requestAndWaitOpen": _request_and_wait,
     "waitPendingOnActiveRun": _wait_pending_active,
+    "effectOutcomeLost": _effect_outcome_lost,
     "fireWithoutRun": _fire_without_run,
     "fireRunMismatch": _fire_run_mismatch,
     "fireAfterNextFire": _fire_after_next_fire,

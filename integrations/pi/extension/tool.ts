@@ -9,6 +9,8 @@
  * is never answered here, and a run waiting on one is neither paused nor cancelled: `answer`,
  * `pause` and `cancel` read the run's waiting request first and refuse a decision
  * (`PROTECTED_DECISION_MESSAGE`, `protectedRunMessage`; the server refuses answers too).
+ * Nor does the model resume a run whose retries ran out a round (`retriesExhausted`): only
+ * a person starts a fresh round (`exhaustedRunMessage`).
  * `answer` and `submit` need the step's `requestId`. Runs in the Pi process, inside the tool's
  * `execute`; every retry of one call reuses that call's key.
  */
@@ -31,11 +33,22 @@ export const TOOL_NAME = WORKFLOW_TOOL;
 /** The tool's answer when the model tries to answer a human decision. */
 export const PROTECTED_DECISION_MESSAGE = "Protected human decisions cannot be answered by the workflow tool";
 
+/** The park reason of a run whose retry policy ran out a round and waits for a person. */
+export const RETRIES_EXHAUSTED = "retriesExhausted";
+
 /** The tool's answer when the model tries to pause or cancel a run that waits on a human decision. */
 export function protectedRunMessage(action: string, runId: string): string {
 	return (
 		`Run ${runId} waits on a protected human decision: the workflow tool cannot ${action} it; ` +
 		`the person decides (/workflow decide ${runId}) or ${action}s it (/workflow ${action} ${runId})`
+	);
+}
+
+/** Why the model may not resume a run whose retries ran out: only a person starts a new round. */
+export function exhaustedRunMessage(runId: string): string {
+	return (
+		`Run ${runId} paused because a node's retries ran out (retriesExhausted): only a person ` +
+		`starts a fresh round of tries (/workflow resume ${runId} or pi-workflows run resume ${runId})`
 	);
 }
 
@@ -147,9 +160,12 @@ async function runAction(
 		case "resume":
 		case "cancel": {
 			const runId = required(params.runId, "runId", params.action);
-			if (params.action !== "resume") {
-				const view = await operations.getRun(runId);
-				if (view.waitingOn?.kind === DECISION_KIND) throw new WorkflowError(protectedRunMessage(params.action, runId));
+			const view = await operations.getRun(runId);
+			if (params.action !== "resume" && view.waitingOn?.kind === DECISION_KIND) {
+				throw new WorkflowError(protectedRunMessage(params.action, runId));
+			}
+			if (params.action === "resume" && view.parkReason === RETRIES_EXHAUSTED) {
+				throw new WorkflowError(exhaustedRunMessage(runId));
 			}
 			const receipt = await operations.control(params.action, runId, key, params.reason);
 			return result(params.action, runId, receipt, `Run ${runId} is ${String(receipt.body.status ?? "updated")}.`);

@@ -56,7 +56,7 @@ from pi_workflows.authoring.nodes import (
     sleep,
     wait_event,
 )
-from pi_workflows.authoring.retries import RetryPolicy, retry
+from pi_workflows.authoring.retries import MAX_DELAY_SECONDS, RetryPolicy, retry
 from pi_workflows.authoring.routing import (
     Case,
     CaseValue,
@@ -102,6 +102,7 @@ __all__ = [
     # retries
     "retry",
     "RetryPolicy",
+    "MAX_DELAY_SECONDS",
     # routing
     "edge",
     "switch",

@@ -491,7 +491,7 @@ def sleep(duration: float | None = None, *, until: NodeCallback | None = None) -
         or not 0 <= duration <= MAX_DELAY_SECONDS
     ):
         raise ValueError(
-            f"sleep duration must be a number of seconds from 0 to {MAX_DELAY_SECONDS:g},"
+            f"sleep duration must be a number of seconds from 0 to {MAX_DELAY_SECONDS:.0f},"
             f" got {duration!r}"
         )
     return SleepNode(duration=None if duration is None else float(duration), until=until)

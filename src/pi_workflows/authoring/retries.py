@@ -69,7 +69,7 @@ def _seconds(name: str, value: object, *, allow_none: bool = False) -> float | N
         or not 0 <= value <= MAX_DELAY_SECONDS
     ):
         raise ValueError(
-            f"retry {name} must be a number of seconds from 0 to {MAX_DELAY_SECONDS:g}"
+            f"retry {name} must be a number of seconds from 0 to {MAX_DELAY_SECONDS:.0f}"
             f" (use seconds(...) or minutes(...)), got {value!r}"
         )
     return float(value)

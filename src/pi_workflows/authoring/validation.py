@@ -31,7 +31,7 @@ from pi_workflows.authoring.nodes import (
     SleepNode,
     WaitEventNode,
 )
-from pi_workflows.authoring.retries import RetryPolicy
+from pi_workflows.authoring.retries import MAX_DELAY_SECONDS, RetryPolicy
 from pi_workflows.authoring.routing import Edge, PathScope, Route, Switch, case_key, parse_path
 from pi_workflows.authoring.values import CANCELLED, Outcome, json_problem
 
@@ -129,10 +129,13 @@ def _check_timeout(wf: str, node_id: str, timeout: object, what: str = "timeout"
         isinstance(timeout, bool)
         or not isinstance(timeout, int | float)
         or not math.isfinite(timeout)
-        or timeout <= 0
+        or not 0 < timeout <= MAX_DELAY_SECONDS
     ):
         raise _fail(
-            wf, node_id, f"{what} must be a positive number of seconds or None, got {timeout!r}"
+            wf,
+            node_id,
+            f"{what} must be a positive number of seconds up to {MAX_DELAY_SECONDS:.0f} (366"
+            f" days) or None, got {timeout!r}",
         )
 
 

@@ -31,6 +31,8 @@ STATE_GLYPHS: Final = {
     "timed_out": ("⌛", "red"),
     "cancelled": ("⊘", "magenta"),
     "interrupted": ("⊘", "magenta"),
+    "retried": ("↻", "yellow"),
+    "exhausted": ("↻", "red"),
 }
 """How each node state is drawn: a glyph and its style."""
 

@@ -244,13 +244,20 @@ class _Attempts:
 
 
 def _outcome(attempt: Mapping[str, Any]) -> Text:
-    """An attempt's outcome; a retried try says what it ended with (``failed, retried``)."""
+    """An attempt's outcome; a retried try says what it ended with and which try of its
+    round it was (``failed, retried (try 1)``), a later try its number (``completed (try
+    2)``)."""
     status = attempt.get("status")
+    try_no = attempt.get("tryNo")
+    tried = f" (try {try_no})" if isinstance(try_no, int) else ""
     if status in ("retried", "exhausted") and attempt.get("retryOutcome"):
         text = status_text(attempt.get("retryOutcome"))
-        text.append(f", {plain(status)}", style="yellow")
+        text.append(f", {plain(status)}{tried}", style="yellow")
         return text
-    return status_text(status)
+    text = status_text(status)
+    if isinstance(try_no, int) and try_no > 1:
+        text.append(tried)
+    return text
 
 
 def _lines(text: Text) -> list[Text]:

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from datetime import datetime
 
 from pi_workflows.authoring import (
+    MAX_DELAY_SECONDS,
     ActionNode,
     ComputeNode,
     Node,
@@ -102,14 +104,25 @@ def sleep_node(
     return _slept(reply.until, reply.late_ms)
 
 
+def _too_far(node_id: str, what: str) -> NodeResult:
+    return NodeResult.failed(
+        f"node {node_id!r} until returned {what}, more than {MAX_DELAY_SECONDS:.0f} seconds"
+        " (366 days) ahead: a sleep waits at most that long"
+    )
+
+
 def _wake_time(node_id: str, found: object) -> dict[str, object] | NodeResult:
-    """``{"delayMs"}`` or ``{"untilMs"}`` from what ``until(ctx)`` returned, or a failure."""
+    """``{"delayMs"}`` or ``{"untilMs"}`` from what ``until(ctx)`` returned, or a failure
+    (a naive datetime, a negative or endless number, more than 366 days ahead)."""
     if isinstance(found, datetime):
         if found.tzinfo is None or found.utcoffset() is None:
             return NodeResult.failed(
                 f"node {node_id!r} until returned a naive datetime; return an aware one"
                 " (with tzinfo, e.g. datetime.now(UTC) + timedelta(minutes=5)) or seconds"
             )
+        ahead = found.timestamp() - time.time()
+        if ahead > MAX_DELAY_SECONDS:
+            return _too_far(node_id, found.isoformat())
         return {"untilMs": max(0, math.floor(found.timestamp() * 1000))}
     if (
         isinstance(found, bool)
@@ -121,6 +134,8 @@ def _wake_time(node_id: str, found: object) -> dict[str, object] | NodeResult:
             f"node {node_id!r} until must return a non-negative number of seconds or an aware"
             f" datetime, got {found!r}"
         )
+    if found > MAX_DELAY_SECONDS:
+        return _too_far(node_id, f"{found!r} seconds")
     return {"delayMs": millis(float(found))}
 
 
@@ -158,7 +173,7 @@ def await_event(rt: Runtime, node: WaitEventNode, attempt: Attempt, ctx: NodeCon
         if signal is None:
             raise ProtocolViolationError("node.await", "the reply has neither a wait nor an event")
         data = fetch(rt.channel, signal.data_ref) if signal.data_ref is not None else signal.data
-        problem = _validate(node_id, node, data, ctx)
+        problem = _validate(node_id, node, data, ctx, rt.validate_seconds)
         if problem is not None:
             _reject(rt, signal.signal_id, problem)
             continue
@@ -169,15 +184,23 @@ def await_event(rt: Runtime, node: WaitEventNode, attempt: Attempt, ctx: NodeCon
         return Finished(result, signal_id=signal.signal_id)
 
 
-def _validate(node_id: str, node: WaitEventNode, data: object, ctx: NodeContext) -> str | None:
-    """Why the node's validate refuses ``data`` (one line), or None when it accepts it."""
+def _validate(
+    node_id: str, node: WaitEventNode, data: object, ctx: NodeContext, bound: float | None
+) -> str | None:
+    """Why the node's validate refuses ``data`` (one line), or None when it accepts it.
+
+    One event's validation is bounded by the server's ``PI_WORKFLOWS_VALIDATE_SECONDS``
+    (``bound``), as a checkpoint answer's is: an event wait's own ``timeout`` is how long it
+    waits for events, not how long one check may take.
+    """
     if node.validate is None:
         return None
+    limit = bound if bound is not None else node.timeout
     outcome = call(
         node.validate,
         (data, ctx),
         label=f"node {node_id!r} validate",
-        deadline=Deadline(node.timeout),
+        deadline=Deadline(limit),
         cancellation=ctx.cancellation,
     )
     if isinstance(outcome, Returned):
@@ -187,7 +210,7 @@ def _validate(node_id: str, node: WaitEventNode, data: object, ctx: NodeContext)
     if isinstance(outcome, Raised):
         return one_line(f"validate raised {describe_exception(outcome.error)}")
     assert isinstance(outcome, TimedOut)
-    return f"validation did not finish: validate ran longer than {node.timeout} s"
+    return f"validation did not finish: validate ran longer than {limit:g} s"
 
 
 def _attempt(reply: AttemptReply, node_id: str) -> Attempt:

@@ -45,6 +45,7 @@ class LaunchEnvelope(_Wire, frozen=True, kw_only=True):
     definition_digest: str
     input_hash: str | None = None
     lease_ms: int | None = None
+    validate_ms: int | None = None  # the bound of a wait_event validate on one event
 
 
 class ValueRef(_Wire, frozen=True, kw_only=True):

@@ -113,6 +113,7 @@ def _run(connection: Connection, termination: Termination, groups: ProcessGroups
         input=view.input,
         termination=termination,
         groups=groups,
+        validate_seconds=None if envelope.validate_ms is None else envelope.validate_ms / 1000,
     )
     Loop(runtime, view).run()
 

@@ -41,6 +41,7 @@ class Runtime:
     input: JsonValue
     termination: Termination
     groups: ProcessGroups
+    validate_seconds: float | None = None  # a wait_event validate's bound (the server's)
 
 
 @dataclass(frozen=True)

@@ -126,12 +126,19 @@ def _field(payload: dict[str, Any], name: str, kind: type | tuple[type, ...]) ->
     return value
 
 
+MAX_MS = 253_402_300_799_999
+"""The largest time a runner may name, in epoch or duration milliseconds (the last
+millisecond of 9999-12-31 UTC): beyond it no date can be written or stored."""
+
+
 def _optional_ms(payload: dict[str, Any], name: str) -> int | None:
     value = payload.get(name)
     if value is None:
         return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise BadRunnerMessage(f"payload field {name!r} must be a non-negative integer")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_MS:
+        raise BadRunnerMessage(
+            f"payload field {name!r} must be an integer of milliseconds from 0 to {MAX_MS}"
+        )
     return value
 
 

@@ -149,6 +149,8 @@ def _envelope(
             "definitionDigest": row[2],
             "inputHash": row[3],
             "leaseMs": config.lease_ms,
+            # How long the runner lets a wait_event node's validate run on one event.
+            "validateMs": int(config.validate_seconds * 1000),
         }
 
     return build

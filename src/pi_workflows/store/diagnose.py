@@ -330,6 +330,20 @@ def _check_effects(conn: sqlite3.Connection, runs: dict[str, Any], add: Any) -> 
                     False,
                 )
             )
+    for run_id, effect_id, status, outcome in conn.execute(
+        "SELECT e.run_id, e.effect_id, e.status, a.status FROM effects e JOIN effect_attempts a"
+        " ON a.effect_id = e.effect_id AND a.attempt_no = e.attempt_count"
+        " WHERE e.status IN ('pending', 'cancelled') AND a.status IN ('applied', 'rejected')"
+    ):
+        add(
+            Problem(
+                "effectOutcomeLost",
+                run_id,
+                f"effect {effect_id} is {status} although its last execution {outcome}: the"
+                " outcome its receipt holds is no longer the effect's",
+                False,
+            )
+        )
     for run_id, effect_id in conn.execute(
         "SELECT e.run_id, e.effect_id FROM effects e JOIN runs r USING (run_id)"
         " WHERE e.status = 'ambiguous' AND r.status IN ('queued', 'running', 'waiting')"

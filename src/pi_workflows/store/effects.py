@@ -162,13 +162,12 @@ def reject_timed_out(tx: Transaction, run_id: str, error: str) -> list[str]:
     return ids
 
 
-def rearm_for_retry(tx: Transaction, run_id: str, attempt_id: str) -> list[str]:
-    """A retry policy tries ``attempt_id``'s node visit again: its idempotent effect becomes
-    ``pending`` under the same key, so the next try runs the body again and the outside
-    system dedupes by that key. Refused (nothing changed) while an effect of the attempt is
-    still applying or ambiguous, or when it is a manual effect (never repeated
-    automatically). Returns the rearmed ids."""
-    rows = tx.conn.execute(
+def check_retryable(conn: sqlite3.Connection, run_id: str, attempt_id: str) -> None:
+    """A retry policy may try ``attempt_id``'s node visit again only when its effect is a
+    settled (or pending) idempotent one: refused while one is applying or ambiguous, or
+    when it is a manual effect (never repeated automatically). Changes nothing: the effect
+    keeps its outcome until the next try reserves it (``reserve``)."""
+    rows = conn.execute(
         "SELECT effect_id, effect_kind, status FROM effects WHERE node_attempt_id = ?",
         (attempt_id,),
     ).fetchall()
@@ -181,14 +180,17 @@ def rearm_for_retry(tx: Transaction, run_id: str, attempt_id: str) -> list[str]:
                 f"its {kind} effect {effect_id} is {status}; a retry repeats only settled"
                 " idempotent effects",
             )
-    ids = [row[0] for row in rows]
-    for effect_id in ids:
-        tx.conn.execute(
-            "UPDATE effects SET status = 'pending', result_json = NULL, result_ref = NULL,"
-            " error = NULL, updated_at = ? WHERE effect_id = ?",
-            (tx.now, effect_id),
-        )
-    return ids
+
+
+def _tried_again(conn: sqlite3.Connection, last_attempt_id: str | None, attempt_id: str) -> bool:
+    """Whether ``attempt_id`` is a later try of the visit whose ``last_attempt_id`` a retry
+    policy settled ``retried`` or ``exhausted``."""
+    if last_attempt_id is None or last_attempt_id == attempt_id:
+        return False
+    row = conn.execute(
+        "SELECT status FROM node_attempts WHERE attempt_id = ?", (last_attempt_id,)
+    ).fetchone()
+    return row is not None and row[0] in ("retried", "exhausted")
 
 
 def unresolved_ambiguous(conn: sqlite3.Connection, run_id: str) -> int:
@@ -278,8 +280,8 @@ def reserve(
     """
     key = effect_key(run_id, round_no, node_id, visit, effect_type)
     row = tx.conn.execute(
-        "SELECT effect_id, fingerprint, status, attempt_count, result_json, error, result_ref"
-        " FROM effects WHERE effect_key = ?",
+        "SELECT effect_id, fingerprint, status, attempt_count, result_json, error, result_ref,"
+        " effect_kind, node_attempt_id FROM effects WHERE effect_key = ?",
         (key,),
     ).fetchone()
     if row is None:
@@ -305,12 +307,14 @@ def reserve(
         _open_attempt(tx, effect_id, 1, generation, node_attempt_id)
         return Reservation(effect_id, key, EffectStatus.APPLYING, True, 1)
     effect_id, stored_fingerprint, status, attempt_count, result_json, error, result_ref = tuple(
-        row
+        row[:7]
     )
+    kind, last_attempt = row[7], row[8]
     if stored_fingerprint != fingerprint:
         raise EffectConflictError(run_id, node_id, effect_type)
     status = EffectStatus(status)
-    if status in (EffectStatus.APPLIED, EffectStatus.REJECTED):
+    retried = kind == "idempotent" and _tried_again(tx.conn, last_attempt, node_attempt_id)
+    if status in (EffectStatus.APPLIED, EffectStatus.REJECTED) and not retried:
         return Reservation(
             effect_id,
             key,
@@ -320,7 +324,9 @@ def reserve(
             values.load(tx.conn, result_json, result_ref),
             error,
         )
-    if status is EffectStatus.PENDING:
+    if status is EffectStatus.PENDING or retried:
+        # A pending key (its runner died), or the next try of a visit a retry policy tries
+        # again: the body runs again under the same key, and the outside system dedupes.
         attempt_no = attempt_count + 1
         tx.conn.execute(
             "UPDATE effects SET status = 'applying', attempt_count = ?, node_attempt_id = ?,"

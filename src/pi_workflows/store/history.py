@@ -209,7 +209,8 @@ def _known_detail(event_type: str, data: dict[str, Any]) -> str | None:
         case "node.retried":
             delay = data.get("delayMs") or 0
             when = "at once" if not delay else f"in {delay / 1000:g} s"
-            return f"{data.get('outcome')}; tried again {when}"
+            tried = f" (try {data['tryNo']})" if isinstance(data.get("tryNo"), int) else ""
+            return f"{data.get('outcome')}{tried}; tried again {when}"
         case "wait.fired":
             what = {"sleep": "woke", "retry": "retry due", "event": "event wait timed out"}
             late = data.get("lateMs")

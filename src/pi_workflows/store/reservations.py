@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pi_workflows.store import attempts, interactions, jsoncol, values
+from pi_workflows.store import attempts, interactions, jsoncol, signals, values
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import InvalidTransitionError
 from pi_workflows.store.ids import new_id
@@ -125,11 +125,14 @@ def restart(
     new_source: tuple[NewRun, str] | None = None,
     expected_revision: int | None = None,
 ) -> WriteResult:
-    """Queue a paused or failed, timed-out or cancelled run to run again from its start.
+    """Queue a paused, waiting, failed, timed-out or cancelled run to run again from its
+    start.
 
     Starts a new round: earlier attempts stay as history, but the next runner sees no
-    outputs, results or steps. Refused while any effect of the run is ambiguous (an operator
-    resolves those first); idempotent effects left pending by a lost runner are cancelled.
+    outputs, results or steps, and events the old round never took are discarded (a wait,
+    a request or a sleep of the old round is cancelled). Refused while any effect of the
+    run is ambiguous (an operator resolves those first); idempotent effects left pending by
+    a lost runner are cancelled.
     ``new_source`` (the re-resolved run and its definition digest) replaces the recorded
     source identity, so a restart runs the code as it is now.
     """
@@ -157,6 +160,7 @@ def restart(
         apply_transition(tx, run, Operation.RESTART, next_command=NextCommand.RESTART)
         attempts.close_unfinished(tx, run_id, AttemptStatus.INTERRUPTED)
         interactions.cancel_open(tx, run_id)
+        signals.discard_pending(tx, run_id)  # events of the old round are not the new one's
         tx.conn.execute(
             "UPDATE runs SET round = round + 1, step_count = 0, current_node = NULL,"
             " unrouted_attempt = NULL, output_json = NULL, output_ref = NULL, error = NULL,"

@@ -206,7 +206,8 @@ CREATE INDEX run_waits_by_attempt ON run_waits (attempt_id);
 -- Events sent to a run (``run signal``, ``store/signals.py``): durable, ordered per run by
 -- ``seq``, kept until a ``wait_event`` node of that name consumes one, exactly once (in the
 -- same transaction that settles the consuming attempt). A rejected one was refused by the
--- node's validate and is never consumed.
+-- node's validate and is never consumed; a discarded one was still pending when its run
+-- restarted (a new round takes no events of the old one).
 CREATE TABLE run_signals (
     signal_id TEXT PRIMARY KEY,
     run_id TEXT NOT NULL REFERENCES runs (run_id),
@@ -218,7 +219,7 @@ CREATE TABLE run_signals (
     idempotency_key TEXT,
     fingerprint TEXT NOT NULL,
     sent_by TEXT,
-    status TEXT NOT NULL CHECK (status IN ('pending', 'consumed', 'rejected')),
+    status TEXT NOT NULL CHECK (status IN ('pending', 'consumed', 'rejected', 'discarded')),
     attempt_id TEXT REFERENCES node_attempts (attempt_id),
     error TEXT,
     created_at INTEGER NOT NULL,

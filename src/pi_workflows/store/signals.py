@@ -43,7 +43,7 @@ class Signal:
     name: str
     seq: int
     data: Any
-    status: str  # pending | consumed | rejected
+    status: str  # pending | consumed | rejected | discarded
     attempt_id: str | None
     error: str | None
     sent_by: str | None
@@ -200,6 +200,17 @@ def send(
             signal_id, run_id, name, seq, data, "pending", None, None, sent_by, tx.now, None, ref
         )
         return Sent(signal, result.revision, wakes, bool(wakes and wait and wait.validates), False)
+
+
+def discard_pending(tx: Transaction, run_id: str) -> int:
+    """The run restarts: events its old round never took are ``discarded`` (a new round
+    takes no events sent to the old one). Returns how many."""
+    cursor = tx.conn.execute(
+        "UPDATE run_signals SET status = 'discarded', settled_at = ? WHERE run_id = ?"
+        " AND status = 'pending'",
+        (tx.now, run_id),
+    )
+    return cursor.rowcount
 
 
 def consume(tx: Transaction, run_id: str, signal_id: str, attempt_id: str) -> None:

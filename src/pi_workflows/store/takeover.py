@@ -10,11 +10,12 @@ evidence that the claim's server is dead (a newer server epoch holds the lock).
 from __future__ import annotations
 
 import functools
+import logging
 
 from pi_workflows.store import attempts, effects, interactions, waits
 from pi_workflows.store.claims import Claim, OwnerType, acquire, read_lease
 from pi_workflows.store.database import Database, Transaction
-from pi_workflows.store.errors import InvalidTransitionError
+from pi_workflows.store.errors import InvalidTransitionError, StoreError
 from pi_workflows.store.ids import new_id
 from pi_workflows.store.runs import RunRow, WriteResult, read_run, write_run
 from pi_workflows.store.states import AttemptStatus, NextCommand, Operation, RunStatus
@@ -207,6 +208,8 @@ def recover_all_expired(db: Database) -> list[WriteResult]:
     return results
 
 
+log = logging.getLogger(__name__)
+
 FIRE_BATCH = 500
 """The most due waits one sweep fires in one transaction (the next sweep takes the rest)."""
 
@@ -232,24 +235,32 @@ def fire_due_waits(db: Database, limit: int = FIRE_BATCH) -> list[str]:
         for wait in map(waits.from_row, rows):
             status = read_run(tx.conn, wait.run_id).status
             if status not in (RunStatus.WAITING, RunStatus.PAUSED):
-                continue
-            write_run(
-                db,
-                wait.run_id,
-                name="waits.fire",
-                event_type="wait.fired",
-                event_data={
-                    "waitId": wait.wait_id,
-                    "kind": wait.kind,
-                    "nodeId": wait.node_id,
-                    "dueAt": wait.due_at,
-                    "lateMs": max(0, tx.now - (wait.due_at or tx.now)),
-                },
-                claim=None,
-                apply=functools.partial(_fire, wait=wait),
-            )
-            if status is RunStatus.WAITING:
-                queued.append(wait.run_id)
+                continue  # waits.next_due skips it too: it never holds the scheduler
+            tx.conn.execute("SAVEPOINT fire_one")
+            try:
+                write_run(
+                    db,
+                    wait.run_id,
+                    name="waits.fire",
+                    event_type="wait.fired",
+                    event_data={
+                        "waitId": wait.wait_id,
+                        "kind": wait.kind,
+                        "nodeId": wait.node_id,
+                        "dueAt": wait.due_at,
+                        "lateMs": max(0, tx.now - (wait.due_at or tx.now)),
+                    },
+                    claim=None,
+                    apply=functools.partial(_fire, wait=wait),
+                )
+            except StoreError as exc:  # this run's contradiction; the other waits still fire
+                tx.conn.execute("ROLLBACK TO fire_one")
+                log.error("wait %s of run %s could not fire: %s", wait.wait_id, wait.run_id, exc)
+            else:
+                if status is RunStatus.WAITING:
+                    queued.append(wait.run_id)
+            finally:
+                tx.conn.execute("RELEASE fire_one")
     return queued
 
 

@@ -128,12 +128,14 @@ def retry(
 
     ``outcome`` is what the attempt ended with (``failed`` or ``timed_out``; a
     ``timed_out`` attempt the server settled at its deadline is the run's unrouted one).
-    The attempt becomes ``retried`` and its idempotent effect is made ``pending`` under the
-    same key. With ``delay_ms`` 0 the next try of the same visit starts in this write; with
-    more, the run waits with no claim for a ``retry`` wait due ``delay_ms`` from now. With
-    ``exhausted`` (a policy that pauses when its tries run out) the attempt becomes
-    ``exhausted`` and the run parks ``retriesExhausted`` with ``error`` as its detail;
-    ``run resume`` then starts try 1 of a fresh round. A retry never counts as a step.
+    The attempt becomes ``retried``; its idempotent effect keeps its outcome until the next
+    try reserves it again under the same key (``effects.reserve``), so a cancel during the
+    delay leaves the effect as it was. With ``delay_ms`` 0 the next try of the same visit
+    starts in this write; with more, the run waits with no claim for a ``retry`` wait due
+    ``delay_ms`` from now. With ``exhausted`` (a policy that pauses when its tries run
+    out) the attempt becomes ``exhausted`` and the run parks ``retriesExhausted`` with
+    ``error`` as its detail; ``run resume`` then starts try 1 of a fresh round. A retry
+    never counts as a step.
     """
     if delay_ms < 0:
         raise ValueError("delay_ms must not be negative")
@@ -157,10 +159,13 @@ def retry(
             )
         else:
             target = _active(tx, run, attempt_id, f"retry attempt {attempt_id} of")
-        effects.rearm_for_retry(tx, run_id, attempt_id)
+        effects.check_retryable(tx.conn, run_id, attempt_id)
         attempts.settle_for_retry(tx, target, outcome, error, exhausted=exhausted)
         if exhausted:
-            detail = f"node {target.node_id!r} failed {target.try_no} time(s): {error}"
+            detail = (
+                f"node {target.node_id!r} ran out of its {target.try_no} tries; the last"
+                f" {outcome.value}: {error}"
+            )
             apply_transition(
                 tx, run, Operation.PARK, park_reason=ParkReason.RETRIES_EXHAUSTED,
                 park_detail=detail[:2000],
@@ -179,7 +184,12 @@ def retry(
             holder.append(Retried(0, None, due, False))
 
     event = "run.parked" if exhausted else "node.retried"
-    data = {"attemptId": attempt_id, "outcome": outcome.value, "delayMs": delay_ms}
+    data: dict[str, object] = {
+        "attemptId": attempt_id,
+        "outcome": outcome.value,
+        "delayMs": delay_ms,
+        "tryNo": _try_of(db, attempt_id),
+    }
     if exhausted:
         data["reason"] = ParkReason.RETRIES_EXHAUSTED.value
     result = write_run(
@@ -194,6 +204,11 @@ def retry(
     )
     done = holder[0]
     return Retried(result.execution_revision, done.next_attempt, done.due_at, done.parked)
+
+
+def _try_of(db: Database, attempt_id: str) -> int | None:
+    found = attempts.read_attempt(db.conn, attempt_id)
+    return None if found is None else found.try_no
 
 
 def await_event(

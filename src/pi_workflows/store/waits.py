@@ -89,7 +89,12 @@ def from_row(row: sqlite3.Row | tuple[Any, ...]) -> Wait:
 
 def iso_time(ms: int | None) -> str:
     """``ms`` (epoch milliseconds) as ISO-8601 UTC text, or "" for none."""
-    return "" if ms is None else iso_ms(ms)
+    if ms is None:
+        return ""
+    try:
+        return iso_ms(ms)
+    except (ValueError, OverflowError, OSError):  # beyond any calendar: say the number
+        return f"{ms} ms after the epoch"
 
 
 def pending_of(conn: sqlite3.Connection, run_id: str) -> Wait | None:
@@ -183,9 +188,12 @@ def cancel_open(tx: Transaction, run_id: str) -> None:
 
 
 def next_due(conn: sqlite3.Connection) -> int | None:
-    """The earliest due time of a pending wait (an index lookup), if any."""
-    row = conn.execute(
-        "SELECT MIN(due_at) FROM run_waits WHERE status = 'pending' AND due_at IS NOT NULL"
+    """The earliest due time of a pending wait whose run waits or is paused (the ones the
+    server fires; an index range), if any."""
+    row = conn.execute(  # walks the due-time index in order and stops at the first
+        "SELECT w.due_at FROM run_waits w JOIN runs r USING (run_id)"
+        " WHERE w.status = 'pending' AND w.due_at IS NOT NULL"
+        " AND r.status IN ('waiting', 'paused') ORDER BY w.due_at LIMIT 1"
     ).fetchone()
     return None if row is None or row[0] is None else int(row[0])
 

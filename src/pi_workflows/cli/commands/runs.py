@@ -355,6 +355,8 @@ def signal(
     status = receipt.get("status", "pending")
     if status == "consumed":
         what = f"taken by its wait (attempt {receipt.get('attemptId')})"
+    elif receipt.get("woke") and receipt.get("runStatus") == "paused":
+        what = f"its wait took it; the run is paused and continues after 'run resume {run_id}'"
     elif receipt.get("woke"):
         what = "the run was waiting for it and continues"
     else:

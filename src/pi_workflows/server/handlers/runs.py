@@ -252,6 +252,8 @@ async def run_pause(server: ServerContext, request: Request) -> dict[str, Any]:
 
     def change() -> tuple[str | None, dict[str, Any]]:
         run = read_run(server.db.conn, run_id)
+        if run.status is RunStatus.PAUSED:
+            return _status_receipt(server, run_id)  # already paused (by itself, or earlier)
         if run.status is RunStatus.RUNNING:
             claim = handle.identity.claim if handle is not None else None
             lifecycle.park(

@@ -114,5 +114,11 @@ async def _outcome(server: ServerContext, body: dict[str, Any]) -> dict[str, Any
             {**{k: v for k, v in body.items() if k != "_adopted"}, "status": "rejected"},
         )
     with server.db.read() as conn:
-        revision = read_run(conn, run_id).revision
-    return {**body, "status": signal.status, "attemptId": signal.attempt_id, "revision": revision}
+        run = read_run(conn, run_id)
+    return {
+        **body,
+        "status": signal.status,
+        "attemptId": signal.attempt_id,
+        "runStatus": run.status.value,
+        "revision": run.revision,
+    }

@@ -103,6 +103,15 @@ def test_a_flaky_action_is_tried_again_under_the_same_effect_key(
     with server.client() as client:
         history = [e["type"] for e in client.history(run_id)]
     assert history.count("node.retried") == 2
+    traces = server.query(
+        "SELECT l.traceback FROM attempt_logs l JOIN node_attempts a USING (attempt_id)"
+        " WHERE a.run_id = ? AND a.status = 'retried' ORDER BY a.attempt_no",
+        run_id,
+    )
+    assert [("flaky try 1" in t, "flaky try 2" in t) for (t,) in traces] == [
+        (True, False),
+        (False, True),
+    ]  # each retried try keeps its own traceback
     assert server.diagnose() == []
 
 

@@ -43,7 +43,18 @@ TRACEBACK_CHARS: Final = 8 * 1024
 FLUSH_SECONDS: Final = 1.0
 """At most one ``node.logs`` per this many seconds while an attempt runs."""
 
-CLOSING_KINDS: Final = frozenset({"node.finish", "node.wait", "run.park", "interaction.reject"})
+CLOSING_KINDS: Final = frozenset(
+    {
+        "node.finish",
+        "node.wait",
+        "run.park",
+        "interaction.reject",
+        "node.retry",  # a retried try's output and traceback stay with that try
+        "node.sleep",
+        "node.await",
+        "signal.reject",
+    }
+)
 """Proposals that end an attempt's work in this runner: its logs are sent just before."""
 
 _FORMAT: Final = "%(levelname)s %(name)s: %(message)s"

@@ -5,7 +5,9 @@ beside physical floors (a durable SQLite commit, a Unix-socket round trip, an in
 spawn) and peers (DBOS Transact and LangGraph, in their own venv ``bench/.venv-peers``), in
 the same invocation, interleaved. Sections: ``nodes`` (durable node-transition overhead),
 ``start`` (start latency), ``recovery`` (after SIGKILL), ``parked`` (many runs waiting at a
-checkpoint), ``throughput`` (many runs at capacity 4 and 16, beside DBOS's queue), ``pi``
+checkpoint), ``timers`` (retries with no delay, ``run.signal``, 10,000 sleeping runs and
+1,000 timers due in one second), ``throughput`` (many runs at capacity 4 and 16, beside
+DBOS's queue), ``pi``
 (the Pi bridge), ``profile`` (cProfile of the server and runners). Results go to
 ``bench/results/latest.json``, ``latest.md`` (opening with the performance issue's targets,
 each met or not) and ``latest.png``.

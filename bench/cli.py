@@ -26,7 +26,7 @@ from bench.context import FULL, QUICK, Context, Sizes
 from bench.machine import facts
 from bench.peers import PEER_VENV, REQUIREMENTS, PeerEnv, ensure_peer_env
 from bench.processes import Processes, install_signal_handlers
-from bench.sections import nodes, parked, pi, profile, recovery, start, throughput
+from bench.sections import nodes, parked, pi, profile, recovery, start, throughput, timers
 
 SCHEMA = "pi-workflows.bench.v1"
 SECTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
@@ -34,6 +34,7 @@ SECTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "start": start.run,
     "recovery": recovery.run,
     "parked": parked.run,
+    "timers": timers.run,
     "throughput": throughput.run,
     "pi": pi.run,
     "profile": profile.run,
@@ -75,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         help="time allowed to start and park runs, and again to answer them",
     )
+    parser.add_argument(
+        "--sleeping", type=int, help="runs put to sleep at once (default 10000; quick 10)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temp directory")
     return parser
 
@@ -97,6 +101,8 @@ def _sizes(args: argparse.Namespace) -> Sizes:
         overrides["rounds"] = max(1, args.rounds)
     if args.parked is not None:
         overrides["parked_target"] = max(1, args.parked)
+    if args.sleeping is not None:
+        overrides["timers_sleeping"] = max(1, args.sleeping)
     if args.parked_seconds is not None:
         overrides["parked_fill_seconds"] = args.parked_seconds
         overrides["parked_answer_seconds"] = args.parked_seconds

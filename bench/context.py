@@ -40,6 +40,19 @@ class Sizes:
     """Time allowed to complete the parked runs after answering them."""
     parked_clients: int = 4
     """Client threads that start (and answer) runs, in the parked and throughput sections."""
+    timers_reps: int = 15
+    """Measured rounds of the timers section's latency part (retry, signal, answer)."""
+    timers_sleeping: int = 10_000
+    """Runs put to sleep far into the future at once (the timers section)."""
+    timers_fill_seconds: float = 120.0
+    """Time allowed to start the sleeping runs and get them asleep."""
+    timers_due: int = 1_000
+    """Timers that come due within ``timers_due_window_seconds``, beside the sleeping runs."""
+    timers_due_window_seconds: float = 1.0
+    timers_lead_seconds: float = 3.0
+    """Added to twice the expected start time of the due timers before the first is due."""
+    timers_idle_seconds: float = 3.0
+    """How long the server's CPU time is sampled while every run sleeps."""
     throughput_runs: int = 500
     throughput_nodes: int = 10
     throughput_capacities: tuple[int, ...] = (4, 16)
@@ -61,6 +74,12 @@ QUICK = Sizes(
     parked_target=10,
     parked_fill_seconds=40.0,
     parked_answer_seconds=40.0,
+    timers_reps=1,
+    timers_sleeping=10,
+    timers_fill_seconds=40.0,
+    timers_due=20,
+    timers_lead_seconds=0.5,
+    timers_idle_seconds=0.5,
     throughput_runs=12,
     throughput_nodes=3,
     profile_runs=1,

@@ -56,8 +56,9 @@ def _targets(results: dict[str, Any]) -> list[str]:
         "## Targets (the performance issue's table)",
         "",
         "Each figure of this run (a median) beside its target; a ratio is from the same run. "
-        "A figure taken at another shape (`--quick`, fewer than 10,000 runs parked) is "
-        "*not measured*, never met; extrapolations are never used here.",
+        "A figure taken at another shape (`--quick`, fewer than 10,000 runs parked or "
+        "asleep, fewer than 1,000 timers due in one second) is *not measured*, never met; "
+        "extrapolations are never used here.",
         "",
     ]
     table = []
@@ -409,6 +410,111 @@ def _parked(section: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _timers(section: dict[str, Any]) -> list[str]:
+    lines = ["## Durable time: retries, events, sleeping runs, timers", ""]
+    if "error" in section:
+        return [*lines, f"FAILED: {section['error']}", ""]
+    latency = section["latency"]
+    ours = latency["ours"]
+    lines += [
+        f"Latency on a warm server, ms, median [min-max] over {latency['reps']} rounds (the "
+        "five runs of a round in an order rotated every round); stamps are the nodes' own "
+        "monotonic clocks, totals the completing transaction's time (ms resolution).",
+        "",
+    ]
+    rows = [
+        ["1-node chain: start to first node started (a runner start)", fmt(ours["firstNodeMs"])],
+        ["2-node chain: node 1 to node 2 started (one transition)", fmt(ours["transitionMs"])],
+        [
+            "node failing once, `retry(attempts=2, delay=0)`: try 1 started to try 2 started",
+            f"**{fmt(ours['retryGapMs'])}**",
+        ],
+        [
+            "run totals: retry run - 1-node run / 2-node run - 1-node run",
+            f"{fmt(latency['retryExtraTotalMs'])} / {fmt(latency['transitionTotalMs'])}",
+        ],
+        ["`run.signal` acknowledged (no validate)", f"**{fmt(ours['signalAckMs'])}**"],
+        ["`run.signal` to the successor node started", f"**{fmt(ours['signalToNextNodeMs'])}**"],
+        ["validated answer acknowledged (`start` section's code)", fmt(ours["submitAckMs"])],
+        ["answer submitted to the next node started (same)", fmt(ours["submitToNextNodeMs"])],
+    ]
+    lines += _table(["measure", "ms"], rows)
+    lines += _table(
+        ["ratio (per round)", "value"],
+        [[label, fmt(fig)] for label, fig in latency["ratios"].items()],
+    )
+    sleeping = section["sleeping"]
+    if "sleeping" not in sleeping:
+        return lines
+    reached = (
+        "the target reached"
+        if sleeping["reachedTarget"]
+        else f"**target NOT reached in the {sleeping['fillBudgetSeconds']} s budget**"
+    )
+    lines += [
+        f"Sleeping scale: target {sleeping['target']} runs asleep for {sleeping['sleepDays']} "
+        f"days, {sleeping['clients']} client threads, default capacity. Measured: "
+        f"**{sleeping['sleeping']} runs asleep** in {sleeping['sleepSeconds']} s = "
+        f"{sleeping['sleepRatePerSecond']} runs/s ({reached}).",
+        "",
+    ]
+    rows = [
+        [
+            f"processes below the server while asleep (0.5 s / {sleeping['idleSeconds']} s later)",
+            f"{sleeping['processesHeld']} / {sleeping['processesHeldAfterIdle']}",
+        ],
+        ["runners held (server status)", str(sleeping["runnersHeld"])],
+        ["server RSS", f"{sleeping['serverRssMiB']} MiB"],
+        ["runner template RSS (a child of the server)", f"{sleeping['templateRssMiB']} MiB"],
+        [
+            f"server CPU while every run sleeps ({sleeping['idleSeconds']} s, no client)",
+            f"{sleeping['idleServerCpuMsPerSecond']} ms/s",
+        ],
+    ]
+    timers = sleeping.get("timers")
+    if timers:
+        late, to_next = timers["latenessMs"], timers["dueToNextNodeMs"]
+
+        def tails(fig: dict[str, Any]) -> str:
+            p90, p99 = fig.get("p90"), fig.get("p99")
+            if p90 is None or p99 is None:
+                return fmt(fig)
+            return f"{fmt(fig)}; p90 {p90:.3g}, p99 {p99:.3g}"
+
+        asleep = (
+            "all asleep"
+            if timers["allAsleepBeforeFirstDue"]
+            else f"**only {timers['asleepBeforeFirstDue']} asleep**"
+        )
+        rows += [
+            [
+                f"timers due over {timers['windowSeconds']} s ({timers['sleepingMeanwhile']} "
+                "more asleep)",
+                f"{timers['count']} started in {timers['startSeconds']} s, {asleep} "
+                f"{timers['marginBeforeFirstDueMs']} ms before the first was due",
+            ],
+            ["timer lateness, fired - due (server clock, ms)", f"**{tails(late)}**"],
+            [
+                "median lateness by tenth of the window (ms)",
+                ", ".join(f"{v:g}" for v in timers["latenessByTenthOfWindowMs"] if v is not None),
+            ],
+            ["distinct fire times (ms) of the timers", str(timers["distinctFireTimes"])],
+            ["due to the successor node started (4 runner slots)", tails(to_next)],
+            [
+                "completed",
+                f"{timers['completed']} of {timers['count']}, the last "
+                f"{timers['lastCompletedAfterFirstDueMs']} ms after the first was due",
+            ],
+        ]
+    rows.append(
+        [
+            "teardown (SIGKILL the server, remove its directory)",
+            f"{sleeping.get('teardownSeconds')} s",
+        ]
+    )
+    return lines + _table(["measure", "value"], rows)
+
+
 def _throughput(section: dict[str, Any]) -> list[str]:
     lines = ["## Concurrent throughput", ""]
     if "error" in section:
@@ -510,6 +616,7 @@ def markdown(results: dict[str, Any]) -> str:
         ("start", _start),
         ("recovery", _recovery),
         ("parked", _parked),
+        ("timers", _timers),
         ("throughput", _throughput),
         ("pi", _pi),
         ("profile", _profile),
@@ -569,6 +676,22 @@ def summary(results: dict[str, Any]) -> str:
             f"  parked {parked['parked']} runs in {parked['parkedSeconds']} s "
             f"({parked['parkRatePerSecond']} runs/s): {parked['processesHeld']} processes held, "
             f"RSS {parked['serverRssMiB']} MiB; completion {parked['completionPerSecond']} runs/s"
+        )
+    timers = results.get("timers", {})
+    if "latency" in timers:
+        ours = timers["latency"]["ours"]
+        lines.append(
+            f"  retry delay=0 try-to-try {fmt(ours['retryGapMs'])} ms (one transition "
+            f"{fmt(ours['transitionMs'])} ms); signal ack {fmt(ours['signalAckMs'])} ms, to "
+            f"next node {fmt(ours['signalToNextNodeMs'])} ms"
+        )
+    sleeping = timers.get("sleeping", {})
+    if "sleeping" in sleeping:
+        late = sleeping.get("timers", {}).get("latenessMs", {})
+        lines.append(
+            f"  {sleeping['sleeping']} asleep: {sleeping['processesHeld']} processes held, RSS "
+            f"{sleeping['serverRssMiB']} MiB; timer lateness median {late.get('median')} ms, "
+            f"p99 {late.get('p99')} ms"
         )
     for capacity, found in results.get("throughput", {}).get("capacities", {}).items():
         dbos = found.get("dbos", {})

@@ -8,6 +8,7 @@ then summarised the same way: the noise of a shared machine hits both sides of e
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -34,6 +35,15 @@ def ratios(numerators: Sequence[float], denominators: Sequence[float]) -> Figure
     """Per-round ratios ``a[i] / b[i]`` summarised as a figure (unit ``x``)."""
     pairs = [(a, b) for a, b in zip(numerators, denominators, strict=False) if b > 0]
     return figure((a / b for a, b in pairs), unit="x", digits=3)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The nearest-rank ``q``-th percentile (0 < q <= 100) of ``values``; None if empty."""
+    data = sorted(float(v) for v in values)
+    if not data:
+        return None
+    rank = max(1, math.ceil(q / 100 * len(data)))
+    return round(data[min(rank, len(data)) - 1], 4)
 
 
 def median(values: Iterable[float]) -> float:

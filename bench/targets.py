@@ -4,8 +4,8 @@ Runs in the bench process, after the sections, on the results dict alone (no mea
 here). Each row is JSON-ready: the figure's name, the measured value (a median), the
 target, the ratio the target asks for (from the same run), and ``status``: ``met``,
 ``not met``, or ``not measured`` (its section or peer did not run, or the run's shape was
-not the target's: ``--quick`` sizes, fewer than 10,000 runs parked). A row is never marked
-met from an extrapolated figure.
+not the target's: ``--quick`` sizes, fewer than 10,000 runs parked or asleep, fewer than
+1,000 timers due in one second). A row is never marked met from an extrapolated figure.
 """
 
 from __future__ import annotations
@@ -17,6 +17,11 @@ PARKED_TARGET = 10_000
 PARKED_SECONDS = 120.0
 RSS_BYTES = 100 * 10**6
 THROUGHPUT_SHAPE = (500, 10)
+SLEEPING_TARGET = 10_000
+SLEEPING_RSS_RATIO = 1.2
+"""Server RSS with 10,000 runs asleep: at most 1.2x the same-run 10,000-parked RSS."""
+TIMERS_DUE = 1_000
+TIMERS_WINDOW_SECONDS = 1.0
 
 Row = dict[str, Any]
 
@@ -43,6 +48,11 @@ def _status(checks: list[bool | None]) -> str:
     if not checks or any(check is None for check in checks):
         return "not measured"
     return "met"
+
+
+def _g(value: float | None) -> str:
+    """Three significant digits, or a dash."""
+    return "-" if value is None else f"{value:.3g}"
 
 
 def _at_most(value: float | None, limit: float) -> bool | None:
@@ -296,6 +306,153 @@ def _recovery(results: dict[str, Any]) -> list[Row]:
     ]
 
 
+def _sleeping(results: dict[str, Any]) -> list[Row]:
+    sleeping = _get(results, "timers", "sleeping") or {}
+    count = sleeping.get("sleeping")
+    at_scale = isinstance(count, int) and count >= SLEEPING_TARGET
+    scale_note = (
+        None if at_scale or count is None else f"measured at {count} sleeping runs, not 10,000"
+    )
+    rss = sleeping.get("serverRssMiB")
+    parked = _get(results, "parked") or {}
+    parked_rss, parked_count = parked.get("serverRssMiB"), parked.get("parked")
+    parked_at_scale = isinstance(parked_count, int) and parked_count >= PARKED_TARGET
+    ratio = rss / parked_rss if rss is not None and parked_rss else None
+    if parked_rss is None:
+        rss_note = "the parked section did not run: no 10,000-parked RSS to compare with"
+    else:
+        rss_note = f"parked section, {parked_count} parked: {parked_rss} MiB"
+        if not parked_at_scale:
+            rss_note += " (not 10,000)"
+    if scale_note:
+        rss_note = f"{scale_note}; {rss_note}"
+    comparable = ratio is not None and at_scale and parked_at_scale
+    rss_check = ratio <= SLEEPING_RSS_RATIO if comparable and ratio is not None else None
+    idle = sleeping.get("idleServerCpuMsPerSecond")
+    return [
+        _row(
+            "sleepingProcesses",
+            "10,000 sleeping runs: processes below the server",
+            sleeping.get("processesHeld"),
+            "processes",
+            "0 (the runner template apart)",
+            [None if count is None or not at_scale else sleeping.get("processesHeld") == 0],
+            note=scale_note
+            or (None if idle is None else f"server CPU while all sleep: {idle} ms/s"),
+        ),
+        _row(
+            "sleepingRss",
+            "10,000 sleeping runs: server RSS",
+            rss,
+            "MiB",
+            "within 20% of the 10,000-parked RSS (same run)",
+            [rss_check],
+            ("x the 10,000-parked RSS", None if ratio is None else round(ratio, 3)),
+            rss_note,
+        ),
+    ]
+
+
+def _timer_lateness(results: dict[str, Any]) -> list[Row]:
+    timers = _get(results, "timers", "sleeping", "timers") or {}
+    late = timers.get("latenessMs") or {}
+    count, window = timers.get("count"), timers.get("windowSeconds")
+    problems = []
+    if timers:
+        if not isinstance(count, int) or count < TIMERS_DUE:
+            problems.append(f"{count} timers, not 1,000")
+        if not isinstance(window, int | float) or window > TIMERS_WINDOW_SECONDS:
+            problems.append(f"due over {window} s, not 1 s")
+        if not timers.get("allAsleepBeforeFirstDue"):
+            problems.append("not all were asleep before the first came due")
+        if not timers.get("allCompleted"):
+            problems.append(f"only {timers.get('completed')} completed")
+    shape = bool(timers) and not problems
+    beside = timers.get("sleepingMeanwhile")
+    note = "; ".join(problems) or (
+        None if beside is None else f"{count} due within {window} s, {beside} more asleep"
+    )
+    rows = []
+    for key, stat, limit, label in (
+        ("timerLatenessMedian", "median", 20.0, "median"),
+        ("timerLatenessP99", "p99", 250.0, "p99"),
+    ):
+        value = late.get(stat)
+        rows.append(
+            _row(
+                key,
+                f"1,000 timers due in one second: {label} lateness (fired - due)",
+                value,
+                "ms",
+                f"<= {limit:g} ms",
+                [_at_most(value, limit) if shape else None],
+                note=note,
+            )
+        )
+    return rows
+
+
+def _durable_latency(results: dict[str, Any]) -> list[Row]:
+    latency = _get(results, "timers", "latency") or {}
+    ours = latency.get("ours") or {}
+    found = latency.get("ratios") or {}
+    gap = _median(ours.get("retryGapMs"))
+    budget_ratio = _median(found.get("retry try-to-try / (one transition + one runner start)"))
+    per_transition = _median(found.get("retry try-to-try / one transition"))
+    transition = _median(ours.get("transitionMs"))
+    first = _median(ours.get("firstNodeMs"))
+    start_first = _median(_get(results, "start", "ours", "firstNodeMs"))
+    retry_note = None
+    if latency:
+        retry_note = (
+            f"one transition {_g(transition)} ms and a runner start (start -> first node) "
+            f"{_g(first)} ms in the same rounds; try-to-try / one transition "
+            f"{_g(per_transition)}x"
+        )
+        if start_first is not None:
+            retry_note += f"; start section's first node {_g(start_first)} ms"
+    ack = _median(ours.get("signalAckMs"))
+    to_next = _median(ours.get("signalToNextNodeMs"))
+    signal_ratio = _median(found.get("signal -> next node / answer -> next node"))
+    submit = _median(ours.get("submitToNextNodeMs"))
+    start_submit = _median(_get(results, "start", "ours", "submitToNextNodeMs"))
+    signal_note = None
+    if latency:
+        signal_note = f"answer -> next node in the same rounds {_g(submit)} ms"
+        if start_submit is not None:
+            signal_note += f"; start section's {_g(start_submit)} ms"
+    return [
+        _row(
+            "retryNoDelay",
+            "retry with `delay=0`: try 1 started -> try 2 started",
+            gap,
+            "ms",
+            "<= one node transition + one runner start",
+            [_at_most(budget_ratio, 1.0)],
+            ("x (one transition + one runner start), per round", budget_ratio),
+            retry_note,
+        ),
+        _row(
+            "signalAck",
+            "`run.signal` acknowledged (no validate: not held)",
+            ack,
+            "ms",
+            "<= 10 ms",
+            [_at_most(ack, 10.0)],
+        ),
+        _row(
+            "signalToNextNode",
+            "`run.signal` -> the waiting node's successor started",
+            to_next,
+            "ms",
+            "<= 2x answer submitted -> next node started",
+            [_at_most(signal_ratio, 2.0)],
+            ("x answer -> next node, per round", signal_ratio),
+            signal_note,
+        ),
+    ]
+
+
 SOURCES: tuple[Callable[[dict[str, Any]], list[Row]], ...] = (
     _start,
     _nodes,
@@ -303,6 +460,9 @@ SOURCES: tuple[Callable[[dict[str, Any]], list[Row]], ...] = (
     _throughput,
     _cli,
     _recovery,
+    _sleeping,
+    _timer_lateness,
+    _durable_latency,
 )
 
 
@@ -326,5 +486,12 @@ def evaluate(results: dict[str, Any]) -> list[Row]:
         "cliRunShow",
         "cliRunList",
         "recoveryReadyToFirstNode",
+        "sleepingProcesses",
+        "sleepingRss",
+        "timerLatenessMedian",
+        "timerLatenessP99",
+        "retryNoDelay",
+        "signalAck",
+        "signalToNextNode",
     ]
     return sorted(rows, key=lambda row: order.index(row["id"]))

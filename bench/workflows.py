@@ -120,6 +120,122 @@ workflow = Workflow(
 '''
 
 
+_SLEEP_FAR = '''"""Bench: sleep {days} days (far in the future), then one compute node."""
+
+from pi_workflows import Workflow, compute, edge, sleep
+
+workflow = Workflow(
+    "{name}",
+    start="nap",
+    nodes={{
+        "nap": sleep({days} * 86_400),
+        "done": compute(lambda ctx: {{"slept": ctx.outputs["nap"]}}),
+    }},
+    edges=[edge("nap", "done")],
+)
+'''
+
+_SLEEP_UNTIL = '''"""Bench: sleep until the input's aware datetime, then a stamped node."""
+
+import time
+from datetime import datetime
+
+from pi_workflows import Workflow, compute, edge, sleep
+
+
+def woke(ctx):
+    return {{"nap": ctx.outputs["nap"], "wallNs": time.time_ns(), "t": time.monotonic_ns()}}
+
+
+workflow = Workflow(
+    "{name}",
+    start="nap",
+    nodes={{
+        "nap": sleep(until=lambda ctx: datetime.fromisoformat(ctx.input["at"])),
+        "next": compute(woke),
+    }},
+    edges=[edge("nap", "next")],
+)
+'''
+
+_RETRY_ONCE = '''"""Bench: one compute node that fails its first try, retried at once (delay 0).
+
+The first try leaves its start stamp in the input's marker file and raises; the second
+finds the file and returns both stamps (a compute node writing a file breaks the authoring
+rule on purpose: the bench needs to know which try it is in).
+"""
+
+import os
+import time
+
+from pi_workflows import Workflow, compute, retry
+
+PAD = "x" * 56
+
+
+def flaky(ctx):
+    entered = time.monotonic_ns()
+    marker = ctx.input["marker"]
+    if not os.path.exists(marker):
+        with open(marker, "w") as handle:
+            handle.write(str(entered))
+        raise RuntimeError("the first try fails")
+    with open(marker) as handle:
+        first = int(handle.read())
+    return {{"i": 0, "t": entered, "first": first, "pad": PAD}}
+
+
+workflow = Workflow(
+    "{name}",
+    start="n0",
+    nodes={{"n0": compute(flaky, retry=retry(attempts=2, delay=0))}},
+    edges=[],
+)
+'''
+
+_EVENT = '''"""Bench: wait for the event "go" (no validate, so the signal is not held), then a
+node that stamps its start."""
+
+import time
+
+from pi_workflows import Workflow, compute, edge, wait_event
+
+workflow = Workflow(
+    "{name}",
+    start="go",
+    nodes={{
+        "go": wait_event("go"),
+        "next": compute(lambda ctx: {{"t": time.monotonic_ns(), "event": ctx.outputs["go"]}}),
+    }},
+    edges=[edge("go", "next")],
+)
+'''
+
+
+def write_sleep_far(project: Path, days: int = 30) -> Path:
+    """``sleepfar.workflow.py``: a sleep of ``days`` days, then one compute node."""
+    return _write(project, "sleepfar", _SLEEP_FAR.format(name="sleepfar", days=days))
+
+
+def write_sleep_until(project: Path) -> Path:
+    """``sleepuntil.workflow.py``: sleep until ``input.at`` (ISO-8601 with a UTC offset),
+    then a node stamping ``wallNs`` and ``t``; the run's output carries the sleep's
+    ``{"until", "lateMs"}`` as ``nap``."""
+    return _write(project, "sleepuntil", _SLEEP_UNTIL.format(name="sleepuntil"))
+
+
+def write_retry_once(project: Path) -> Path:
+    """``retryonce.workflow.py``: a compute node failing its first try (``input.marker``
+    says which try it is), ``retry(attempts=2, delay=0)``; output ``first`` and ``t``: the
+    two tries' start stamps."""
+    return _write(project, "retryonce", _RETRY_ONCE.format(name="retryonce"))
+
+
+def write_event(project: Path) -> Path:
+    """``event.workflow.py``: ``wait_event("go")`` without validate, then a stamped node."""
+    return _write(project, "event", _EVENT.format(name="event"))
+
+
 def write_submit(project: Path) -> Path:
     """``submit.workflow.py``: a validated checkpoint, then a node that stamps its start."""
     return _write(project, "submit", _SUBMIT.format(name="submit"))

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,12 +60,21 @@ PAGE = 1000
 
 
 class _Starter:
-    """Client threads that start runs until a count or a deadline."""
+    """Client threads that start runs until a count or a deadline; ``inputs(i)`` is the
+    input of the ``i``-th run (default ``{}``)."""
 
-    def __init__(self, server: OurServer, workflow: str, target: int, threads: int) -> None:
+    def __init__(
+        self,
+        server: OurServer,
+        workflow: str,
+        target: int,
+        threads: int,
+        inputs: Callable[[int], Any] | None = None,
+    ) -> None:
         self.server = server
         self.workflow = workflow
         self.target = target
+        self.inputs = inputs
         self.run_ids: list[str] = []
         self.errors: list[str] = []
         self.stop = threading.Event()
@@ -88,9 +98,11 @@ class _Starter:
                 with self._lock:
                     if self._claimed >= self.target:
                         return
+                    index = self._claimed
                     self._claimed += 1
                 try:
-                    receipt = client.start_run(self.workflow, {})
+                    run_input = {} if self.inputs is None else self.inputs(index)
+                    receipt = client.start_run(self.workflow, run_input)
                 except Exception as exc:
                     self.errors.append(f"{type(exc).__name__}: {exc}")
                     self.stop.set()
@@ -208,15 +220,28 @@ def _sample(server: OurServer, began: float, started: int) -> dict[str, float]:
     }
 
 
-def _fill(ctx: Context, server: OurServer, workflow: str) -> dict[str, Any]:
-    """Phase 1: start runs until the target or the deadline; wait until all are waiting."""
+def _fill(
+    ctx: Context,
+    server: OurServer,
+    workflow: str,
+    *,
+    target: int | None = None,
+    seconds: float | None = None,
+    label: str = "parked",
+) -> dict[str, Any]:
+    """Phase 1: start runs until the target or the deadline; wait until all are waiting.
+
+    ``target`` and ``seconds`` default to the parked sizes (the timers section fills with
+    its own); ``label`` prefixes the progress lines."""
     sizes = ctx.sizes
-    starter = _Starter(server, workflow, sizes.parked_target, sizes.parked_clients)
+    target = sizes.parked_target if target is None else target
+    seconds = sizes.parked_fill_seconds if seconds is None else seconds
+    starter = _Starter(server, workflow, target, sizes.parked_clients)
     began = time.monotonic()
-    deadline = began + sizes.parked_fill_seconds
+    deadline = began + seconds
     ctx.say(
-        f"parked: starting up to {sizes.parked_target} runs for at most "
-        f"{sizes.parked_fill_seconds:g} s with {sizes.parked_clients} clients"
+        f"{label}: starting up to {target} runs for at most "
+        f"{seconds:g} s with {sizes.parked_clients} clients"
     )
     samples: list[dict[str, float]] = []
     starter.start()
@@ -228,7 +253,7 @@ def _fill(ctx: Context, server: OurServer, workflow: str) -> dict[str, Any]:
         starter.waiting = _count(server, "waiting")
         if now >= next_sample:
             samples.append(_sample(server, began, len(starter.run_ids)))
-            ctx.say(f"parked: {samples[-1]['started']} started, {samples[-1]['waiting']} waiting")
+            ctx.say(f"{label}: {samples[-1]['started']} started, {samples[-1]['waiting']} waiting")
             next_sample = now + SAMPLE_EVERY
         time.sleep(COUNT_EVERY)
     starter.join()
@@ -236,18 +261,18 @@ def _fill(ctx: Context, server: OurServer, workflow: str) -> dict[str, Any]:
         raise BenchError(f"run.start failed: {starter.errors[0]}")
     started = len(starter.run_ids)
     started_seconds = time.monotonic() - began
-    drain_deadline = time.monotonic() + max(60.0, sizes.parked_fill_seconds)
+    drain_deadline = time.monotonic() + max(60.0, seconds)
     while (waiting := _count(server, "waiting")) < started:
         if time.monotonic() > drain_deadline:
             raise BenchError(f"only {waiting} of {started} runs reached their checkpoint")
         time.sleep(0.1)
     parked_seconds = time.monotonic() - began
     samples.append(_sample(server, began, started))
-    ctx.say(f"parked: {waiting} runs waiting after {parked_seconds:.1f} s")
+    ctx.say(f"{label}: {waiting} runs waiting after {parked_seconds:.1f} s")
     return {
         "runIds": starter.run_ids,
         "parked": waiting,
-        "reachedTarget": waiting >= sizes.parked_target,
+        "reachedTarget": waiting >= target,
         "fillSeconds": round(started_seconds, 2),
         "parkedSeconds": round(parked_seconds, 2),
         "parkRatePerSecond": round(waiting / parked_seconds, 2),

@@ -2,8 +2,9 @@
 
 It runs ``python -m bench --quick --only ours --no-peers`` as a subprocess, so the real
 server, runners and client are exercised, and checks the shape of ``latest.json``: every
-section (throughput included), the commit and fsync counts, and the targets table. It never
-creates the peer venv and needs no network. No assertion depends on how fast anything is.
+section (throughput and the durable-time section included), the commit and fsync counts,
+and the targets table. It never creates the peer venv and needs no network. No assertion
+depends on how fast anything is.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
         "start",
         "recovery",
         "parked",
+        "timers",
         "throughput",
         "pi",
         "profile",
@@ -119,6 +121,29 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
     ):
         assert _positive_figure(parked["latency"][key]), key
 
+    timers = results["timers"]
+    latency = timers["latency"]
+    for key in (
+        "firstNodeMs",
+        "transitionMs",
+        "retryGapMs",
+        "signalAckMs",
+        "signalToNextNodeMs",
+        "submitToNextNodeMs",
+    ):
+        assert _positive_figure(latency["ours"][key]), key
+    for found in latency["ratios"].values():
+        assert _positive_figure(found)
+    sleeping = timers["sleeping"]
+    assert sleeping["sleeping"] == sleeping["target"] == 10
+    assert sleeping["processesHeld"] == 0
+    assert sleeping["runnersHeld"] == 0
+    assert _positive(sleeping["serverRssMiB"])
+    due = sleeping["timers"]
+    assert due["count"] == due["completed"] == 20
+    assert due["latenessMs"]["n"] == 20
+    assert due["latenessMs"]["p99"] >= due["latenessMs"]["median"] >= 0
+
     throughput = results["throughput"]
     assert set(throughput["capacities"]) == {"4", "16"}
     for found in throughput["capacities"].values():
@@ -132,7 +157,7 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
         assert _positive_figure(bridge["ours"][key]), key
 
     rows = {row["id"]: row for row in results["targets"]}
-    assert len(rows) == 16
+    assert len(rows) == 23
     assert {row["status"] for row in rows.values()} <= {"met", "not met", "not measured"}
     for key in ("startToFirstNode", "runStartAck", "netPerNode", "cliRunShow", "cliRunList"):
         assert _positive(rows[key]["value"]), key
@@ -141,6 +166,11 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
     assert rows["parked10k"]["status"] == "not met"
     assert rows["parkedRss"]["status"] == "not measured"
     assert rows["throughputCapacity4"]["status"] == "not measured"
+    # 10 runs asleep and 20 timers are not the targets' shapes either.
+    for key in ("sleepingProcesses", "sleepingRss", "timerLatenessMedian", "timerLatenessP99"):
+        assert rows[key]["status"] == "not measured", key
+    for key in ("retryNoDelay", "signalAck", "signalToNextNode"):
+        assert _positive(rows[key]["value"]), key
     assert "## Targets" in (out / "latest.md").read_text()
 
     profile = results["profile"]

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         compute,
         decision,
         edge,
+        fan_out,
         human_decision,
         idempotent_effect,
         manual_effect,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
         seconds,
         shell,
         sleep,
+        subworkflow,
         switch,
         wait_event,
     )
@@ -58,6 +60,8 @@ __all__ = [
     "sleep",
     "wait_event",
     "retry",
+    "subworkflow",
+    "fan_out",
     # routing
     "edge",
     "switch",

@@ -7,11 +7,20 @@ node classes, context types and helpers the runner and engine use. See
 
 Modules: ``workflow`` (the ``Workflow`` class), ``nodes`` (node kinds and constructors),
 ``routing`` (edges, switches, paths), ``effects`` (effect declarations), ``retries``
-(retry policies), ``context``
+(retry policies), ``composition`` (child runs: subworkflow, fan_out), ``kinds`` (the node
+kinds), ``context``
 (``ctx`` types and cancellation), ``values`` (JSON values, outcomes, durations),
 ``validation`` (load-time graph checks), ``errors``.
 """
 
+from pi_workflows.authoring.composition import (
+    MAX_DEPTH,
+    MAX_ITEMS,
+    FanOutNode,
+    SubworkflowNode,
+    fan_out,
+    subworkflow,
+)
 from pi_workflows.authoring.context import (
     ActionContext,
     CancellationSignal,
@@ -21,6 +30,7 @@ from pi_workflows.authoring.context import (
 )
 from pi_workflows.authoring.effects import Effect, EffectKind, idempotent_effect, manual_effect
 from pi_workflows.authoring.errors import NodeCancelledError, Rejected, WorkflowDefinitionError
+from pi_workflows.authoring.kinds import NodeKind
 from pi_workflows.authoring.nodes import (
     AGENT_DEFAULT_TIMEOUT,
     EVENT_NAME_PATTERN_TEXT,
@@ -34,7 +44,6 @@ from pi_workflows.authoring.nodes import (
     HumanDecisionNode,
     Node,
     NodeCallback,
-    NodeKind,
     NotifyKind,
     NotifyNode,
     OnTimeout,
@@ -99,6 +108,10 @@ __all__ = [
     "choice",
     "sleep",
     "wait_event",
+    "subworkflow",
+    "fan_out",
+    "MAX_ITEMS",
+    "MAX_DEPTH",
     # retries
     "retry",
     "RetryPolicy",
@@ -138,6 +151,8 @@ __all__ = [
     "HumanDecisionNode",
     "SleepNode",
     "WaitEventNode",
+    "SubworkflowNode",
+    "FanOutNode",
     "Choice",
     "OnTimeout",
     "AGENT_DEFAULT_TIMEOUT",

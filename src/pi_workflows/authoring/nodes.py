@@ -28,25 +28,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeAlias
 
+from pi_workflows.authoring.composition import FanOutNode, SubworkflowNode
 from pi_workflows.authoring.context import ActionContext, NodeContext
 from pi_workflows.authoring.effects import Effect
 from pi_workflows.authoring.errors import Rejected
+from pi_workflows.authoring.kinds import NodeKind
 from pi_workflows.authoring.retries import MAX_DELAY_SECONDS, RetryPolicy
 from pi_workflows.authoring.values import JsonValue, minutes
-
-
-class NodeKind(StrEnum):
-    """The primitive node kinds. Helpers such as ``decision`` compile to one of these."""
-
-    COMPUTE = "compute"
-    ACTION = "action"
-    SHELL = "shell"
-    NOTIFY = "notify"
-    AGENT = "agent"
-    CHECKPOINT = "checkpoint"
-    HUMAN_DECISION = "human_decision"
-    SLEEP = "sleep"
-    WAIT_EVENT = "wait_event"
 
 
 class NotifyKind(StrEnum):
@@ -248,6 +236,8 @@ Node: TypeAlias = (
     | HumanDecisionNode
     | SleepNode
     | WaitEventNode
+    | SubworkflowNode
+    | FanOutNode
 )
 """Any node of a workflow graph."""
 
@@ -261,6 +251,8 @@ NODE_TYPES = (
     HumanDecisionNode,
     SleepNode,
     WaitEventNode,
+    SubworkflowNode,
+    FanOutNode,
 )
 
 RETRYING_TYPES = (ComputeNode, ActionNode, ShellNode)

@@ -7,6 +7,7 @@ Construction validates the whole definition (see ``validation.py``) and raises
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
@@ -27,7 +28,7 @@ class Workflow:
     outgoing edge ends the run with its output.
     """
 
-    __slots__ = ("_edges", "_max_steps", "_name", "_nodes", "_outgoing", "_start")
+    __slots__ = ("_defined_in", "_edges", "_max_steps", "_name", "_nodes", "_outgoing", "_start")
 
     def __init__(
         self,
@@ -46,6 +47,15 @@ class Workflow:
             {route.source: route for route in routes}
         )
         self._max_steps = limit
+        # The file whose top level built this workflow: how a parent's `subworkflow(obj)`
+        # finds the source a child run loads (None when built outside a module's code).
+        caller = sys._getframe(1).f_globals.get("__file__")
+        self._defined_in: str | None = caller if isinstance(caller, str) else None
+
+    @property
+    def defined_in(self) -> str | None:
+        """The file whose code built this workflow, if known."""
+        return self._defined_in
 
     @property
     def name(self) -> str:

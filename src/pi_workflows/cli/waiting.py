@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from pi_workflows.cli.errors import WaitTimeoutError
 from pi_workflows.client import Client, JsonObject
+from pi_workflows.client.payloads import SETTLED_STATUSES, TERMINAL_STATUSES, reached
 
 __all__ = [
     "FAILED_STATUSES",
@@ -25,11 +26,6 @@ __all__ = [
 POLL_INTERVAL: Final = 0.1
 """Seconds between two `run.get` calls while following a run."""
 
-TERMINAL_STATUSES: Final = frozenset({"completed", "failed", "timed_out", "cancelled"})
-"""Statuses a run never leaves."""
-
-SETTLED_STATUSES: Final = TERMINAL_STATUSES | {"waiting", "paused", "ambiguous"}
-"""Statuses where a run needs nobody but a person (or nothing) to go on: waiting stops here."""
 
 FAILED_STATUSES: Final = frozenset({"failed", "timed_out", "cancelled", "paused", "ambiguous"})
 """Settled statuses that `run start --wait` reports with exit code 1."""
@@ -61,7 +57,7 @@ def follow_run(
             last = key
             if on_change is not None:
                 on_change(view)
-        if view.get("status") in until:
+        if reached(view, until):  # a run that sleeps or joins children goes on by itself
             return view
         now = time.monotonic()
         if deadline is not None and now >= deadline:

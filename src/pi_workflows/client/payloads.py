@@ -9,7 +9,7 @@ requests. No I/O beyond looking for the project directory (`projects`).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -23,6 +23,8 @@ __all__ = [
     "list_payload",
     "logs_payload",
     "start_payload",
+    "reached",
+    "GOES_ON_BY_ITSELF",
 ]
 
 TERMINAL_STATUSES: Final = frozenset({"completed", "failed", "timed_out", "cancelled"})
@@ -30,6 +32,22 @@ TERMINAL_STATUSES: Final = frozenset({"completed", "failed", "timed_out", "cance
 
 SETTLED_STATUSES: Final = TERMINAL_STATUSES | {"waiting", "paused", "ambiguous"}
 """Statuses where nothing more happens without a person: `Client.wait` stops at these."""
+
+GOES_ON_BY_ITSELF: Final = frozenset({"sleep", "retry", "children"})
+"""Durable waits a run leaves by itself (its time comes, its children end): a run waiting
+on one of these is not settled, though its status is `waiting`."""
+
+
+def reached(view: Mapping[str, Any], until: Collection[str]) -> bool:
+    """Whether the `RunView` is in a status of `until`; with the default `SETTLED_STATUSES`,
+    a run that sleeps, waits for a retry or for its child runs is not there yet."""
+    status = view.get("status")
+    if status not in until:
+        return False
+    if until is SETTLED_STATUSES and status == "waiting":
+        wait = view.get("wait")
+        return not (isinstance(wait, Mapping) and wait.get("kind") in GOES_ON_BY_ITSELF)
+    return True
 
 
 def absolute(path: Path | str) -> str:

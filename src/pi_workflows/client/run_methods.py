@@ -19,7 +19,12 @@ from typing import TYPE_CHECKING, Any, Final
 from pi_workflows.client import operations as ops
 from pi_workflows.client.connection import Connection
 from pi_workflows.client.errors import NotFoundError, WaitTimeoutError
-from pi_workflows.client.payloads import SETTLED_STATUSES, TERMINAL_STATUSES, list_payload
+from pi_workflows.client.payloads import (
+    SETTLED_STATUSES,
+    TERMINAL_STATUSES,
+    list_payload,
+    reached,
+)
 from pi_workflows.client.watch import AsyncWatch, Watch
 from pi_workflows.protocol import Hello
 
@@ -108,7 +113,9 @@ class RunMethods:
         """Wait until the run's status is in `until` and return that `RunView`.
 
         By default that is any status where nothing more happens without a person:
-        completed, failed, timed out, cancelled, waiting for an answer, paused or ambiguous.
+        completed, failed, timed out, cancelled, waiting for an answer or an event, paused
+        or ambiguous (a run that sleeps, waits for a retry or for its child runs goes on by
+        itself, so the wait goes on too).
 
         Raises:
             WaitTimeoutError: `timeout` seconds passed first (the run goes on).
@@ -128,7 +135,7 @@ class RunMethods:
                 if pushed is not None:
                     view = dict(pushed["run"])
                     status = str(view.get("status"))
-                    if status in until:
+                    if reached(view, until):
                         return view
 
     def result(self, run_id: str, *, timeout: float | None = None) -> Any:
@@ -300,7 +307,7 @@ class AsyncRunMethods:
                 if pushed is not None:
                     view = dict(pushed["run"])
                     status = str(view.get("status"))
-                    if status in until:
+                    if reached(view, until):
                         return view
 
     async def result(self, run_id: str, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109 - the blocking twin's timeout=

@@ -20,6 +20,7 @@ from pi_workflows.authoring import (
     ComputeNode,
     Edge,
     Effect,
+    FanOutNode,
     HumanDecisionNode,
     JsonObject,
     JsonValue,
@@ -29,6 +30,7 @@ from pi_workflows.authoring import (
     Route,
     ShellNode,
     SleepNode,
+    SubworkflowNode,
     WaitEventNode,
     Workflow,
     case_key,
@@ -142,6 +144,15 @@ def _node(node: Node) -> JsonObject:
         case WaitEventNode():
             data["event"] = node.name
             data["validates"] = node.validate is not None
+        case SubworkflowNode() | FanOutNode():
+            target = node.workflow
+            # A name as written, or the object's workflow name (its file and binding are
+            # the child runs' own source identity, recorded when each starts).
+            data["workflow"] = target if isinstance(target, str) else {"object": target.name}
+            data["detached"] = node.detached
+            if isinstance(node, FanOutNode):
+                data["concurrency"] = node.concurrency
+                data["failFast"] = node.fail_fast
     return data
 
 

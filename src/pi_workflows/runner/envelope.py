@@ -75,10 +75,10 @@ class RequestView(_Wire, frozen=True, kw_only=True):
 
 
 class WaitView(_Wire, frozen=True, kw_only=True):
-    """The durable wait of a waiting attempt (a sleep's, an event wait's)."""
+    """The durable wait of a waiting attempt (a sleep's, an event wait's, a join's)."""
 
     wait_id: str
-    kind: str  # sleep | event
+    kind: str  # sleep | event | children
     status: str  # pending | fired | signalled | cancelled
     due_at: int | None = None
     fired_at: int | None = None
@@ -113,6 +113,7 @@ class StateView(_Wire, frozen=True, kw_only=True):
     visits: dict[str, int] = {}
     active: ActiveAttempt | None = None
     revision: int | None = None
+    depth: int = 0  # how deep the run nests in its tree (a root is 0)
 
 
 class OutputsPage(_Wire, frozen=True, kw_only=True):
@@ -161,6 +162,24 @@ class SignalView(_Wire, frozen=True, kw_only=True):
     seq: int
     data: Any = None
     data_ref: ValueRef | None = None
+
+
+class JoinItem(_Wire, frozen=True, kw_only=True):
+    """One child of a join, from ``join.results``."""
+
+    item: int
+    run_id: str | None = None
+    status: str  # completed | failed | timed_out | cancelled | skipped
+    output: Any = None
+    output_ref: ValueRef | None = None
+    error: str | None = None
+
+
+class JoinPage(_Wire, frozen=True, kw_only=True):
+    """A page of ``join.results``: children in item order, and the next page's ``after``."""
+
+    items: list[JoinItem] = []
+    next: int | None = None
 
 
 class AwaitReply(_Wire, frozen=True, kw_only=True):

@@ -21,9 +21,11 @@ from typing import Any, Final
 
 from pi_workflows.authoring import (
     CancellationSignal,
+    FanOutNode,
     JsonValue,
     Outcome,
     SleepNode,
+    SubworkflowNode,
     WaitEventNode,
 )
 from pi_workflows.engine import (
@@ -39,6 +41,7 @@ from pi_workflows.engine import (
     canonical_json,
 )
 from pi_workflows.runner.blobs import state_size
+from pi_workflows.runner.composition import joined
 from pi_workflows.runner.durable import await_event, execution_timeout, resumed_sleep, retry_step
 from pi_workflows.runner.envelope import ActiveAttempt, AttemptReply, StateView, convert
 from pi_workflows.runner.errors import ProtocolViolationError
@@ -162,6 +165,8 @@ class Loop:
                 execution: Execution = resumed_sleep(active)
             elif active.status == "waiting" and isinstance(node, WaitEventNode):
                 execution = await_event(self.rt, node, attempt, ctx)
+            elif active.status == "waiting" and isinstance(node, SubworkflowNode | FanOutNode):
+                execution = joined(self.rt, node, active)
             else:
                 execution = resumed(self.rt, active, ctx)
         finally:

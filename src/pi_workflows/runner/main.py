@@ -114,6 +114,9 @@ def _run(connection: Connection, termination: Termination, groups: ProcessGroups
         termination=termination,
         groups=groups,
         validate_seconds=None if envelope.validate_ms is None else envelope.validate_ms / 1000,
+        child_specs=dict(loaded.child_specs),
+        project_dir=envelope.project_dir,
+        depth=view.depth,
     )
     Loop(runtime, view).run()
 

@@ -9,7 +9,8 @@ cancellation signal, builds ``ctx``, and runs the kind's rule:
   that ``node.finish`` records in the same commit;
 - ``action`` / ``shell``: inside a managed effect (``effects.py``);
 - ``checkpoint`` / ``human_decision`` / ``agent``: a durable request (``waits.py``);
-- ``sleep`` / ``wait_event``: a durable wait (``durable.py``).
+- ``sleep`` / ``wait_event``: a durable wait (``durable.py``);
+- ``subworkflow`` / ``fan_out``: child runs and their join (``composition.py``).
 """
 
 from __future__ import annotations
@@ -20,15 +21,18 @@ from pi_workflows.authoring import (
     CancellationSignal,
     CheckpointNode,
     ComputeNode,
+    FanOutNode,
     HumanDecisionNode,
     NodeContext,
     NotifyNode,
     ShellNode,
     SleepNode,
+    SubworkflowNode,
     WaitEventNode,
 )
 from pi_workflows.engine import NodeResult, RunState, notify_result, result_from_output
 from pi_workflows.runner.callbacks import Deadline, call, evaluate
+from pi_workflows.runner.composition import spawn_children
 from pi_workflows.runner.durable import await_event, execution_timeout, sleep_node
 from pi_workflows.runner.effects import run_action, run_shell
 from pi_workflows.runner.logs import capture
@@ -80,6 +84,8 @@ def execute(rt: Runtime, state: RunState, attempt: Attempt) -> Execution:
                 return sleep_node(rt, node, attempt, ctx, deadline)
             case WaitEventNode():
                 return await_event(rt, node, attempt, ctx)
+            case SubworkflowNode() | FanOutNode():
+                return spawn_children(rt, node, attempt, ctx, deadline)
     finally:
         rt.termination.watch(None)
 

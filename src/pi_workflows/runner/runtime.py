@@ -10,6 +10,8 @@ into a ``NodeResult`` the same way for every node kind.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TypeAlias
@@ -42,6 +44,10 @@ class Runtime:
     termination: Termination
     groups: ProcessGroups
     validate_seconds: float | None = None  # a wait_event validate's bound (the server's)
+    # Node id -> the spec its child runs start from (``sources.LoadedWorkflow.child_specs``).
+    child_specs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    project_dir: str | None = None  # where child workflow names are looked up
+    depth: int = 0  # how deep this run nests in its tree (a root is 0)
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,12 @@ from pi_workflows.protocol import (
     Outcome,
     RunnerMessage,
     RunnerReply,
+    fingerprint,
     safe_message,
 )
 from pi_workflows.store import (
     attempt_logs,
+    children,
     effects,
     faults,
     interaction_writes,
@@ -30,6 +32,7 @@ from pi_workflows.store import (
     values,
     views,
 )
+from pi_workflows.store.children import ChildWorkflow
 from pi_workflows.store.claims import Claim
 from pi_workflows.store.database import Database
 from pi_workflows.store.effect_writes import keep_receipt, reserve_effect, settle_effect
@@ -43,6 +46,7 @@ from pi_workflows.store.errors import (
 )
 from pi_workflows.store.interactions import InteractionDraft
 from pi_workflows.store.lifecycle import Finish, GoTo
+from pi_workflows.store.run_rows import SourceRecord
 from pi_workflows.store.runs import write_run
 from pi_workflows.store.states import AttemptStatus, ParkReason, RunStatus
 
@@ -57,6 +61,7 @@ PROPOSALS = frozenset(
         "node.retry",
         "node.await",
         "signal.reject",
+        "node.spawn",
         "node.update",
         "node.logs",
         "run.park",
@@ -188,6 +193,16 @@ def answer(db: Database, runner: RunnerIdentity, message: RunnerMessage) -> Runn
             return _reply(
                 message.message_id, Outcome.ACCEPTED, revision=page["revision"], payload=page
             )
+        if message.kind == "join.results":
+            payload = message.payload
+            with db.read() as conn:
+                page = children.results(
+                    conn,
+                    str(_field(payload, "waitId", str)),
+                    _non_negative(payload, "after"),
+                    min(500, max(1, _non_negative(payload, "limit"))),
+                )
+            return _reply(message.message_id, Outcome.ACCEPTED, payload=page)
         if message.kind == "blob.read":
             payload = message.payload
             with db.read() as conn:
@@ -385,6 +400,8 @@ def _apply(db: Database, claim: Claim, message: RunnerMessage, runner_epoch: int
             return {"requestId": request_id}
         case "node.sleep" | "node.retry" | "node.await" | "signal.reject":
             return _apply_wait(db, claim, message)
+        case "node.spawn":
+            return _apply_spawn(db, claim, message)
         case "node.update" | "node.logs":
             _record_progress(db, claim, message.kind, payload)
             return {}
@@ -519,6 +536,47 @@ def _apply_wait(db: Database, claim: Claim, message: RunnerMessage) -> dict[str,
             )
             return {}
     raise BadRunnerMessage(f"unknown runner message kind {message.kind!r}")  # pragma: no cover
+
+
+def _apply_spawn(db: Database, claim: Claim, message: RunnerMessage) -> dict[str, Any]:
+    """``node.spawn``: the join of a subworkflow or fan_out node and its first children."""
+    payload = message.payload
+    child = _field(payload, "child", dict)
+    source = _field(child, "source", dict)
+    inputs = _field(payload, "inputs", list)
+    kind = _field(payload, "kind", str)
+    if kind not in ("subworkflow", "fan_out"):
+        raise BadRunnerMessage("payload field 'kind' must be subworkflow|fan_out")
+    source_kind = _field(source, "kind", str)
+    if source_kind not in ("file", "builtin"):
+        raise BadRunnerMessage("payload field 'child.source.kind' must be file|builtin")
+    workflow = ChildWorkflow(
+        workflow_name=_field(child, "workflowName", str),
+        definition=_field(child, "definition", dict),
+        definition_digest=_field(child, "definitionDigest", str),
+        source=SourceRecord(
+            kind=source_kind,
+            ref=_field(source, "ref", str),
+            revision=_field(source, "revision", str),
+            project_dir=_optional_text(source, "projectDir"),
+            mounted={str(k): str(v) for k, v in dict(source.get("mounted") or {}).items()},
+        ),
+    )
+    if fingerprint(workflow.definition) != workflow.definition_digest:
+        raise BadRunnerMessage("the child's definition does not match its digest")
+    revision = lifecycle.spawn(
+        db,
+        claim,
+        _field(payload, "attemptId", str),
+        kind=kind,
+        child=workflow,
+        inputs=list(inputs),
+        concurrency=_positive(payload, "concurrency"),
+        fail_fast=bool(payload.get("failFast", False)),
+        detached=bool(payload.get("detached", False)),
+        expected_revision=message.expected_revision,
+    )
+    return {"waited": True, "revision": revision}
 
 
 def _record_progress(db: Database, claim: Claim, kind: str, payload: dict[str, Any]) -> None:

@@ -19,6 +19,8 @@ from pi_workflows.authoring import NAME_PATTERN
 from pi_workflows.sources.errors import DuplicateWorkflowError, WorkflowNotFoundError
 
 WORKFLOW_SUFFIX: Final = ".workflow.py"
+ATTRIBUTE_SEPARATOR: Final = "::"
+"""``/abs/path/helpers.py::review``: the Workflow a helper module binds to ``review``."""
 BUILTIN_PREFIX: Final = "builtin:"
 PROJECT_SUBDIR: Final = Path(".pi") / "workflows"
 BUILTINS_DIR: Final = Path(__file__).resolve().parent / "builtins"
@@ -53,10 +55,15 @@ class WorkflowRef:
     path: Path
     project_dir: Path | None = None
     shadows: tuple[Path, ...] = ()
+    # The module-level name of the Workflow: ``workflow`` in a workflow file; another name
+    # for a Workflow a helper module defines (a parent's ``subworkflow(obj)`` child).
+    attribute: str = "workflow"
 
     @property
     def spec(self) -> str:
         """What ``resolve`` takes to find this workflow again."""
+        if self.attribute != "workflow":
+            return f"{self.path}{ATTRIBUTE_SEPARATOR}{self.attribute}"
         if self.origin is WorkflowOrigin.BUILTIN:
             return f"{BUILTIN_PREFIX}{self.name}"
         if self.origin is WorkflowOrigin.PATH:
@@ -152,6 +159,8 @@ def resolve(spec: str, project_dir: Path | None, user_dir: Path | None = None) -
     current directory). Raises ``WorkflowNotFoundError`` naming where it looked.
     """
     project = _absolute(project_dir)
+    if ATTRIBUTE_SEPARATOR in spec:
+        return _resolve_attribute(spec, project)
     if spec.startswith(BUILTIN_PREFIX):
         name = spec[len(BUILTIN_PREFIX) :]
         builtins = _scan(BUILTINS_DIR)
@@ -183,6 +192,23 @@ def resolve(spec: str, project_dir: Path | None, user_dir: Path | None = None) -
         else ""
     )
     raise WorkflowNotFoundError(spec, searched, hint)
+
+
+def _resolve_attribute(spec: str, project: Path | None) -> WorkflowRef:
+    """``PATH::NAME``: the Workflow bound to ``NAME`` at the top level of the Python file
+    ``PATH`` (absolute), a project-local helper module."""
+    file, _, attribute = spec.rpartition(ATTRIBUTE_SEPARATOR)
+    path = Path(file)
+    if not path.is_absolute() or not file.endswith(".py") or not attribute.isidentifier():
+        raise WorkflowNotFoundError(
+            spec, [file], "a module's workflow is named /absolute/path/module.py::NAME"
+        )
+    if not path.is_file():
+        raise WorkflowNotFoundError(spec, [file], "the file does not exist")
+    return WorkflowRef(
+        attribute, WorkflowOrigin.PATH, path.parent.resolve() / path.name, project,
+        attribute=attribute,
+    )  # fmt: skip
 
 
 def _resolve_path(spec: str, project: Path | None) -> WorkflowRef:

@@ -11,6 +11,7 @@ the complete map. Both run in the resolver or runner child, never in the server.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.machinery
 import itertools
 import sys
@@ -21,10 +22,27 @@ from pathlib import Path
 from types import ModuleType
 from typing import Final
 
-from pi_workflows.authoring import JsonObject, Workflow, WorkflowDefinitionError
+from pi_workflows.authoring import (
+    FanOutNode,
+    JsonObject,
+    SubworkflowNode,
+    Workflow,
+    WorkflowDefinitionError,
+)
 from pi_workflows.engine import definition_digest, snapshot
-from pi_workflows.sources.discovery import BUILTIN_PREFIX, WorkflowOrigin, WorkflowRef, resolve
-from pi_workflows.sources.errors import WorkflowLoadError, WorkflowSourceChanged
+from pi_workflows.sources.discovery import (
+    ATTRIBUTE_SEPARATOR,
+    BUILTIN_PREFIX,
+    WORKFLOW_SUFFIX,
+    WorkflowOrigin,
+    WorkflowRef,
+    resolve,
+)
+from pi_workflows.sources.errors import (
+    WorkflowLoadError,
+    WorkflowNotFoundError,
+    WorkflowSourceChanged,
+)
 from pi_workflows.sources.identity import SourceIdentity, SourceKind
 from pi_workflows.sources.importer import ImportSession, compile_source, installed, sha256_hex
 
@@ -46,11 +64,16 @@ class LoadedWorkflow:
     mounted: Mapping[str, str]
     snapshot: JsonObject
     digest: str
+    # Node id -> the spec a ``subworkflow``/``fan_out`` node's child runs are started from
+    # (``resolve`` takes it): a name as given, or ``PATH::NAME`` for a Workflow object.
+    child_specs: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def _kind_and_locator(ref: WorkflowRef) -> tuple[SourceKind, str]:
     if ref.origin is WorkflowOrigin.BUILTIN:
         return SourceKind.BUILTIN, f"{BUILTIN_PREFIX}{ref.name}"
+    if ref.attribute != "workflow":
+        return SourceKind.FILE, ref.spec  # PATH::NAME: the file and the name bound in it
     return SourceKind.FILE, str(ref.path)
 
 
@@ -108,7 +131,7 @@ def ref_for_identity(identity: SourceIdentity, project_dir: Path | None) -> Work
     A file identity becomes a direct-path ref (its directory and ``project_dir`` are the
     import roots, as when the run started); a built-in identity becomes its built-in ref.
     """
-    if identity.kind is SourceKind.BUILTIN:
+    if identity.kind is SourceKind.BUILTIN or ATTRIBUTE_SEPARATOR in identity.locator:
         return resolve(identity.locator, project_dir)
     path = Path(identity.locator)
     name = path.name.removesuffix(".workflow.py")
@@ -128,9 +151,10 @@ def _load(ref: WorkflowRef, data: bytes, *, expected: dict[str, str] | None) -> 
     module_name = f"{_MODULE_PREFIX}{next(_counter)}_{ref.name.replace('-', '_')}"
     with installed(session, (module_name,)):
         module = _execute(ref, data, module_name, session)
-    if session.violation is not None:
-        raise session.violation
-    workflow = _the_workflow(ref, module)
+        if session.violation is not None:
+            raise session.violation
+        workflow = _the_workflow(ref, module)
+        children = _child_specs(ref, workflow)
     definition = snapshot(workflow)
     return LoadedWorkflow(
         ref=ref,
@@ -139,7 +163,52 @@ def _load(ref: WorkflowRef, data: bytes, *, expected: dict[str, str] | None) -> 
         mounted=dict(sorted(session.mounted.items())),
         snapshot=definition,
         digest=definition_digest(definition),
+        child_specs=children,
     )
+
+
+def _child_specs(ref: WorkflowRef, workflow: Workflow) -> dict[str, str]:
+    """The spec each composition node starts its children from, checked now: a name that
+    resolves to no workflow, or a Workflow object bound to no module-level name of a
+    project-local file, is a load error naming the node. Runs while the workflow's modules
+    are still importable (inside ``installed``)."""
+    specs: dict[str, str] = {}
+    for node_id, node in workflow.nodes.items():
+        if not isinstance(node, SubworkflowNode | FanOutNode):
+            continue
+        where = f"node {node_id!r} ({node.kind.value})"
+        target = node.workflow
+        if isinstance(target, str):
+            try:
+                resolve(target, ref.project_dir)
+            except WorkflowNotFoundError as exc:
+                raise WorkflowLoadError(str(ref.path), None, f"{where}: {exc}") from None
+            specs[node_id] = target
+            continue
+        specs[node_id] = _object_spec(ref, where, target)
+    return specs
+
+
+def _object_spec(ref: WorkflowRef, where: str, target: Workflow) -> str:
+    file = target.defined_in
+    if file is None:
+        raise WorkflowLoadError(
+            str(ref.path), None,
+            f"{where}: its Workflow {target.name!r} was not built at the top level of a file",
+        )  # fmt: skip
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) != file:
+            continue
+        for name, value in vars(module).items():
+            if value is target:
+                if file.endswith(WORKFLOW_SUFFIX) and name == "workflow":
+                    return file
+                return f"{file}{ATTRIBUTE_SEPARATOR}{name}"
+    raise WorkflowLoadError(
+        str(ref.path), None,
+        f"{where}: its Workflow {target.name!r} is not bound to a module-level name of"
+        f" {file}; bind it (name = Workflow(...)) and import it from there",
+    )  # fmt: skip
 
 
 def _execute(ref: WorkflowRef, data: bytes, module_name: str, session: ImportSession) -> ModuleType:
@@ -189,6 +258,13 @@ def _blame(exc: BaseException, path: Path, session: ImportSession) -> tuple[str,
 
 def _the_workflow(ref: WorkflowRef, module: ModuleType) -> Workflow:
     file = str(ref.path)
+    if ref.attribute != "workflow":  # a helper module's Workflow, started as a child run
+        named = getattr(module, ref.attribute, None)
+        if not isinstance(named, Workflow):
+            raise WorkflowLoadError(
+                file, None, f"`{ref.attribute}` is not a Workflow defined at its top level"
+            )
+        return named
     found = getattr(module, "workflow", None)
     if found is None:
         raise WorkflowLoadError(

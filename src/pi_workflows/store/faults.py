@@ -58,6 +58,7 @@ COMMIT_POINTS: Final[Mapping[str, str]] = MappingProxyType(
         "waits.fire": "due waits are fired: their waiting runs queued, paused ones recorded",
         "signals.send": "an event is stored for a run; a wait for it ends and the run queued",
         "signals.reject": "a wait_event node's validate refuses an event; it stays unconsumed",
+        "lifecycle.spawn": "a parent's join and its first child runs are recorded; it waits",
         # Managed effects (store/effect_writes.py).
         "effects.reserve": "an effect of the active attempt is reserved before its body runs",
         "effects.settle": "an effect body's outcome and receipt are stored",

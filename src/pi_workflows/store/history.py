@@ -181,6 +181,9 @@ def _waiting_detail(data: dict[str, Any]) -> str:
             return "sleeps"
         case "event":
             return f"waits for event {data.get('event')!r}"
+        case "children":
+            count = data.get("children")
+            return f"started {count} child run(s) of {data.get('workflow')} and waits for them"
     return f"waits for a {data.get('kind')} answer"
 
 
@@ -222,6 +225,12 @@ def _known_detail(event_type: str, data: dict[str, Any]) -> str | None:
             return f"event {data.get('name')!r} #{data.get('seq')}{woke}"
         case "signal.rejected":
             return f"event refused: {data.get('error')}"
+        case "child.ended" | "children.joined":
+            joined = "; every child ended" if event_type == "children.joined" else ""
+            return (
+                f"child {data.get('item')} ({data.get('childRunId')}) {data.get('status')},"
+                f" {data.get('ended')} of {data.get('total')} ended{joined}"
+            )
         case "run.parked" | "run.paused":
             return f"reason {data['reason']}" if data.get("reason") else "paused"
         case "run.cancelled":

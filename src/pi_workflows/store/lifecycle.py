@@ -14,9 +14,11 @@ never writes those rows itself.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from typing import Any
 
-from pi_workflows.store import effects, interactions, messages, waits
+from pi_workflows.store import children, effects, interactions, messages, waits
 from pi_workflows.store.claiming import ClaimResult, claim, control_claim, live_or_control
 from pi_workflows.store.claims import Claim, OwnerType, acquire, read_lease
 from pi_workflows.store.database import Database, Transaction
@@ -48,6 +50,7 @@ from pi_workflows.store.wait_steps import (
     await_event,
     retry,
     sleep,
+    spawn,
 )
 
 
@@ -226,8 +229,13 @@ def cancel(
     claim: Claim | None = None,
     reason: str = "cancelled",
     expected_revision: int | None = None,
+    claims: Mapping[str, Claim] | None = None,
 ) -> WriteResult:
-    """Cancel a nonterminal run in one transaction.
+    """Cancel a nonterminal run and its whole tree of child runs in one transaction.
+
+    ``claims`` holds the live claims of the tree's running runs (the server's runners): a
+    descendant with a live claim that is not given there cannot be cancelled behind its
+    runner's back (``LeaseHeldError``, nothing changed).
 
     With ``claim`` the write is fenced by it (the server cancelling a run whose runner it
     supervises) while it is still live. Without one, or once that runner's claim is gone
@@ -249,7 +257,7 @@ def cancel(
             fence = None  # the runner's claim is already gone (it waited, parked or expired)
         if fence is None:
             fence = acquire(tx, run_id, OwnerType.CONTROL, new_id("ctl"), db.lease_ms)
-        return write_run(
+        result = write_run(
             db,
             run_id,
             name="lifecycle.cancel",
@@ -259,6 +267,34 @@ def cancel(
             expected_revision=expected_revision,
             apply=lambda tx, run: apply_transition(tx, run, Operation.CANCEL, error=reason),
         )
+        for child_id in children.descendants(tx.conn, run_id):
+            child = read_run(tx.conn, child_id)
+            if child.status in TERMINAL_STATUSES:
+                continue
+            given = (claims or {}).get(child_id)
+            lease = read_lease(tx.conn, child_id)
+            if given is not None and (
+                lease is None or lease.generation != given.generation or not lease.live_at(tx.now)
+            ):
+                given = None
+            child_fence = given or acquire(
+                tx, child_id, OwnerType.CONTROL, new_id("ctl"), db.lease_ms
+            )
+            why = f"its parent run {run_id} was cancelled"
+            write_run(
+                db,
+                child_id,
+                name="lifecycle.cancel",
+                event_type="run.cancelled",
+                event_data={"reason": why, "parentRunId": run_id},
+                claim=child_fence,
+                apply=functools.partial(_cancel_one, error=why),
+            )
+        return result
+
+
+def _cancel_one(tx: Transaction, run: RunRow, *, error: str) -> None:
+    apply_transition(tx, run, Operation.CANCEL, error=error)
 
 
 __all__ = [
@@ -268,6 +304,7 @@ __all__ = [
     "await_event",
     "retry",
     "sleep",
+    "spawn",
     "ClaimResult",
     "Finish",
     "GoTo",

@@ -76,13 +76,21 @@ CREATE TABLE runs (
     -- time, set at reservation and never changed; both NULL for a run a client started.
     schedule_id TEXT REFERENCES schedules (schedule_id),
     schedule_fire_at INTEGER,
+    -- A child run (store/children.py): the parent whose subworkflow or fan_out node started
+    -- it, the root of its tree, and its depth (a root is 0). Set at reservation, never
+    -- changed; all three NULL/0 for a root run.
+    parent_run_id TEXT REFERENCES runs (run_id),
+    root_run_id TEXT REFERENCES runs (run_id),
+    depth INTEGER NOT NULL DEFAULT 0 CHECK (depth >= 0),
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL,
     finished_at INTEGER,
     CHECK ((status = 'paused') = (park_reason IS NOT NULL)),
     CHECK ((input_json IS NULL) != (input_ref IS NULL)),
     CHECK (output_json IS NULL OR output_ref IS NULL),
-    CHECK ((schedule_id IS NULL) = (schedule_fire_at IS NULL))
+    CHECK ((schedule_id IS NULL) = (schedule_fire_at IS NULL)),
+    CHECK ((parent_run_id IS NULL) = (root_run_id IS NULL)),
+    CHECK ((parent_run_id IS NULL) = (depth = 0))
 ) STRICT;
 CREATE INDEX runs_running ON runs (run_id) WHERE status = 'running';
 CREATE INDEX runs_by_session ON runs (origin_session, created_at) WHERE origin_session IS NOT NULL;
@@ -94,6 +102,11 @@ CREATE INDEX runs_detached_active ON runs (run_id)
 -- start a second run. Also the index of `run list --schedule` and of a schedule's newest run.
 CREATE UNIQUE INDEX runs_by_schedule ON runs (schedule_id, schedule_fire_at)
     WHERE schedule_id IS NOT NULL;
+-- A parent's children and a root's tree (cancel, pause, resume, show, prune the tree).
+CREATE INDEX runs_by_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
+CREATE INDEX runs_by_root ON runs (root_run_id) WHERE root_run_id IS NOT NULL;
+-- run list shows root runs by default: newest first without a scan of the children.
+CREATE INDEX runs_roots_by_age ON runs (created_at, run_id) WHERE parent_run_id IS NULL;
 
 -- What the run executes: the root source identity and every mounted source.
 CREATE TABLE run_sources (
@@ -183,7 +196,8 @@ CREATE TABLE run_waits (
     -- sleep, event: the waiting attempt; retry: the attempt that will be tried again.
     attempt_id TEXT NOT NULL REFERENCES node_attempts (attempt_id),
     node_id TEXT NOT NULL,
-    kind TEXT NOT NULL CHECK (kind IN ('sleep', 'retry', 'event')),
+    -- children: a subworkflow or fan_out node joins its child runs (store/children.py).
+    kind TEXT NOT NULL CHECK (kind IN ('sleep', 'retry', 'event', 'children')),
     event_name TEXT,
     -- 1: the wait_event node validates what it receives (a sender's reply is held).
     validates INTEGER NOT NULL DEFAULT 0 CHECK (validates IN (0, 1)),
@@ -193,7 +207,8 @@ CREATE TABLE run_waits (
     fired_at INTEGER,
     created_at INTEGER NOT NULL,
     CHECK ((kind = 'event') = (event_name IS NOT NULL)),
-    CHECK (kind = 'event' OR due_at IS NOT NULL),
+    CHECK (kind IN ('event', 'children') OR due_at IS NOT NULL),
+    CHECK (kind != 'children' OR due_at IS NULL),
     CHECK ((status = 'pending') = (fired_at IS NULL)),
     CHECK (status != 'signalled' OR kind = 'event')
 ) STRICT;
@@ -202,6 +217,65 @@ CREATE UNIQUE INDEX run_waits_one_pending ON run_waits (run_id) WHERE status = '
 CREATE INDEX run_waits_due ON run_waits (due_at) WHERE status = 'pending' AND due_at IS NOT NULL;
 CREATE INDEX run_waits_by_run ON run_waits (run_id);
 CREATE INDEX run_waits_by_attempt ON run_waits (attempt_id);
+
+-- The join of a subworkflow or fan_out node (``store/children.py``): what its children run
+-- (the child workflow's definition and source, recorded once for all of them), how many may
+-- be active at once, and its progress. 'running' while children are active or waiting to
+-- start; 'failing' once a fail_fast join saw a failure (its unstarted children are skipped
+-- and its active ones cancelled); 'joined' when every child ended (its wait fired in the
+-- same transaction as the last child's end); 'cancelled' with its parent.
+CREATE TABLE run_joins (
+    wait_id TEXT PRIMARY KEY REFERENCES run_waits (wait_id),
+    parent_run_id TEXT NOT NULL REFERENCES runs (run_id),
+    node_id TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('subworkflow', 'fan_out')),
+    workflow_name TEXT NOT NULL,
+    definition_digest TEXT NOT NULL REFERENCES blobs (digest),
+    source_kind TEXT NOT NULL CHECK (source_kind IN ('file', 'builtin')),
+    source_ref TEXT NOT NULL,
+    source_revision TEXT NOT NULL,
+    project_dir TEXT,
+    mounted_json TEXT NOT NULL,
+    detached INTEGER NOT NULL CHECK (detached IN (0, 1)),
+    concurrency INTEGER NOT NULL CHECK (concurrency >= 1),
+    fail_fast INTEGER NOT NULL CHECK (fail_fast IN (0, 1)),
+    total INTEGER NOT NULL CHECK (total >= 0),
+    started INTEGER NOT NULL DEFAULT 0,
+    ended INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL CHECK (status IN ('running', 'failing', 'joined', 'cancelled')),
+    created_at INTEGER NOT NULL,
+    joined_at INTEGER,
+    CHECK (0 <= ended AND ended <= started AND started <= total),
+    CHECK ((status = 'joined') = (joined_at IS NOT NULL))
+) STRICT;
+CREATE INDEX run_joins_by_parent ON run_joins (parent_run_id);
+-- A fail_fast join whose active children the server must cancel: only those in the index.
+CREATE INDEX run_joins_failing ON run_joins (wait_id) WHERE status = 'failing';
+
+-- One child of a join, in item order: its input, and the run once it started. 'waiting'
+-- until the join has room for it; 'skipped' when a fail_fast join failed or its parent
+-- ended before it started; otherwise the child run's terminal status once it ended.
+CREATE TABLE run_children (
+    wait_id TEXT NOT NULL REFERENCES run_joins (wait_id),
+    item INTEGER NOT NULL CHECK (item >= 0),
+    input_json TEXT,
+    input_ref TEXT REFERENCES blobs (digest),
+    input_hash TEXT NOT NULL,
+    child_run_id TEXT UNIQUE REFERENCES runs (run_id),
+    status TEXT NOT NULL CHECK (
+        status IN ('waiting', 'started', 'completed', 'failed', 'timed_out', 'cancelled',
+                   'skipped')
+    ),
+    started_at INTEGER,
+    ended_at INTEGER,
+    PRIMARY KEY (wait_id, item),
+    CHECK ((input_json IS NULL) != (input_ref IS NULL)),
+    CHECK ((status IN ('waiting', 'skipped')) = (child_run_id IS NULL)),
+    CHECK ((status IN ('waiting', 'started')) = (ended_at IS NULL))
+) STRICT;
+-- The children a join may start next (item order), and a child run's row when it ends.
+CREATE INDEX run_children_waiting ON run_children (wait_id, item) WHERE status = 'waiting';
 
 -- Events sent to a run (``run signal``, ``store/signals.py``): durable, ordered per run by
 -- ``seq``, kept until a ``wait_event`` node of that name consumes one, exactly once (in the

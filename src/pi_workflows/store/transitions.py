@@ -14,10 +14,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from pi_workflows.store import attempts, effects, interactions, jsoncol, messages, values, waits
+from pi_workflows.store import (
+    attempts,
+    children,
+    effects,
+    interactions,
+    jsoncol,
+    messages,
+    values,
+    waits,
+)
 from pi_workflows.store.database import Transaction
 from pi_workflows.store.errors import InvalidTransitionError
-from pi_workflows.store.runs import RunRow
+from pi_workflows.store.runs import RunRow, finish_change, read_run
 from pi_workflows.store.states import (
     QUEUE_STATUS_OF,
     TERMINAL_STATUSES,
@@ -107,6 +116,8 @@ def apply_transition(
         )  # fmt: skip
     if terminal or operation is Operation.RESTART:
         waits.cancel_open(tx, run.run_id)  # a sleep, retry delay or event wait ends with it
+        # Its joins end with it; a tree cancel (lifecycle.cancel) ends the children too.
+        children.parent_ended(tx, run.run_id)
     if terminal:
         interactions.cancel_open(tx, run.run_id)
         messages.record(
@@ -157,4 +168,19 @@ def apply_transition(
             " WHERE run_id = ? AND status = 'held'",
             (tx.now, run.run_id),
         )
+    if terminal:
+        _join_parent(tx, run, target)
     return target
+
+
+def _join_parent(tx: Transaction, child: RunRow, status: RunStatus) -> None:
+    """A child run ended: its parent's join records it, in this same transaction; when it
+    was the last one, the parent's wait fires and a waiting parent is queued, exactly once
+    (``children.child_ended``). The parent's change is its own revision and event."""
+    ended = children.child_ended(tx, child, status)
+    if ended is None:
+        return
+    if ended.parent is not None:
+        apply_transition(tx, ended.parent, Operation.RESUME, next_command=NextCommand.RESUME)
+    parent = read_run(tx.conn, ended.parent_id)
+    finish_change(tx, ended.parent_id, parent.revision, ended.event, ended.data)

@@ -449,6 +449,7 @@ def runner_state(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         "active": None if active_id is None else _active(conn, active_id),
         # A runner is fenced by the execution revision (the revision rule, store/runs.py).
         "revision": run.execution_revision,
+        "depth": conn.execute("SELECT depth FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0],
     }
 
 

@@ -1,4 +1,5 @@
-"""A runner's durable waits: a sleep, a retry of a failed attempt, a wait for an event.
+"""A runner's durable waits: a sleep, a retry of a failed attempt, a wait for an event, and a
+join of child runs.
 
 Each is one write fenced by the runner's claim and its execution revision
 (``runs.write_run``), like the steps of ``node_steps``. Waiting for time or an event leaves
@@ -12,8 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pi_workflows.store import attempts, effects, signals, waits
+from pi_workflows.store import attempts, children, effects, signals, waits
 from pi_workflows.store.attempts import Attempt
+from pi_workflows.store.children import ChildWorkflow
 from pi_workflows.store.claims import Claim
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import InvalidTransitionError
@@ -204,6 +206,54 @@ def retry(
     )
     done = holder[0]
     return Retried(result.execution_revision, done.next_attempt, done.due_at, done.parked)
+
+
+def spawn(
+    db: Database,
+    claim: Claim,
+    attempt_id: str,
+    *,
+    kind: str,
+    child: ChildWorkflow,
+    inputs: list[object],
+    concurrency: int,
+    fail_fast: bool,
+    detached: bool,
+    expected_revision: int | None = None,
+) -> int:
+    """Start the child runs of the active attempt of a ``subworkflow`` or ``fan_out`` node
+    (the first ``concurrency`` of them; the rest as children end) and wait for all of them
+    with no claim (``children.spawn``). Returns the parent's execution revision."""
+    run_id = claim.run_id
+
+    def apply(tx: Transaction, run: RunRow) -> None:
+        active = _active(tx, run, attempt_id, "start the children of")
+        depth = int(
+            tx.conn.execute("SELECT depth FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
+        )
+        children.spawn(
+            tx, run, attempt_id, active.node_id, kind=kind, child=child, inputs=inputs,
+            concurrency=concurrency, fail_fast=fail_fast, detached=detached, depth=depth,
+        )  # fmt: skip
+        attempts.set_waiting(tx, active)
+        apply_transition(tx, run, Operation.WAIT)
+
+    result = write_run(
+        db,
+        run_id,
+        name="lifecycle.spawn",
+        event_type="run.waiting",
+        event_data={
+            "attemptId": attempt_id,
+            "kind": "children",
+            "workflow": child.workflow_name,
+            "children": len(inputs),
+        },
+        claim=claim,
+        expected_revision=expected_revision,
+        apply=apply,
+    )
+    return result.execution_revision
 
 
 def _try_of(db: Database, attempt_id: str) -> int | None:

@@ -19,7 +19,7 @@ from pi_workflows.store.database import Transaction
 from pi_workflows.store.errors import InvalidTransitionError
 from pi_workflows.store.ids import new_id
 
-KINDS: Final = ("sleep", "retry", "event")
+KINDS: Final = ("sleep", "retry", "event", "children")
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,8 @@ class Wait:
                 return f"node {self.node_id!r} sleeps{due}"
             case "retry":
                 return f"node {self.node_id!r} is tried again at {iso_time(self.due_at or 0)}"
+            case "children":
+                return f"node {self.node_id!r} waits for its child runs"
         timeout = f" (times out at {iso_time(self.due_at)})" if self.due_at is not None else ""
         return f"node {self.node_id!r} waits for event {self.event_name!r}{timeout}"
 

@@ -1,0 +1,120 @@
+"""The rows of a new run: its definition snapshot, input, sources, queue row and first event.
+
+Owns how a run comes to exist, inside a caller's transaction: ``reservations.reserve`` (a
+client's or a schedule's run) and ``children`` (a parent's child runs) both insert through
+``insert_run``, so every run starts the same way. Changes no run's status afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pi_workflows.store import jsoncol, values
+from pi_workflows.store.database import Transaction
+from pi_workflows.store.projection import project_run
+from pi_workflows.store.runs import WriteResult
+from pi_workflows.store.states import RunStatus
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """Which source a run executes: root identity plus every mounted module's sha256."""
+
+    kind: str
+    ref: str
+    revision: str
+    project_dir: str | None
+    mounted: dict[str, str]
+
+
+@dataclass(frozen=True)
+class NewRun:
+    """Everything ``reserve`` needs to create a queued run."""
+
+    workflow_name: str
+    definition: dict[str, Any]
+    definition_digest: str
+    input: Any
+    input_hash: str
+    source: SourceRecord
+    origin: str | None = None
+    origin_session: str | None = None
+    detached: bool = False  # its session is a headless Pi the server runs (see agents)
+    # Provenance of a run a schedule starts (store/schedules.py): both set, or neither.
+    schedule_id: str | None = None
+    schedule_fire_at: int | None = None
+    # A child run (store/children.py): its parent, the root of its tree and its depth.
+    parent_run_id: str | None = None
+    root_run_id: str | None = None
+    depth: int = 0
+
+
+def input_columns(tx: Transaction, value: Any) -> tuple[str | None, str | None]:
+    """The input's (inline, ref) columns; JSON ``null`` is stored inline as ``null``."""
+    if value is None:
+        return "null", None
+    return values.store(tx, value)
+
+
+def store_definition(tx: Transaction, new_run: NewRun) -> None:
+    definition = jsoncol.dumps(new_run.definition).encode()
+    tx.conn.execute(
+        "INSERT OR IGNORE INTO blobs (digest, size, data, created_at) VALUES (?, ?, ?, ?)",
+        (new_run.definition_digest, len(definition), definition, tx.now),
+    )
+
+
+def insert_run(tx: Transaction, new_run: NewRun, run_id: str) -> WriteResult:
+    """Insert a queued run (its definition is already stored) inside ``tx``: the run, its
+    sources, its queue row, its first event and its viewer row. ``reserve`` and a parent's
+    join (``children``) call it; nothing else creates runs."""
+    tx.conn.execute(
+        "INSERT INTO runs (run_id, workflow_name, definition_digest, input_json, input_ref,"
+        " input_hash, status, revision, origin, origin_session, execution_mode, created_at,"
+        " updated_at, schedule_id, schedule_fire_at, parent_run_id, root_run_id, depth)"
+        " VALUES (?, ?, ?, ?, ?, ?, 'queued', 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            run_id,
+            new_run.workflow_name,
+            new_run.definition_digest,
+            *input_columns(tx, new_run.input),
+            new_run.input_hash,
+            new_run.origin,
+            f"detached-{run_id}" if new_run.detached else new_run.origin_session,
+            "detached" if new_run.detached else "attached",
+            tx.now,
+            tx.now,
+            new_run.schedule_id,
+            new_run.schedule_fire_at,
+            new_run.parent_run_id,
+            new_run.root_run_id,
+            new_run.depth,
+        ),
+    )
+    source = new_run.source
+    tx.conn.execute(
+        "INSERT INTO run_sources (run_id, source_kind, source_ref, source_revision,"
+        " project_dir, mounted_json) VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            run_id,
+            source.kind,
+            source.ref,
+            source.revision,
+            source.project_dir,
+            jsoncol.dumps(source.mounted),
+        ),
+    )
+    tx.conn.execute(
+        "INSERT INTO run_queue (run_id, status, next_command, available_at, enqueued_at,"
+        " updated_at) VALUES (?, 'ready', 'start', ?, ?, ?)",
+        (run_id, tx.now, tx.now, tx.now),
+    )
+    # The insert is revision 1; its event is the reservation.
+    tx.conn.execute(
+        "INSERT INTO events (run_id, revision, type, run_status, generation, data_json, at)"
+        " VALUES (?, 1, 'run.reserved', 'queued', NULL, ?, ?)",
+        (run_id, jsoncol.dumps({"workflow": new_run.workflow_name}), tx.now),
+    )
+    project_run(tx.conn, run_id)
+    return WriteResult(run_id, 1, RunStatus.QUEUED, "run.reserved")

@@ -18,6 +18,7 @@ from pi_workflows.authoring.composition import (
     MAX_ITEMS,
     FanOutNode,
     SubworkflowNode,
+    WorkflowLike,
     fan_out,
     subworkflow,
 )
@@ -153,6 +154,7 @@ __all__ = [
     "WaitEventNode",
     "SubworkflowNode",
     "FanOutNode",
+    "WorkflowLike",
     "Choice",
     "OnTimeout",
     "AGENT_DEFAULT_TIMEOUT",

@@ -17,15 +17,12 @@ Output shapes (documented for authors in ``docs/authoring.md``):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import Final, Protocol, TypeAlias, runtime_checkable
 
 from pi_workflows.authoring.context import NodeContext
 from pi_workflows.authoring.kinds import NodeKind
-
-if TYPE_CHECKING:
-    from pi_workflows.authoring.workflow import Workflow
 
 MAX_ITEMS: Final = 1000
 """The most children one ``fan_out`` starts."""
@@ -41,7 +38,24 @@ ChildInput: TypeAlias = Callable[[NodeContext], object]
 """``input(ctx)``: the child run's input (JSON)."""
 ItemInput: TypeAlias = Callable[[NodeContext, object], object]
 """``input(ctx, item)``: the input of the child run of one item (JSON)."""
-WorkflowSpec: TypeAlias = "str | Workflow"
+
+
+@runtime_checkable
+class WorkflowLike(Protocol):
+    """What composition needs of a ``Workflow`` object (this module cannot import the class:
+    a ``Workflow`` is built from nodes, so it imports them)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def defined_in(self) -> str | None: ...
+
+    @property
+    def nodes(self) -> Mapping[str, object]: ...
+
+
+WorkflowSpec: TypeAlias = "str | WorkflowLike"
 """A workflow name (found like ``run start``: project, user, ``builtin:NAME``, a path) or a
 ``Workflow`` object imported from a project-local module."""
 
@@ -80,9 +94,7 @@ class FanOutNode:
 
 
 def _check_workflow(workflow: object) -> WorkflowSpec:
-    from pi_workflows.authoring.workflow import Workflow  # noqa: PLC0415 - a cycle otherwise
-
-    if isinstance(workflow, Workflow):
+    if isinstance(workflow, WorkflowLike) and not isinstance(workflow, str):
         return workflow
     if not isinstance(workflow, str) or not workflow.strip():
         raise TypeError(

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import signal
+from collections import Counter
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ EXIT_TASK_DIED = 70  # EX_SOFTWARE: a background task of the server ended unexpe
 RECEIPT_PRUNE_BATCH = 1000
 RECEIPT_PRUNE_EVERY_MS = 3_600_000
 SWEEP_MS = 200  # at most this often: request and node deadlines, expired claims
+LAUNCH_WINDOW = 16  # ready runs read per free runner slot, for the fairness rule
 
 
 class Backoff:
@@ -352,23 +354,42 @@ class Server:
                 self.wake()  # answers held on an expired request hear it now
             self.supervisor.enforce_deadlines(now)
             self.supervisor.sweep_expired()
+            if self.supervisor.cancel_failing_joins():
+                self.wake()
         if not self.stopping:
             self.agents.reconcile()
             self.schedules.tick(now)  # fires run in tasks; their runs launch below, next tick
         free = self.config.max_runners - self.supervisor.count
         if free <= 0 or self.stopping:
             return  # full, or draining for a stop: queued runs wait for the next server
-        rows = self.db.conn.execute(
-            "SELECT run_id FROM run_queue WHERE status = 'ready' AND available_at <= ?"
-            " ORDER BY available_at, enqueued_at LIMIT ?",
-            (now, free),
-        ).fetchall()
-        for (run_id,) in rows:
+        for run_id in self._next_to_launch(now, free):
             if self.supervisor.handle_of(run_id) is None:
                 try:
                     self.supervisor.launch(run_id)
                 except StoreError as exc:
                     log.warning("could not launch run %s: %s", run_id, exc)
+
+    def _next_to_launch(self, now: int, free: int) -> list[str]:
+        """The ready runs to start now, at most ``free``: the fairness rule. Among the oldest
+        ready runs (``LAUNCH_WINDOW`` per free slot), each slot goes to the run of the tree
+        (a root run and every child run below it) with the fewest runners live, the oldest
+        first among equals; so a fan_out of a thousand children shares capacity with the
+        runs started beside it instead of holding every slot until its queue is empty."""
+        candidates = self.db.conn.execute(
+            "SELECT q.run_id, COALESCE(r.root_run_id, r.run_id) FROM run_queue q"
+            " JOIN runs r USING (run_id) WHERE q.status = 'ready' AND q.available_at <= ?"
+            " ORDER BY q.available_at, q.enqueued_at LIMIT ?",
+            (now, free * LAUNCH_WINDOW),
+        ).fetchall()
+        load = Counter(handle.root_id for handle in self.supervisor.handles.values())
+        chosen: list[str] = []
+        waiting = list(candidates)
+        while waiting and len(chosen) < free:
+            index = min(range(len(waiting)), key=lambda i: (load[waiting[i][1]], i))
+            run_id, root = waiting.pop(index)
+            chosen.append(run_id)
+            load[root] += 1
+        return chosen
 
     def _prune_receipts(self, now: int) -> None:
         """Drop receipts of ended runs past their retention, a bounded batch per tick."""

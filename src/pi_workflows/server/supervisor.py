@@ -49,6 +49,7 @@ from pi_workflows.store import (
     takeover,
     views,
 )
+from pi_workflows.store import children as child_runs
 from pi_workflows.store.claims import Claim, read_lease, renew
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import ClaimLostError, LeaseHeldError, StoreError
@@ -109,6 +110,9 @@ class RunnerHandle:
     released_seen: float | None = None
     task: asyncio.Task[None] | None = None
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
+    # The root of its run's tree (itself for a root run): the scheduler shares capacity
+    # between trees.
+    root_id: str = ""
 
     @property
     def run_id(self) -> str:
@@ -190,10 +194,14 @@ class Supervisor:
         launch = runners.launch(
             self.db, run_id, self.server_epoch, _envelope(self.config, self.server_epoch)
         )
+        root = self.db.conn.execute(
+            "SELECT COALESCE(root_run_id, run_id) FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
         handle = RunnerHandle(
             identity=RunnerIdentity(run_id, launch.runner_epoch, launch.claim),
             command=launch.command.value,
             envelope=launch.envelope,
+            root_id=str(root[0]) if root else run_id,
         )
         if interactions.validating_of(self.db.conn, run_id) is not None:
             handle.validating_until = self.db.clock.now_ms() + int(
@@ -592,6 +600,35 @@ class Supervisor:
         if code is not None and code < 0:
             return f"the runner was killed by signal {-code}"
         return f"the runner exited with code {code}" if code is not None else "the runner ended"
+
+    def tree_handles(self, run_id: str) -> list[RunnerHandle]:
+        """The live runners of ``run_id`` and of every run below it in its tree."""
+        below = child_runs.descendants(self.db.conn, run_id)
+        found = [self.handles.get(r) for r in (run_id, *below)]
+        return [handle for handle in found if handle is not None]
+
+    def cancel_failing_joins(self) -> int:
+        """A ``fail_fast`` join saw a failure: cancel its children still active (each with
+        its tree, under their runners' claims) and stop their runners; the join completes
+        as they end. Returns how many children were cancelled."""
+        cancelled = 0
+        for join in child_runs.failing(self.db.conn):
+            for child_id in child_runs.active_children(self.db.conn, join.wait_id):
+                handles = self.tree_handles(child_id)
+                claims = {h.run_id: h.identity.claim for h in handles}
+                why = f"a sibling in the fan_out of run {join.parent_run_id} failed (fail_fast)"
+                try:
+                    lifecycle.cancel(
+                        self.db, child_id, claim=claims.get(child_id), reason=why, claims=claims
+                    )
+                except StoreError as exc:
+                    log.warning("could not cancel child run %s: %s", child_id, exc)
+                    continue
+                for handle in handles:
+                    self.terminate(handle, "cancelled")
+                cancelled += 1
+                self.on_change(child_id)
+        return cancelled
 
     def terminate(self, handle: RunnerHandle, reason: str) -> None:
         """Stop a runner whose run has already been changed under its claim (or must be).

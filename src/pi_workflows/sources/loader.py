@@ -28,6 +28,7 @@ from pi_workflows.authoring import (
     SubworkflowNode,
     Workflow,
     WorkflowDefinitionError,
+    WorkflowLike,
 )
 from pi_workflows.engine import definition_digest, snapshot
 from pi_workflows.sources.discovery import (
@@ -189,7 +190,7 @@ def _child_specs(ref: WorkflowRef, workflow: Workflow) -> dict[str, str]:
     return specs
 
 
-def _object_spec(ref: WorkflowRef, where: str, target: Workflow) -> str:
+def _object_spec(ref: WorkflowRef, where: str, target: WorkflowLike) -> str:
     file = target.defined_in
     if file is None:
         raise WorkflowLoadError(

@@ -14,11 +14,10 @@ never writes those rows itself.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any
 
-from pi_workflows.store import children, effects, interactions, messages, waits
+from pi_workflows.store import effects, interactions, messages, tree, waits
 from pi_workflows.store.claiming import ClaimResult, claim, control_claim, live_or_control
 from pi_workflows.store.claims import Claim, OwnerType, acquire, read_lease
 from pi_workflows.store.database import Database, Transaction
@@ -267,34 +266,8 @@ def cancel(
             expected_revision=expected_revision,
             apply=lambda tx, run: apply_transition(tx, run, Operation.CANCEL, error=reason),
         )
-        for child_id in children.descendants(tx.conn, run_id):
-            child = read_run(tx.conn, child_id)
-            if child.status in TERMINAL_STATUSES:
-                continue
-            given = (claims or {}).get(child_id)
-            lease = read_lease(tx.conn, child_id)
-            if given is not None and (
-                lease is None or lease.generation != given.generation or not lease.live_at(tx.now)
-            ):
-                given = None
-            child_fence = given or acquire(
-                tx, child_id, OwnerType.CONTROL, new_id("ctl"), db.lease_ms
-            )
-            why = f"its parent run {run_id} was cancelled"
-            write_run(
-                db,
-                child_id,
-                name="lifecycle.cancel",
-                event_type="run.cancelled",
-                event_data={"reason": why, "parentRunId": run_id},
-                claim=child_fence,
-                apply=functools.partial(_cancel_one, error=why),
-            )
+        tree.cancel_below(db, tx, run_id, claims, f"its parent run {run_id} was cancelled")
         return result
-
-
-def _cancel_one(tx: Transaction, run: RunRow, *, error: str) -> None:
-    apply_transition(tx, run, Operation.CANCEL, error=error)
 
 
 __all__ = [

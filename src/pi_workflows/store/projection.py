@@ -26,6 +26,7 @@ VIEW_COLUMNS = (
     "created_at",
     "updated_at",
     "finished_at",
+    "parent_run_id",
 )
 
 
@@ -33,7 +34,8 @@ def expected_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | Non
     """Compute the viewer row of ``run_id`` from the canonical rows (None if no run)."""
     row = conn.execute(
         "SELECT r.run_id, r.workflow_name, r.status, r.park_reason, r.current_node, r.revision,"
-        " r.created_at, r.updated_at, r.finished_at, q.status, COALESCE(l.generation, 0)"
+        " r.created_at, r.updated_at, r.finished_at, q.status, COALESCE(l.generation, 0),"
+        " r.parent_run_id"
         " FROM runs r LEFT JOIN run_queue q USING (run_id) LEFT JOIN leases l USING (run_id)"
         " WHERE r.run_id = ?",
         (run_id,),
@@ -62,6 +64,7 @@ def expected_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | Non
         "created_at": row[6],
         "updated_at": row[7],
         "finished_at": row[8],
+        "parent_run_id": row[11],
     }
 
 

@@ -9,7 +9,10 @@ re-resolved source. Each is one transaction.
 
 from __future__ import annotations
 
-from pi_workflows.store import attempts, interactions, jsoncol, signals
+from collections.abc import Mapping
+
+from pi_workflows.store import attempts, interactions, jsoncol, signals, tree
+from pi_workflows.store.claims import Claim
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import InvalidTransitionError
 from pi_workflows.store.ids import new_id
@@ -33,6 +36,7 @@ def restart(
     *,
     new_source: tuple[NewRun, str] | None = None,
     expected_revision: int | None = None,
+    claims: Mapping[str, Claim] | None = None,
 ) -> WriteResult:
     """Queue a paused, waiting, failed, timed-out or cancelled run to run again from its
     start.
@@ -41,7 +45,9 @@ def restart(
     outputs, results or steps, and events the old round never took are discarded (a wait,
     a request or a sleep of the old round is cancelled). Refused while any effect of the
     run is ambiguous (an operator resolves those first); idempotent effects left pending by
-    a lost runner are cancelled.
+    a lost runner are cancelled. The child runs of the old round are cancelled in the same
+    transaction (``claims``: the live claims of those still running); the new round starts
+    new children.
     ``new_source`` (the re-resolved run and its definition digest) replaces the recorded
     source identity, so a restart runs the code as it is now.
     """
@@ -90,15 +96,18 @@ def restart(
                 (source.kind, source.ref, source.revision, jsoncol.dumps(source.mounted), run_id),
             )
 
-    return write_run(
-        db,
-        run_id,
-        name="lifecycle.restart",
-        event_type="run.restarted",
-        claim=None,
-        expected_revision=expected_revision,
-        apply=apply,
-    )
+    with db.atomic("lifecycle.restart") as tx:
+        result = write_run(
+            db,
+            run_id,
+            name="lifecycle.restart",
+            event_type="run.restarted",
+            claim=None,
+            expected_revision=expected_revision,
+            apply=apply,
+        )
+        tree.cancel_below(db, tx, run_id, claims, f"its parent run {run_id} was restarted")
+        return result
 
 
 __all__ = ["NewRun", "SourceRecord", "reserve", "restart"]

@@ -651,10 +651,14 @@ CREATE TABLE viewer_runs (
     waiting_json TEXT,
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL,
-    finished_at INTEGER
+    finished_at INTEGER,
+    -- The parent of a child run: run list shows root runs unless asked for children.
+    parent_run_id TEXT
 ) STRICT;
 CREATE INDEX viewer_runs_by_status ON viewer_runs (status, created_at, run_id);
 CREATE INDEX viewer_runs_by_age ON viewer_runs (created_at, run_id);
+CREATE INDEX viewer_runs_roots_by_age ON viewer_runs (created_at, run_id)
+    WHERE parent_run_id IS NULL;
 
 -- Durable schedules (store/schedules.py): each starts a run of its workflow at every fire
 -- time while a server runs. A row is never deleted: `schedule delete` marks it 'deleted', so

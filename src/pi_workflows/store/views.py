@@ -10,6 +10,7 @@ from typing import Any
 
 from pi_workflows.store import (
     attempt_logs,
+    children,
     effects,
     interactions,
     jsoncol,
@@ -47,7 +48,7 @@ def _view_value(
 
 SUMMARY_COLUMNS = (
     "run_id, workflow_name, status, run_status, queue_status, park_reason, current_node,"
-    " revision, created_at, updated_at, finished_at"
+    " revision, created_at, updated_at, finished_at, parent_run_id"
 )
 
 
@@ -64,7 +65,25 @@ def _summary(row: sqlite3.Row) -> dict[str, Any]:
         "createdAt": row[8],
         "updatedAt": row[9],
         "finishedAt": row[10],
+        "parentRunId": row[11],
     }
+
+
+def _with_children(conn: sqlite3.Connection, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each waiting run's progress through the join it waits on (``children``: ``{total,
+    ended, failed, ...}``), or None: a parent in ``run list`` shows ``3/10 done``."""
+    for run in runs:
+        found = None
+        if run.get("runStatus") in ("waiting", "paused"):
+            row = conn.execute(
+                "SELECT j.wait_id FROM run_joins j JOIN run_waits w USING (wait_id)"
+                " WHERE j.parent_run_id = ? AND w.status = 'pending'",
+                (run["runId"],),
+            ).fetchone()
+            join = None if row is None else children.read_join(conn, row[0])
+            found = None if join is None else join.progress()
+        run["children"] = found
+    return runs
 
 
 def list_runs(
@@ -274,15 +293,17 @@ def list_runs_page(
     after: str | None = None,
     limit: int = 100,
     schedule: str | None = None,
+    with_children: bool = False,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """A page of run summaries, newest first, and the cursor of the next page (or None).
 
     Filters: user-facing ``statuses``, ``workflow`` name, created at or after ``since``
     (epoch ms), started by the schedule ``schedule`` (a name, of deleted schedules too, or
-    an id). ``after`` is the cursor a previous page returned (``"<createdAt>:<runId>"`` of
+    an id). Child runs are left out unless ``with_children``. ``after`` is the cursor a
+    previous page returned (``"<createdAt>:<runId>"`` of
     its last run); a malformed cursor raises ``ValueError``.
     """
-    where: list[str] = []
+    where: list[str] = [] if with_children else ["parent_run_id IS NULL"]
     args: list[Any] = []
     if statuses:
         where.append(f"status IN ({', '.join('?' for _ in statuses)})")
@@ -312,7 +333,7 @@ def list_runs_page(
         " ORDER BY created_at DESC, run_id DESC LIMIT ?",
         (*args, limit + 1),
     ).fetchall()
-    runs = _with_schedules(conn, [_summary(row) for row in rows[:limit]])
+    runs = _with_children(conn, _with_schedules(conn, [_summary(row) for row in rows[:limit]]))
     more = len(rows) > limit
     cursor = f"{runs[-1]['createdAt']}:{runs[-1]['runId']}" if more and runs else None
     return runs, cursor

@@ -6,7 +6,9 @@ Runs in the server.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -26,11 +28,14 @@ from pi_workflows.server.handlers.registry import (
     stored_receipt,
     text,
 )
-from pi_workflows.store import lifecycle, values, views
+from pi_workflows.store import children, lifecycle, values, views
 from pi_workflows.store.claims import Claim
+from pi_workflows.store.errors import StoreError
 from pi_workflows.store.lifecycle import NewRun, SourceRecord
 from pi_workflows.store.runs import read_run
 from pi_workflows.store.states import ParkReason, RunStatus
+
+log = logging.getLogger(__name__)
 
 # --- server ------------------------------------------------------------------------------
 
@@ -226,9 +231,53 @@ def _status_receipt(server: ServerContext, run_id: str) -> tuple[str | None, dic
 async def run_pause(server: ServerContext, request: Request) -> dict[str, Any]:
     """``{reason?}``: pause a queued or waiting run; a running one parks at its runner's next
     node boundary (at most ``PI_WORKFLOWS_DRAIN_SECONDS``), else at once, and its runner
-    stops. ``reason`` becomes the park detail."""
+    stops. ``reason`` becomes the park detail. The runs below it in its tree are paused
+    the same way, each at its own boundary, after it."""
     run_id = run_id_of(request)
     reason = text(request.payload, "reason", required=False, limit=MAX_REASON_CHARS)
+    body = await _pause_root(server, request, run_id, reason)
+    with server.db.read() as conn:
+        below = children.descendants(conn, run_id)
+    await asyncio.gather(*(_pause_below(server, child, reason) for child in below))
+    return body
+
+
+async def _pause_below(server: ServerContext, run_id: str, reason: str | None) -> None:
+    """Pause one run below a paused parent: drained to its next boundary when it runs, at
+    once otherwise; a run that ended or paused meanwhile is left as it is."""
+    why = reason or "its parent run was paused"
+    handle = server.supervisor.handle_of(run_id)
+    try:
+        if handle is not None and server.config.drain_seconds > 0:
+
+            def park_here(claim: Claim) -> object:
+                return lifecycle.park(server.db, claim, ParkReason.USER_PAUSED, why)
+
+            done, _ = await server.supervisor.drain(
+                handle, park_here, server.config.drain_seconds, kill_reason="cancelled"
+            )
+            if done:
+                return
+            handle = server.supervisor.handle_of(run_id)
+        run = read_run(server.db.conn, run_id)
+        if run.status is RunStatus.RUNNING:
+            claim = handle.identity.claim if handle is not None else None
+            lifecycle.park(
+                server.db, lifecycle.live_or_control(server.db, run_id, claim),
+                ParkReason.USER_PAUSED, why,
+            )  # fmt: skip
+            if handle is not None:
+                server.supervisor.terminate(handle, "cancelled")
+        elif run.status in (RunStatus.QUEUED, RunStatus.WAITING):
+            lifecycle.pause(server.db, run_id, detail=why)
+    except StoreError as exc:  # it ended, or its claim moved on: the tree pause goes on
+        log.info("run %s below a paused run was not paused: %s", run_id, exc)
+    server.wake(run_id)
+
+
+async def _pause_root(
+    server: ServerContext, request: Request, run_id: str, reason: str | None
+) -> dict[str, Any]:
     handle = server.supervisor.handle_of(run_id)
     if handle is not None and server.config.drain_seconds > 0:
         stored = stored_receipt(server, request)
@@ -272,11 +321,18 @@ async def run_pause(server: ServerContext, request: Request) -> dict[str, Any]:
 
 @operation("run.resume", command=True)
 async def run_resume(server: ServerContext, request: Request) -> dict[str, Any]:
-    """Queue a paused run again from its last durable boundary."""
+    """Queue a paused run again from its last durable boundary, and in the same transaction
+    every run below it in its tree that a pause stopped (``userPaused``); runs parked for
+    another reason (an ambiguous effect, changed source) wait for their own resume."""
     run_id = run_id_of(request)
 
     def change() -> tuple[str | None, dict[str, Any]]:
-        lifecycle.resume(server.db, run_id)
+        with server.db.atomic("command.run.resume"):
+            lifecycle.resume(server.db, run_id)
+            for child in children.descendants(server.db.conn, run_id):
+                found = read_run(server.db.conn, child)
+                if (found.status, found.park_reason) == (RunStatus.PAUSED, "userPaused"):
+                    lifecycle.resume(server.db, child)
         return _status_receipt(server, run_id)
 
     return receipted(server, request, change)
@@ -284,22 +340,24 @@ async def run_resume(server: ServerContext, request: Request) -> dict[str, Any]:
 
 @operation("run.cancel", command=True)
 async def run_cancel(server: ServerContext, request: Request) -> dict[str, Any]:
-    """Commit the cancellation (with its receipt) first, then stop the runner."""
+    """Commit the cancellation of the run and its whole tree (with its receipt) first, then
+    stop their runners."""
     run_id = run_id_of(request)
     reason = (
         text(request.payload, "reason", required=False, limit=MAX_REASON_CHARS)
         or "cancelled by request"
     )
-    handle = server.supervisor.handle_of(run_id)
+    handles = server.supervisor.tree_handles(run_id)
+    claims = {h.run_id: h.identity.claim for h in handles}
 
     def change() -> tuple[str | None, dict[str, Any]]:
-        claim = handle.identity.claim if handle is not None else None
-        lifecycle.cancel(server.db, run_id, claim=claim, reason=reason)
+        lifecycle.cancel(server.db, run_id, claim=claims.get(run_id), reason=reason, claims=claims)
         return _status_receipt(server, run_id)
 
     body = receipted(server, request, change)
-    if handle is not None and not body["_adopted"]:
-        server.supervisor.terminate(handle, "cancelled")
+    if not body["_adopted"]:
+        for handle in handles:
+            server.supervisor.terminate(handle, "cancelled")
     return body
 
 
@@ -319,12 +377,20 @@ async def run_restart(server: ServerContext, request: Request) -> dict[str, Any]
         ).fetchone()
         run_input = values.load(conn, row[2], row[3])
     fresh = await describe(server, row[0], row[1], run_input, fresh=True)
+    handles = [h for h in server.supervisor.tree_handles(run_id) if h.run_id != run_id]
+    claims = {h.run_id: h.identity.claim for h in handles}
 
     def change() -> tuple[str | None, dict[str, Any]]:
-        lifecycle.restart(server.db, run_id, new_source=(fresh, fresh.definition_digest))
+        lifecycle.restart(
+            server.db, run_id, new_source=(fresh, fresh.definition_digest), claims=claims
+        )
         return _status_receipt(server, run_id)
 
-    return receipted(server, request, change)
+    body = receipted(server, request, change)
+    if not body["_adopted"]:
+        for handle in handles:  # the old round's children, cancelled with it
+            server.supervisor.terminate(handle, "cancelled")
+    return body
 
 
 @operation("blob.read")

@@ -15,7 +15,8 @@ from pi_workflows.store import lifecycle, takeover
 from pi_workflows.store.claims import Claim
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
-from pi_workflows.store.effect_writes import reserve_effect, resolve_effect
+from pi_workflows.store.effect_writes import reserve_effect, resolve_effect, settle_effect
+from pi_workflows.store.effects import EffectStatus
 from pi_workflows.store.errors import InvalidTransitionError
 from pi_workflows.store.interactions import InteractionDraft
 from pi_workflows.store.states import ParkReason
@@ -158,6 +159,48 @@ def test_a_node_deadline_never_routes_past_an_uncertain_manual_effect(
         effect_id,
         False,
         {"sent": True},
+    )
+
+
+@pytest.mark.parametrize("kind", ["idempotent", "manual"])
+def test_a_node_deadline_after_the_effect_applied_adopts_it_instead_of_timing_out(
+    db: Database, clock: FakeClock, kind: str
+) -> None:
+    """Window (campaign seed 31): the body returned late and the runner recorded its effect
+    applied, then the server's deadline killed it before it finished the node. The node is
+    not timed out (a ``timed_out`` route would apply it again under a new visit): the run is
+    queued and the same visit adopts the stored result."""
+    claim, attempt_id, effect_id = _applying(db, kind)
+    settle_effect(db, claim, effect_id, EffectStatus.APPLIED, result={"charged": 7})
+    _deadline(db, clock, claim, attempt_id)
+    status, unrouted = _row(
+        db, "SELECT status, unrouted_attempt FROM runs WHERE run_id = ?", claim.run_id
+    )
+    assert (status, unrouted) == ("queued", None)
+    assert _row(db, "SELECT status FROM node_attempts WHERE attempt_id = ?", attempt_id) == (
+        "interrupted",
+    )
+    event = _row(
+        db, "SELECT data_json FROM events WHERE run_id = ? AND type = 'node.timedOut'",
+        claim.run_id,
+    )  # fmt: skip
+    assert effect_id in str(event[0])
+    assert problems(db) == []
+    again = lifecycle.claim(db, claim.run_id, "runner-2").claim
+    retry = lifecycle.start_node(db, again, "send").attempt
+    assert retry.visit == 1
+    adopted, _ = reserve_effect(
+        db,
+        again,
+        attempt_id=retry.attempt_id,
+        effect_type="mail",
+        effect_kind=kind,
+        fingerprint="fp",
+    )
+    assert (adopted.effect_id, adopted.run_body, adopted.result) == (
+        effect_id,
+        False,
+        {"charged": 7},
     )
 
 

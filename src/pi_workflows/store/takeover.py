@@ -65,7 +65,24 @@ def time_out_node(db: Database, claim: Claim, attempt_id: str, error: str) -> Wr
     ``effectAmbiguous``. Once an operator resolves the effect and resumes, the same visit
     runs again and adopts the resolution (applied: its result; rejected: a failure; retry:
     the body runs again under the same key). No timeout route can repeat the body unseen.
+
+    An effect of the attempt already settled ``applied`` (its body returned and the runner
+    recorded it, but was killed before it finished the node) is past the deadline's reach:
+    the side effect happened and its result is stored, so the node is not timed out either
+    (a ``timed_out`` route would repeat it under a new visit). The attempt is interrupted,
+    the run queued, and the same visit adopts the stored result at once.
     """
+    with db.atomic("lifecycle.time_out_node") as tx:
+        adopted = tx.conn.execute(
+            "SELECT effect_id FROM effects WHERE node_attempt_id = ? AND status = 'applied'",
+            (attempt_id,),
+        ).fetchone()
+        return _time_out(db, claim, attempt_id, error, None if adopted is None else adopted[0])
+
+
+def _time_out(
+    db: Database, claim: Claim, attempt_id: str, error: str, adopted: str | None
+) -> WriteResult:
     run_id = claim.run_id
 
     def apply(tx: Transaction, run: RunRow) -> None:
@@ -76,6 +93,9 @@ def time_out_node(db: Database, claim: Claim, attempt_id: str, error: str) -> Wr
             raise InvalidTransitionError(
                 run_id, "time out a node of", run.status.value, f"{attempt_id} is not active"
             )
+        if adopted is not None:
+            apply_transition(tx, run, Operation.RECOVER, next_command=NextCommand.RESUME)
+            return
         if any(kind == "manual" for _, kind in effects.applying(tx.conn, run_id)):
             apply_transition(tx, run, Operation.PARK, park_reason=None, park_detail=error)
             return
@@ -92,7 +112,9 @@ def time_out_node(db: Database, claim: Claim, attempt_id: str, error: str) -> Wr
         run_id,
         name="lifecycle.time_out_node",
         event_type="node.timedOut",
-        event_data={"attemptId": attempt_id},
+        event_data={"attemptId": attempt_id}
+        if adopted is None
+        else {"attemptId": attempt_id, "effectApplied": adopted},
         claim=claim,
         apply=apply,
     )

@@ -220,6 +220,10 @@ async def _fork(
         for fd in (out_read, err_read):
             os.close(fd)
         return None
+    except BaseException:  # cancelled: nobody reads these pipes
+        for fd in (out_read, err_read):
+            os.close(fd)
+        raise
     finally:
         os.close(out_write)
         os.close(err_write)

@@ -225,6 +225,8 @@ class Supervisor:
             RUNNER_MODULE, tail_bytes=self.config.runner_output_tail_bytes, template=self.template
         )
         handle.child = child
+        if handle.kill_reason is not None:
+            return  # stopped while it was being spawned: ``_finish`` stops it now
         ending = asyncio.create_task(self._end_when_exited(child), name=f"exit-{handle.run_id}")
         try:
             await self._talk(handle, child)
@@ -644,8 +646,9 @@ class Supervisor:
             task = asyncio.create_task(self._escalate(handle.child))
             self._escalations.add(task)
             task.add_done_callback(self._escalations.discard)
-        elif handle.task is not None:
-            handle.task.cancel()
+        # Still being spawned: its task is not cancelled (a fork cut short would leave a
+        # child nobody watches); ``_converse`` sees ``kill_reason`` once the child exists
+        # and ``_finish`` stops it.
 
     async def _escalate(self, child: Child) -> None:
         if child.exited.is_set():

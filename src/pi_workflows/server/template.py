@@ -11,7 +11,9 @@ is left of its group while the template still holds the unreaped zombie (so the 
 cannot have been reused), and only then asks the template to reap it.
 
 If the template cannot start, dies or stops answering, ``fork`` raises ``TemplateError`` and
-the caller spawns the child directly; the next ``fork`` starts a new template.
+the caller spawns the child directly; the next ``fork`` starts a new template. A request
+whose caller is cancelled before the answer arrives drops the template too: requests and
+answers share one socket, and an unread answer must never be taken for the next one's.
 """
 
 from __future__ import annotations
@@ -130,6 +132,12 @@ class RunnerTemplate:
         except (OSError, TimeoutError) as exc:
             self._drop()
             raise TemplateError(f"the runner template did not answer ({exc})") from None
+        except asyncio.CancelledError:
+            # The answer to this request would be read as the answer to the next one (a
+            # fork would take a reap's reply, or a dead child's pid): a template out of step
+            # is dropped, and a child it forked meanwhile ends at its closed channel.
+            self._drop()
+            raise
         if not answer:
             self._drop()
             raise TemplateError("the runner template exited")

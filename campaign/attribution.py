@@ -225,6 +225,7 @@ class Attributor:
                     r
                     for r in ledger.runners
                     if r.run_id == park.run_id
+                    and r.created_at <= park.at  # not the runner started after the park
                     and r.exited_at is not None
                     and r.exited_at <= park.at + SKEW_MS
                 ]

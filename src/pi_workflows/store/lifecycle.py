@@ -94,6 +94,7 @@ def pause(
         run_id,
         name="lifecycle.pause",
         event_type="run.paused",
+        event_data={"reason": ParkReason.USER_PAUSED.value},
         claim=None,
         expected_revision=expected_revision,
         apply=lambda tx, run: apply_transition(

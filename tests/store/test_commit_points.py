@@ -70,7 +70,7 @@ def _check_crashed(db: Database, scenario: Scenario, phase: str, before: Before)
         assert snapshot(db) != before.rows
     else:
         assert snapshot(db) == before.rows
-    assert _events(db, scenario) == before.events + (1 if committed and scenario.event else 0)
+    assert _events(db, scenario) == before.events + (scenario.events if committed and scenario.event else 0)
     if scenario.kind == "runner":  # the reply is stored with the change, or neither is
         replies = count(db, "runner_messages", "message_id = ?", CRASH_MESSAGE)
         assert replies == (1 if committed else 0)
@@ -90,10 +90,10 @@ def _retry(
         if receipt.adopted:
             assert snapshot(db) == rows  # adopting writes nothing
         assert count(db, "server_commands", "client_id = ?", CLIENT) == 1
-        assert _events(db, scenario) == before.events + (1 if scenario.event else 0)
+        assert _events(db, scenario) == before.events + (scenario.events if scenario.event else 0)
     elif phase == "before_commit":
         scenario.run(db, clock, ctx)  # nothing was committed: it can simply run again
-        assert _events(db, scenario) == before.events + (1 if scenario.event else 0)
+        assert _events(db, scenario) == before.events + (scenario.events if scenario.event else 0)
     else:  # refused by the store or a database rule (and nothing changes), or a new valid one
         rows = snapshot(db)
         try:

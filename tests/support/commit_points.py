@@ -7,7 +7,7 @@ commit, by an exception in-process and by the exit of a forked child. ``kind`` s
 transaction is reached: ``store`` (a store call), ``command`` (``receipts.run_command``
 with the handler's store change inside, retried with the same idempotency key) or
 ``runner`` (``server.runner_messages.answer``, whose reply is stored with the change).
-``event`` is the event type one commit appends; ``writes`` is False for the transactions
+``event`` is the event type one commit appends (``events`` of them); ``writes`` is False for the transactions
 that only read; ``again`` marks the ``store`` transactions that a client, a session, the
 operator or the scheduler issues again after a server restart (the others belong to the
 server that died, and its successor's recovery takes over).
@@ -93,6 +93,7 @@ class Scenario:
     event: str | None = None
     writes: bool = True
     again: bool = False
+    events: int = 1  # events of type ``event`` one commit appends (a tree cancel: one a run)
 
 
 # --- store operations ---------------------------------------------------------------------
@@ -400,6 +401,21 @@ SCENARIOS: list[Scenario] = [
       lambda db, c, x: lifecycle.await_event(db, x["claim"], x["attempt_id"], "go",
                                              timeout_ms=60_000, validates=False),
       "run.waiting"),
+    S("spawn", "lifecycle.spawn", "store", st.in_node,
+      lambda db, c, x: lifecycle.spawn(db, x["claim"], x["attempt_id"], kind="fan_out",
+                                       child=st.child_workflow(),
+                                       inputs=[{"item": i} for i in range(3)], concurrency=2,
+                                       fail_fast=False, detached=False),
+      "run.waiting"),
+    S("last_child_ends", "lifecycle.finish_node", "store", st.last_child_running,
+      lambda db, c, x: lifecycle.finish_node(db, x["child_claim"], x["child_attempt"],
+                                             AttemptStatus.COMPLETED,
+                                             Finish(RunStatus.COMPLETED, {"done": 1}),
+                                             output={"done": 1}),
+      "run.completed"),
+    S("cancel_parent_tree", "lifecycle.cancel", "store", st.joining,
+      lambda db, c, x: lifecycle.cancel(db, x["run_id"]), "run.cancelled", again=True,
+      events=3),
     S("fire_waits", "waits.fire", "store", st.sleep_due,
       lambda db, c, x: takeover.fire_due_waits(db), "wait.fired", again=True),
     S("signal_send", "signals.send", "store", st.event_waiting,
@@ -565,6 +581,8 @@ SCENARIOS: list[Scenario] = [
       _runner("node.await", lambda x: {"attemptId": x["attempt_id"], "event": "go",
                                        "timeoutMs": 60_000}),
       "run.waiting"),
+    S("runner_node_spawn", "runner.node.spawn", "runner", st.runner_in_node,
+      _runner("node.spawn", st.spawn_payload), "run.waiting"),
     S("runner_signal_reject", "runner.signal.reject", "runner", st.runner_signalled,
       _runner("signal.reject", lambda x: {"signalId": x["signal_id"], "error": "no"}),
       "signal.rejected"),

@@ -25,6 +25,7 @@ from pi_workflows.store import (
     signals,
     takeover,
 )
+from pi_workflows.store.children import ChildWorkflow
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
 from pi_workflows.store.effect_writes import reserve_effect
@@ -436,6 +437,60 @@ def event_waiting(db: Database, clock: FakeClock) -> Ctx:
     lifecycle.await_event(
         db, ctx["claim"], ctx["attempt_id"], "go", timeout_ms=60_000, validates=True
     )
+    return ctx
+
+
+def child_workflow() -> ChildWorkflow:
+    """The workflow every child of the crash scenarios' joins runs (one compute node)."""
+    run = new_run("child")
+    return ChildWorkflow(run.workflow_name, run.definition, run.definition_digest, run.source)
+
+
+def spawn_payload(ctx: Ctx, items: int = 3, concurrency: int = 2) -> dict[str, Any]:
+    """A runner's ``node.spawn`` of ``items`` children of ``child_workflow``."""
+    child = child_workflow()
+    return {
+        "attemptId": ctx["attempt_id"],
+        "kind": "fan_out",
+        "child": {
+            "workflowName": child.workflow_name,
+            "definition": child.definition,
+            "definitionDigest": child.definition_digest,
+            "source": {"kind": child.source.kind, "ref": child.source.ref,
+                       "revision": child.source.revision},
+        },
+        "inputs": [{"item": i} for i in range(items)],
+        "concurrency": concurrency,
+        "failFast": False,
+    }  # fmt: skip
+
+
+def joining(db: Database, clock: FakeClock, *, items: int = 3, fail_fast: bool = False) -> Ctx:
+    """A parent whose fan_out node waits on ``items`` children, two at a time
+    (``ctx['children']``: the ids of the started ones, in item order)."""
+    ctx = in_node(db, clock)
+    lifecycle.spawn(
+        db, ctx["claim"], ctx["attempt_id"], kind="fan_out", child=child_workflow(),
+        inputs=[{"item": i} for i in range(items)], concurrency=2, fail_fast=fail_fast,
+        detached=False,
+    )  # fmt: skip
+    ctx["children"] = [
+        row[0]
+        for row in db.conn.execute(
+            "SELECT child_run_id FROM run_children WHERE child_run_id IS NOT NULL ORDER BY item"
+        )
+    ]
+    return ctx
+
+
+def last_child_running(db: Database, clock: FakeClock) -> Ctx:
+    """A parent waiting on one child: the child runs node ``a`` (``child_claim``,
+    ``child_attempt``), so its end is the join's last."""
+    ctx = joining(db, clock, items=1)
+    child = ctx["children"][0]
+    claimed = lifecycle.claim(db, child, "runner-child").claim
+    ctx["child_claim"] = claimed
+    ctx["child_attempt"] = lifecycle.start_node(db, claimed, "a").attempt.attempt_id
     return ctx
 
 

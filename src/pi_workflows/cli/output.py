@@ -134,7 +134,7 @@ def _run_list_widths(runs: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     times = [format_time(run.get("updatedAt"), short=True) for run in runs]
     return {
         "run": max(3, _widest(runs, "runId")),
-        "status": max(6, _widest(runs, "status")),
+        "status": max([6, *(len(_plain(run.get("status"))) + len(_progress(run)) for run in runs)]),
         "updated": max([7, *(len(t) for t in times)]),
     }
 
@@ -170,7 +170,9 @@ class _RunList:
                 row.append(cell)
             elif layout == "wide":
                 row.append(Text(workflow))
-            row.append(status_text(run.get("status")))
+            status = status_text(run.get("status"))
+            status.append(_progress(run), style="dim")
+            row.append(status)
             if layout == "wide":
                 row.append(Text(_plain(node)))
             row.append(Text(format_time(run.get("updatedAt"), short=True)))
@@ -180,6 +182,15 @@ class _RunList:
             yield Text(
                 f"(workflow and node left out at {width} columns; --json has them)", style="dim"
             )
+
+
+def _progress(run: Mapping[str, Any]) -> str:
+    """` 3/10 done` after the status of a parent waiting on its children, else empty."""
+    join = run.get("children")
+    if not isinstance(join, Mapping):
+        return ""
+    failed = f", {join.get('failed')} failed" if join.get("failed") else ""
+    return f" {_plain(join.get('ended'))}/{_plain(join.get('total'))} done{failed}"
 
 
 def _wrap(text: str, width: int) -> str:

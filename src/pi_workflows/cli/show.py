@@ -82,6 +82,11 @@ def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
         fields.add_row("mode", Text(plain(view.get("executionMode"))))
     if view.get("originSession"):
         fields.add_row("session", Text(plain(view.get("originSession"))))
+    if view.get("parentRunId"):
+        lineage = f"{plain(view.get('parentRunId'))} (depth {plain(view.get('depth'))}"
+        if view.get("rootRunId") != view.get("parentRunId"):
+            lineage += f", root {plain(view.get('rootRunId'))}"
+        fields.add_row("parent", Text(lineage + ")"))
     started_by = view.get("schedule")
     if isinstance(started_by, Mapping):
         fields.add_row(
@@ -153,6 +158,53 @@ def _signals(view: Mapping[str, Any]) -> Table | None:
             Text(plain(note), style="red" if note else ""),
         )
     return table
+
+
+def _children(view: Mapping[str, Any]) -> list[RenderableType]:
+    """The run's newest join (its children in item order, with their statuses) and the
+    runs below it that need a person, with the command that shows each."""
+    parts: list[RenderableType] = []
+    joins = records(view.get("joins"))
+    if joins:
+        join = joins[-1]
+        failed = f", {plain(join.get('failed'))} failed" if join.get("failed") else ""
+        title = (
+            f"Children of {plain(join.get('nodeId'))} ({plain(join.get('kind'))} of"
+            f" {plain(join.get('workflow'))}): {plain(join.get('ended'))}/"
+            f"{plain(join.get('total'))} done{failed}, {plain(join.get('status'))}"
+        )
+        table = _table(title)
+        table.add_column("#", justify="right", no_wrap=True)
+        table.add_column("run", no_wrap=True)
+        table.add_column("status", no_wrap=True)
+        table.add_column("node", overflow="fold")
+        for child in records(join.get("children")):
+            table.add_row(
+                Text(plain(child.get("item"))),
+                Text(plain(child.get("runId") or "-")),
+                status_text(child.get("status")),
+                Text(plain(child.get("currentNode") or "")),
+            )
+        parts.append(table)
+        omitted = join.get("childrenOmitted")
+        if isinstance(omitted, int) and omitted:
+            parts.append(Text(f"({omitted} more children: run list --children)", style="dim"))
+    needing = records(view.get("needsPerson"))
+    if needing:
+        fields = _fields()
+        for run in needing:
+            why = run.get("waitingOn")
+            reason = (
+                f"waits on {plain(why.get('kind'))} {plain(why.get('nodeId'))}"
+                if isinstance(why, Mapping)
+                else f"{plain(run.get('status'))} ({plain(run.get('parkReason'))})"
+            )
+            fields.add_row(
+                Text(plain(run.get("runId")), style="yellow"),
+                Text(f"{reason}: pi-workflows run show {plain(run.get('runId'))}"),
+            )
+        parts.extend([Text("Child runs that need a person", style="bold yellow"), fields])
+    return parts
 
 
 def _waiting(view: Mapping[str, Any]) -> RenderableType | None:
@@ -353,6 +405,7 @@ def render_run(view: Mapping[str, Any], *, verbose: bool = False) -> RenderableT
     waiting = _waiting(view)
     if waiting is not None:
         parts.extend([Text(""), waiting])
+    parts.extend(_children(view))
     attempts = records(view.get("attempts"))
     if attempts:
         parts.append(_Attempts(attempts, verbose))

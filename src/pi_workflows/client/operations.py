@@ -266,9 +266,10 @@ def list_runs_page(
     after: str | None,
     limit: int | None,
     schedule: str | None = None,
+    children: bool = False,
 ) -> Program[tuple[list[JsonObject], str | None]]:
     """One page of `run.list` and the cursor of the next page, or None."""
-    payload = list_payload(status, workflow, since, after, limit, schedule)
+    payload = list_payload(status, workflow, since, after, limit, schedule, children)
     page = (yield from call("run.list", payload)).body
     cursor = page.get("next")
     return list(page.get("runs", [])), None if cursor is None else str(cursor)

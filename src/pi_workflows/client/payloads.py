@@ -86,8 +86,10 @@ def list_payload(
     after: str | None,
     limit: int | None,
     schedule: str | None = None,
+    children: bool = False,
 ) -> dict[str, Any]:
-    """The `run.list` payload: filters, a page cursor and a page size, each optional."""
+    """The `run.list` payload: filters, a page cursor and a page size, each optional; child
+    runs are listed only with `children`."""
     payload: dict[str, Any] = {}
     if status is not None:
         payload["status"] = [status] if isinstance(status, str) else list(status)
@@ -101,6 +103,8 @@ def list_payload(
         payload["limit"] = limit
     if schedule is not None:
         payload["schedule"] = schedule
+    if children:
+        payload["children"] = True
     return payload
 
 

@@ -160,13 +160,17 @@ class RunMethods:
         after: str | None = None,
         limit: int | None = None,
         schedule: str | None = None,
+        children: bool = False,
     ) -> tuple[list[JsonObject], str | None]:
         """One page of `run.list` (newest first) and the cursor of the next page, or None.
 
         `since` is epoch milliseconds (runs created then or later); `schedule` (a schedule's
-        name or id) keeps the runs that schedule started.
+        name or id) keeps the runs that schedule started; child runs (of a `subworkflow` or
+        a `fan_out`) are listed only with `children`.
         """
-        return self._run(ops.list_runs_page(status, workflow, since, after, limit, schedule))
+        return self._run(
+            ops.list_runs_page(status, workflow, since, after, limit, schedule, children)
+        )
 
     def iter_runs(
         self,
@@ -175,13 +179,14 @@ class RunMethods:
         workflow: str | None = None,
         since: int | None = None,
         schedule: str | None = None,
+        children: bool = False,
     ) -> Iterator[JsonObject]:
         """Every matching run summary, newest first, one page (1,000) at a time."""
         after: str | None = None
         while True:
             page, after = self.list_runs_page(
                 status, workflow=workflow, since=since, after=after, limit=ops.PAGE,
-                schedule=schedule,
+                schedule=schedule, children=children,
             )  # fmt: skip
             yield from page
             if after is None:
@@ -326,9 +331,12 @@ class AsyncRunMethods:
         after: str | None = None,
         limit: int | None = None,
         schedule: str | None = None,
+        children: bool = False,
     ) -> tuple[list[JsonObject], str | None]:
         """One page of `run.list` (newest first) and the cursor of the next page, or None."""
-        return await self._run(ops.list_runs_page(status, workflow, since, after, limit, schedule))
+        return await self._run(
+            ops.list_runs_page(status, workflow, since, after, limit, schedule, children)
+        )
 
     async def iter_runs(
         self,
@@ -337,13 +345,14 @@ class AsyncRunMethods:
         workflow: str | None = None,
         since: int | None = None,
         schedule: str | None = None,
+        children: bool = False,
     ) -> AsyncIterator[JsonObject]:
         """Every matching run summary, newest first, one page (1,000) at a time."""
         after: str | None = None
         while True:
             page, after = await self.list_runs_page(
                 status, workflow=workflow, since=since, after=after, limit=ops.PAGE,
-                schedule=schedule,
+                schedule=schedule, children=children,
             )  # fmt: skip
             for run in page:
                 yield run

@@ -16,6 +16,7 @@ from pi_workflows.store import (
     jsoncol,
     schedules,
     signals,
+    tree_view,
     values,
     view_bounds,
     waits,
@@ -227,6 +228,7 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
             "SELECT execution_mode FROM runs WHERE run_id = ?", (run_id,)
         ).fetchone()[0],
         "origin": run.origin,
+        **tree_view.tree_fields(conn, run_id),
         "schedule": schedules.provenance(conn, [run_id]).get(run_id),
         "messages": run_messages(conn, run_id),
         "input": run_input,

@@ -54,6 +54,7 @@ _OMITTED = {
     "messages": "messagesOmitted",
     "attempts": "attemptsOmitted",
     "effects": "effectsOmitted",
+    "joins": "joinsOmitted",
 }
 """The lists of a run view that may be shortened (oldest first), and their counters."""
 
@@ -64,9 +65,9 @@ def bounded_run_view(view: dict[str, Any]) -> dict[str, Any]:
     Message texts come cut already (``views.run_messages``); a ``waitingOn.request`` over
     ``RUN_VIEW_REQUEST_BYTES`` becomes ``{"omittedBytes": n}``; then, while the view still
     exceeds ``PUSH_BYTES``, the oldest half of its largest list (messages, attempts,
-    effects) is left out and counted in ``messagesOmitted``, ``attemptsOmitted`` or
-    ``effectsOmitted``. A view that cannot be cut further is returned as it is (the server
-    then ends the watch with ``run.unavailable``).
+    effects, joins) is left out and counted in ``messagesOmitted``, ``attemptsOmitted``,
+    ``effectsOmitted`` or ``joinsOmitted``. A view that cannot be cut further is returned
+    as it is (the server then ends the watch with ``run.unavailable``).
     """
     run = dict(view["run"])
     run.setdefault("messagesOmitted", 0)

@@ -155,6 +155,10 @@ def start(
 )
 @click.option("--after", "cursor", help="The page after this cursor (printed by a previous page).")
 @click.option("--all", "every", is_flag=True, help="Every matching run, fetched page by page.")
+@click.option(
+    "--children", "with_children", is_flag=True,
+    help="Also child runs (of a subworkflow or fan_out node); hidden otherwise.",
+)  # fmt: skip
 @json_option
 @click.pass_context
 def list_runs(
@@ -166,11 +170,14 @@ def list_runs(
     limit: int | None,
     cursor: str | None,
     every: bool,
+    with_children: bool,
     as_json: bool,
 ) -> None:
     """List runs, newest first, a page at a time (100 unless --limit; --all for every run).
 
-    When more runs match, the last line names the cursor of the next page.
+    Child runs are left out unless --children; a parent waiting on its children shows
+    their progress (`waiting 3/10 done`). When more runs match, the last line names the
+    cursor of the next page.
 
     \b
     Example:
@@ -180,14 +187,15 @@ def list_runs(
     client = make_client(ctx)
     status = list(statuses) or None
     if every:
-        runs = list(
-            client.iter_runs(status, workflow=workflow, since=since, schedule=schedule_name)
+        found = client.iter_runs(
+            status, workflow=workflow, since=since, schedule=schedule_name, children=with_children
         )
+        runs = list(found)
         following = None
     else:
         runs, following = client.list_runs_page(
             status, workflow=workflow, since=since, after=cursor, limit=limit,
-            schedule=schedule_name,
+            schedule=schedule_name, children=with_children,
         )  # fmt: skip
     if as_json:
         print_json({"runs": runs, "next": following})

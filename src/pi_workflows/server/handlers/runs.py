@@ -187,9 +187,10 @@ async def run_start(server: ServerContext, request: Request) -> dict[str, Any]:
 
 @operation("run.list")
 async def run_list(server: ServerContext, request: Request) -> dict[str, Any]:
-    """``{status?, workflow?, schedule?, since?, after?, limit?}``: run summaries, newest
-    first, and ``next``, the cursor of the following page (null on the last page);
-    ``schedule`` (a name or id) keeps the runs that schedule started."""
+    """``{status?, workflow?, schedule?, since?, after?, limit?, children?}``: run
+    summaries, newest first, and ``next``, the cursor of the following page (null on the
+    last page); ``schedule`` (a name or id) keeps the runs that schedule started; child runs
+    are left out unless ``children`` is true."""
     statuses = request.payload.get("status")
     if statuses is not None and (
         not isinstance(statuses, list) or not all(isinstance(s, str) for s in statuses)
@@ -199,6 +200,9 @@ async def run_list(server: ServerContext, request: Request) -> dict[str, Any]:
     since = request.payload.get("since")
     if since is not None and (not isinstance(since, int) or isinstance(since, bool)):
         raise bad("payload field 'since' must be a time in epoch milliseconds")
+    with_children = request.payload.get("children", False)
+    if not isinstance(with_children, bool):
+        raise bad("payload field 'children' must be true or false")
     with server.db.read() as conn:
         try:
             runs, cursor = views.list_runs_page(
@@ -209,6 +213,7 @@ async def run_list(server: ServerContext, request: Request) -> dict[str, Any]:
                 after=text(request.payload, "after", required=False),
                 limit=limit,
                 schedule=text(request.payload, "schedule", required=False),
+                with_children=with_children,
             )
         except ValueError as exc:
             raise bad(f"payload field 'after': {exc}") from None

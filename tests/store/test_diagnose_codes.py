@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import pi_workflows.store.diagnose as diagnose_module
-from pi_workflows.store import interaction_writes, lifecycle
+from pi_workflows.store import diagnose_tree, interaction_writes, lifecycle
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
 from pi_workflows.store.effect_writes import reserve_effect, settle_effect
@@ -298,6 +298,39 @@ def _queued_fire_of_deleted(db: Database, clock: FakeClock) -> str:
     return "None"  # a schedule's problem: no run is involved
 
 
+def _joining(db: Database, clock: FakeClock) -> dict[str, object]:
+    return st.joining(db, clock)
+
+
+def _live_child_of_ended_parent(db: Database, clock: FakeClock) -> str:
+    ctx = _joining(db, clock)
+    child = ctx["children"][0]
+    _sql(
+        db,
+        f"UPDATE runs SET status = 'failed', finished_at = 1 WHERE run_id = '{ctx['run_id']}'",
+    )
+    return str(child)
+
+
+def _child_end_not_joined(db: Database, clock: FakeClock) -> str:
+    ctx = _joining(db, clock)
+    child = str(ctx["children"][0])
+    _sql(db, f"UPDATE runs SET status = 'completed', finished_at = 1 WHERE run_id = '{child}'")
+    return child
+
+
+def _join_count_mismatch(db: Database, clock: FakeClock) -> str:
+    ctx = _joining(db, clock)
+    _sql(db, "UPDATE run_joins SET ended = 1")
+    return str(ctx["run_id"])
+
+
+def _join_stalled(db: Database, clock: FakeClock) -> str:
+    ctx = _joining(db, clock)
+    _sql(db, "UPDATE run_joins SET status = 'joined', joined_at = 1")
+    return str(ctx["run_id"])
+
+
 BUILDERS: dict[str, Builder] = {
     "submissionMismatch": _submission_mismatch,
     "validationStranded": _validation_stranded,
@@ -328,6 +361,10 @@ BUILDERS: dict[str, Builder] = {
     "fireRunMismatch": _fire_run_mismatch,
     "fireAfterNextFire": _fire_after_next_fire,
     "queuedFireOfDeletedSchedule": _queued_fire_of_deleted,
+    "liveChildOfEndedParent": _live_child_of_ended_parent,
+    "childEndNotJoined": _child_end_not_joined,
+    "joinCountMismatch": _join_count_mismatch,
+    "joinStalled": _join_stalled,
 }
 
 
@@ -342,7 +379,8 @@ def test_each_problem_code_is_reported_for_the_state_it_names(
 
 
 def test_every_code_diagnose_can_report_has_a_builder() -> None:
-    """The table above names exactly the codes ``store/diagnose.py`` can report."""
-    source = Path(diagnose_module.__file__).read_text()
-    codes = set(re.findall(r'Problem\(\s*"(\w+)"', source))
+    """The table above names exactly the codes ``store/diagnose.py`` (with its tree checks,
+    ``store/diagnose_tree.py``) can report."""
+    source = Path(diagnose_module.__file__).read_text() + Path(diagnose_tree.__file__).read_text()
+    codes = set(re.findall(r'[Pp]roblem\(\s*"(\w+)"', source))
     assert codes == set(BUILDERS)

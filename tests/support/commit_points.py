@@ -7,10 +7,10 @@ commit, by an exception in-process and by the exit of a forked child. ``kind`` s
 transaction is reached: ``store`` (a store call), ``command`` (``receipts.run_command``
 with the handler's store change inside, retried with the same idempotency key) or
 ``runner`` (``server.runner_messages.answer``, whose reply is stored with the change).
-``event`` is the event type one commit appends (``events`` of them); ``writes`` is False for the transactions
-that only read; ``again`` marks the ``store`` transactions that a client, a session, the
-operator or the scheduler issues again after a server restart (the others belong to the
-server that died, and its successor's recovery takes over).
+``event`` is the event type one commit appends (``events`` of them); ``writes`` is False
+for the transactions that only read; ``again`` marks the ``store`` transactions that a
+client, a session, the operator or the scheduler issues again after a server restart (the
+others belong to the server that died, and its successor's recovery takes over).
 
 Run as a script (``python tests/support/commit_points.py``) it lists every declared
 commit point, what its commit makes durable and the scenarios that crash it.

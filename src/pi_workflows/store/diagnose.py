@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_workflows.store import effects, interactions, waits
+from pi_workflows.store import diagnose_tree, effects, interactions, waits
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.projection import expected_view, project_run, stored_view
 from pi_workflows.store.runs import RunRow, write_run
@@ -122,6 +122,7 @@ def diagnose(conn: sqlite3.Connection, now: int | None = None) -> list[Problem]:
     _check_interactions(conn, runs, add)
     _check_effects(conn, runs, add)
     _check_schedules(conn, add)
+    diagnose_tree.check_tree(conn, add, Problem)
     for (orphan,) in conn.execute(
         "SELECT run_id FROM run_queue WHERE run_id NOT IN (SELECT run_id FROM runs)"
     ):

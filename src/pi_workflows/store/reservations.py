@@ -47,12 +47,24 @@ def restart(
     run is ambiguous (an operator resolves those first); idempotent effects left pending by
     a lost runner are cancelled. The child runs of the old round are cancelled in the same
     transaction (``claims``: the live claims of those still running); the new round starts
-    new children.
+    new children. A child run is never restarted alone (its parent's join counted its end):
+    its parent's restart starts a new one.
     ``new_source`` (the re-resolved run and its definition digest) replaces the recorded
     source identity, so a restart runs the code as it is now.
     """
 
     def apply(tx: Transaction, run: RunRow) -> None:
+        parent = tx.conn.execute(
+            "SELECT parent_run_id FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()[0]
+        if parent is not None:
+            raise InvalidTransitionError(
+                run_id,
+                Operation.RESTART.value,
+                run.status.value,
+                f"it is a child of run {parent}, whose node already took its result; restart"
+                f" the parent ('pi-workflows run restart {parent}'), which starts new children",
+            )
         open_effects = tx.conn.execute(
             "SELECT COUNT(*) FROM effects WHERE run_id = ? AND status IN ('applying', 'ambiguous')",
             (run_id,),

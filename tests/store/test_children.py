@@ -257,3 +257,18 @@ def test_runs_nest_at_most_max_depth_levels(db: Database, clock: FakeClock) -> N
     assert db.conn.execute("SELECT MAX(depth) FROM runs").fetchone()[0] == MAX_DEPTH
     assert run_status(db, claim.run_id) == "running"
     assert problems(db) == []
+
+
+def test_a_paused_parent_starts_no_new_child_until_it_is_resumed(
+    db: Database, clock: FakeClock
+) -> None:
+    ctx = _spawn(db, clock, 3, concurrency=1)
+    lifecycle.pause(db, ctx["run_id"])
+    _end(db, _started(db)[0])
+    assert _started(db) == [], "the pause holds the next child back"
+    assert [status for _, _, status in _rows(db)] == ["completed", "waiting", "waiting"]
+    assert problems(db) == []
+    lifecycle.resume(db, ctx["run_id"])
+    assert run_status(db, ctx["run_id"]) == "waiting"
+    assert [status for _, _, status in _rows(db)] == ["completed", "started", "waiting"]
+    assert problems(db) == []

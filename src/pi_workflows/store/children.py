@@ -16,6 +16,9 @@ that already changes a run:
 - ``parent_ended`` (a parent's terminal transition): its joins are cancelled and their
   waiting children skipped.
 
+While a parent is paused its joins start no new child (an ending child leaves its slot
+empty); ``refill``, called by the parent's resume, fills the slots again.
+
 The caller (``transitions``) changes run statuses; this module never does, and never
 imports ``transitions``.
 """
@@ -315,8 +318,8 @@ def child_ended(tx: Transaction, child: RunRow, status: RunStatus) -> ChildEnded
     if join.status == "running" and failed and join.fail_fast:
         tx.conn.execute("UPDATE run_joins SET status = 'failing' WHERE wait_id = ?", (wait_id,))
         _skip_waiting(tx, wait_id)
-    elif join.status == "running":
-        _start_next(tx, join, 1)
+    elif join.status == "running" and parent.status is not RunStatus.PAUSED:
+        _start_next(tx, join, 1)  # a paused parent's next children start at its resume
     open_rows = tx.conn.execute(
         "SELECT COUNT(*) FROM run_children WHERE wait_id = ? AND status IN ('waiting', 'started')",
         (wait_id,),
@@ -330,6 +333,18 @@ def child_ended(tx: Transaction, child: RunRow, status: RunStatus) -> ChildEnded
     waits.end(tx, wait_id, "fired")
     ready = parent if parent.status is RunStatus.WAITING else None  # paused: it waits on
     return ChildEnded(ready, join.parent_run_id, "children.joined", data)
+
+
+def refill(tx: Transaction, run_id: str) -> int:
+    """A paused parent resumed: each of its running joins starts as many waiting children
+    as its concurrency has room for (a child that ended during the pause started none).
+    Returns how many started."""
+    started = 0
+    for join in joins_of(tx.conn, run_id):
+        if join.status == "running":
+            room = join.concurrency - len(active_children(tx.conn, join.wait_id))
+            started += _start_next(tx, join, room)
+    return started
 
 
 def _skip_waiting(tx: Transaction, wait_id: str) -> None:

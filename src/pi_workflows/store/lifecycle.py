@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pi_workflows.store import effects, interactions, messages, tree, waits
+from pi_workflows.store import children, effects, interactions, messages, tree, waits
 from pi_workflows.store.claiming import ClaimResult, claim, control_claim, live_or_control
 from pi_workflows.store.claims import Claim, OwnerType, acquire, read_lease
 from pi_workflows.store.database import Database, Transaction
@@ -133,7 +133,9 @@ def resume(
     A run paused while it waited on a request waits again (no runner is needed), and if the
     step was already presented it is presented once more as a ``resumed`` step; so does a
     run paused during a sleep, a retry delay or an event wait that has not come due (its
-    wait keeps its time). Any other paused run is queued for a runner (a wait that fired
+    wait keeps its time); a parent paused while it waited on its children waits again, and
+    the children its pause held back (``children.refill``) start now. Any other paused run
+    is queued for a runner (a wait that fired
     while it was paused is routed then). Refused while any of its effects is still
     ambiguous: an operator resolves those first.
     """
@@ -157,6 +159,7 @@ def resume(
                 return
             if waits.pending_of(tx.conn, run_id) is not None:
                 apply_transition(tx, run, Operation.REWAIT)
+                children.refill(tx, run_id)  # the children a pause held back start now
                 return
         elif run.status is RunStatus.WAITING:
             wait = waits.pending_of(tx.conn, run_id)

@@ -1,0 +1,237 @@
+"""A run's tree moves together, through real processes: pause and resume, restart, cancel
+while children validate answers, and server kills between a child's end and its parent.
+
+Witnesses outside the database (the leaves' marks, the validators' pids) say what ran;
+``state diagnose`` must be clean after each.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from support.composition import LEAF, WRAP, fan, witnessed
+from support.server import ServerProcess, wait_for
+
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
+
+GATE = """
+import os, time
+from pathlib import Path
+from pi_workflows import Workflow, checkpoint
+
+STARTED = Path({started!r})
+RELEASE = Path({release!r})
+
+
+def check(answer, ctx):
+    with STARTED.open("a") as out:
+        out.write(f"{{os.getpid()}}\\n")
+    while not RELEASE.exists():
+        time.sleep(0.02)  # held until the test releases it, or its runner is stopped
+
+
+workflow = Workflow("gate", start="ask",
+                    nodes={{"ask": checkpoint({{"question": "ok?"}}, validate=check)}})
+"""
+
+GATES = """
+from pi_workflows import Workflow, fan_out
+
+workflow = Workflow("gates", start="each",
+                    nodes={"each": fan_out("gate", items=lambda ctx: [0, 1], concurrency=2)})
+"""
+
+
+def _cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pi_workflows.cli.main", *args],
+        capture_output=True, text=True, env=server.env, timeout=90, check=False,
+        cwd=server.project,
+    )  # fmt: skip
+
+
+def _children(server: ServerProcess, parent: str) -> list[tuple[Any, ...]]:
+    return server.query(
+        "SELECT run_id, status, park_reason FROM runs WHERE parent_run_id = ?"
+        " ORDER BY created_at, run_id",
+        parent,
+    )
+
+
+def _starts(witness: Path) -> list[int]:
+    return sorted(m["item"] for m in witnessed(witness) if m["e"] == "start")
+
+
+def test_pausing_a_parent_pauses_its_tree_and_resuming_it_finishes_every_item_once(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    server.write_workflow("leaf", LEAF)
+    server.write_workflow("fan", fan(concurrency=2))
+    witness = tmp_path / "witness.jsonl"
+    parent = server.start_run("fan", {"items": [0, 1, 2, 3], "witness": str(witness), "sleep": 1.0})
+    wait_for(lambda: len(_starts(witness)) == 2, 60, "two children to start")
+    paused = _cli(server, "run", "pause", parent, "--reason", "lunch")
+    assert paused.returncode == 0, paused.stderr
+    assert server.run(parent)["status"] == "paused"
+
+    def settled() -> bool:
+        return all(status in ("completed", "paused") for _, status, _ in _children(server, parent))
+
+    wait_for(settled, 60, "the running children to reach a boundary")
+    assert len(_children(server, parent)) == 2, "no new child starts under a paused parent"
+    assert _starts(witness) == [0, 1]
+    resumed = _cli(server, "run", "resume", parent)
+    assert resumed.returncode == 0, resumed.stderr
+    done = server.wait_status(parent, "completed", timeout=90)
+    assert done["output"] == {"total": 2 * (0 + 1 + 2 + 3)}
+    assert _starts(witness) == [0, 1, 2, 3], "each item ran exactly once"
+    assert server.diagnose() == []
+
+
+def test_restarting_a_failed_parent_starts_new_children_and_cancels_none_twice(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    server.write_workflow("leaf", LEAF)
+    server.write_workflow("wrap", WRAP)
+    witness = tmp_path / "witness.jsonl"
+    flag = tmp_path / "fail"
+    flag.write_text("1")
+    server.write_workflow(
+        "flaky",
+        f"""
+        from pathlib import Path
+        from pi_workflows import Workflow, compute, edge, subworkflow
+
+        def finish(ctx):
+            if Path({str(flag)!r}).exists():
+                raise ValueError("not yet")
+            return ctx.outputs["one"]
+
+        workflow = Workflow(
+            "flaky",
+            start="one",
+            nodes={{
+                "one": subworkflow("leaf", input=lambda ctx: {{"item": 5,
+                                                               "witness": ctx.input["witness"]}}),
+                "two": compute(finish),
+            }},
+            edges=[edge("one", "two")],
+        )
+        """,
+    )
+    parent = server.start_run("flaky", {"witness": str(witness)})
+    server.wait_status(parent, "failed")
+    (first,) = _children(server, parent)
+    flag.unlink()
+    restarted = _cli(server, "run", "restart", parent)
+    assert restarted.returncode == 0, restarted.stderr
+    done = server.wait_status(parent, "completed")
+    assert done["output"] == {"double": 10}
+    rows = _children(server, parent)
+    assert len(rows) == 2
+    assert rows[0] == first
+    assert rows[1][1] == "completed"
+    assert _starts(witness) == [5, 5], "one execution per round"
+    assert server.diagnose() == []
+
+
+def test_cancelling_a_parent_while_its_children_validate_answers_stops_every_validator(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    server = server_process.start(PI_WORKFLOWS_SUBMIT_WAIT_SECONDS="1")  # replies not held long
+    started, release = tmp_path / "started.txt", tmp_path / "release"
+    server.write_workflow("gate", GATE.format(started=str(started), release=str(release)))
+    server.write_workflow("gates", GATES)
+    parent = server.start_run("gates", {})
+
+    def requests() -> list[tuple[Any, ...]]:
+        return server.query(
+            "SELECT q.request_id FROM interactive_requests q JOIN runs r USING (run_id)"
+            " WHERE r.parent_run_id = ? AND q.status = 'pending'",
+            parent,
+        )
+
+    wait_for(lambda: len(requests()) == 2, 60, "both children to ask")
+    with server.client(timeout=30) as client:
+        for (request_id,) in requests():
+            held = client.submit(request_id, {"ok": True}, wait=0)
+            assert held["status"] == "validating"
+    wait_for(lambda: started.exists() and len(started.read_text().split()) == 2, 60,
+             "both validations to start")  # fmt: skip
+    pids = [int(pid) for pid in started.read_text().split()]
+    cancelled = _cli(server, "run", "cancel", parent)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert {status for _, status, _ in _children(server, parent)} == {"cancelled"}
+
+    def gone(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    wait_for(lambda: all(gone(pid) for pid in pids), 30, "the validators to be stopped")
+    assert server.query(
+        "SELECT COUNT(*) FROM interactive_requests WHERE status IN ('pending', 'validating')"
+    ) == [(0,)]
+    assert server.query(
+        "SELECT COUNT(*) FROM interactive_submissions WHERE status = 'validating'"
+    ) == [(0,)]
+    assert server.diagnose() == []
+
+
+@pytest.mark.parametrize(
+    "point", ["runner.node.finish.after_commit", "runner.node.finish.before_commit"]
+)
+def test_a_server_killed_at_a_childs_end_wakes_its_parent_exactly_once(
+    server_process: ServerProcess, tmp_path: Path, point: str
+) -> None:
+    """Window: the server dies right before or right after the commit that ends the only
+    child and queues its parent (one transaction: there is no moment between them)."""
+    server = server_process.start(faults=f"{point}=exit")
+    server.write_workflow("leaf", LEAF)
+    server.write_workflow("wrap", WRAP)
+    witness = tmp_path / "witness.jsonl"
+    parent = server.start_run("wrap", {"item": 4, "witness": str(witness)})
+    assert server.wait_exit(60) == 137
+    server.start()
+    done = server.wait_status(parent, "completed", timeout=90)
+    assert done["output"] == {"child": {"double": 8}}
+    assert server.query(
+        "SELECT COUNT(*) FROM events WHERE run_id = ? AND type = 'children.joined'", parent
+    ) == [(1,)]
+    (child,) = _children(server, parent)
+    assert child[1] == "completed"
+    starts = _starts(witness)
+    # Before the commit the child's node ran but its end was lost: it runs again (a compute
+    # node is safe to repeat); after it, never.
+    assert starts == ([4, 4] if point.endswith("before_commit") else [4])
+    assert server.diagnose() == []
+
+
+def test_a_server_killed_mid_fan_out_finishes_the_tree_after_a_restart(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    server.write_workflow("leaf", LEAF)
+    server.write_workflow("fan", fan(concurrency=3))
+    witness = tmp_path / "witness.jsonl"
+    parent = server.start_run(
+        "fan", {"items": list(range(6)), "witness": str(witness), "sleep": 0.5}
+    )
+    wait_for(lambda: len(_starts(witness)) >= 3, 60, "the first children to start")
+    server.kill()
+    server.start()
+    done = server.wait_status(parent, "completed", timeout=120)
+    assert done["output"] == {"total": 2 * sum(range(6))}
+    ended = sorted(m["item"] for m in witnessed(witness) if m["e"] == "end")
+    assert ended == list(range(6)), "every item completed once"
+    assert server.query(
+        "SELECT COUNT(*) FROM events WHERE run_id = ? AND type = 'children.joined'", parent
+    ) == [(1,)]
+    assert json.loads(_cli(server, "state", "diagnose", "--json").stdout)["problems"] == []

@@ -222,3 +222,74 @@ def test_a_detached_run_holds_no_agent_while_it_sleeps(
     assert (view["status"], view["parkReason"]) == ("waiting", None)
     assert len(_starts(record)) == 1
     assert server_process.diagnose() == []
+
+
+FAN_OF_AGENTS = """
+from pi_workflows import Workflow, fan_out
+
+workflow = Workflow("agents", start="each", nodes={
+    "each": fan_out("step", items=lambda ctx: [0, 1, 2], concurrency=3, detached=True)})
+"""
+
+
+def test_detached_children_each_get_an_agent_within_the_agent_capacity(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    """A fan_out with ``detached=True``: each child is a detached run on its own headless
+    agent, at most ``PI_WORKFLOWS_MAX_AGENTS`` at once (the oldest first); when one child
+    ends, its agent stops and the waiting child's agent starts. Each child's step is
+    labelled with the parent and item it belongs to."""
+    program, record = _stand_in(tmp_path)
+    server_process.write_workflow("step", STEP)
+    server_process.write_workflow("agents", FAN_OF_AGENTS)
+    server_process.start(PI_WORKFLOWS_PI=str(program), PI_WORKFLOWS_MAX_AGENTS="2")
+    parent = server_process.start_run("agents")
+    wait_for(lambda: len(_starts(record)) == 2, 30, "two agents to start")
+    children = server_process.query(
+        "SELECT run_id, execution_mode, origin_session FROM runs WHERE parent_run_id = ?"
+        " ORDER BY created_at, run_id",
+        parent,
+    )
+    assert len(children) == 3
+    assert {(mode, session) for _, mode, session in children} == {
+        ("detached", f"detached-{run_id}") for run_id, _, _ in children
+    }
+    sessions = sorted(
+        start["argv"][start["argv"].index("--session-id") + 1]  # type: ignore[union-attr,index]
+        for start in _starts(record)
+    )
+    assert sessions == sorted(f"detached-{run_id}" for run_id, _, _ in children[:2])
+    labels = server_process.query(
+        "SELECT json_extract(body_json, '$.child.item'), json_extract(body_json, '$.text')"
+        " FROM workflow_messages WHERE kind = 'step' ORDER BY created_at"
+    )
+    assert sorted(item for item, _ in labels) == [0, 1, 2]
+    assert all(text.startswith(f"[child run of {parent}: item ") for _, text in labels)
+    first = children[0][0]
+    with server_process.client() as client:
+        client.cancel(first)
+    wait_for(lambda: len(_starts(record)) == 3, 30, "the third child's agent to start")
+    third = _starts(record)[2]
+    assert third["argv"][third["argv"].index("--session-id") + 1] == (  # type: ignore[union-attr,index]
+        f"detached-{children[2][0]}"
+    )
+    (stopped,) = [
+        start
+        for start in _starts(record)
+        if f"detached-{first}" in start["argv"]  # type: ignore[operator]
+    ]
+    assert not _alive(int(str(stopped["pid"]))), "the cancelled child's agent stopped first"
+    assert server_process.query("SELECT COUNT(*) FROM agent_processes WHERE status = 'live'") <= [
+        (2,)
+    ]
+    with server_process.client() as client:
+        client.cancel(parent)
+    wait_for(
+        lambda: (
+            server_process.query("SELECT COUNT(*) FROM agent_processes WHERE status = 'live'")
+            == [(0,)]
+        ),
+        30,
+        "every agent to stop with the tree",
+    )
+    assert server_process.diagnose() == []

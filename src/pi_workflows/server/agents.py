@@ -187,9 +187,15 @@ class HeadlessAgents:
         return len(self.agents) + len(self._starting)
 
     def reconcile(self) -> None:
-        """Start the agents detached runs need now, stop the ones no run needs (a tick)."""
+        """Start the agents detached runs need now, stop the ones no run needs (a tick).
+
+        At most ``PI_WORKFLOWS_MAX_AGENTS`` agents start or live at once; the oldest runs
+        that want one get the free places, the others' steps wait for an agent to stop (a
+        fan_out of detached children shares the agents like runners)."""
         wanted = {w.run_id: w for w in agents.wanted(self.db.conn)}
         for run_id, want in wanted.items():
+            if self.count >= self.config.max_agents:
+                break
             if run_id not in self.agents and run_id not in self._starting:
                 self._starting.add(run_id)
                 self._spawn_task(self._start(want), f"agent-{run_id}")

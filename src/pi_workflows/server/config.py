@@ -47,6 +47,7 @@ class ServerConfig:
     runner_template: bool = True  # PI_WORKFLOWS_RUNNER_TEMPLATE=0: spawn every child instead
     pi_command: str = "pi"  # PI_WORKFLOWS_PI: the pi of detached runs' headless agents
     pi_extension: str | None = None  # PI_WORKFLOWS_PI_EXTENSION: the extension it loads
+    max_agents: int = 4  # PI_WORKFLOWS_MAX_AGENTS: starting + live headless agents
     client_write_buffer_bytes: int = 4 * 1024 * 1024  # a slower reader is disconnected
     runner_output_tail_bytes: int = 64 * 1024  # kept of each runner's stdout and stderr
 
@@ -62,6 +63,7 @@ class ServerConfig:
         return cls(
             home=home,
             max_runners=int(_number(env, "PI_WORKFLOWS_MAX_RUNNERS", 4, 1)),
+            max_agents=int(_number(env, "PI_WORKFLOWS_MAX_AGENTS", 4, 1)),
             lease_seconds=_number(env, "PI_WORKFLOWS_LEASE_SECONDS", 30.0, 0.5),
             idle_exit_seconds=_number(env, "PI_WORKFLOWS_IDLE_EXIT_SECONDS", 600.0, 0),
             kill_grace_seconds=_number(env, "PI_WORKFLOWS_KILL_GRACE_SECONDS", 5.0, 0.1),

@@ -39,7 +39,8 @@ def wanted(conn: sqlite3.Connection) -> list[Wanted]:
     """Detached runs that wait on a request the model answers (an agent, assistant-message
     or checkpoint step; a human decision waits for a person), or that still work between
     such steps while their agent lives. A run in a durable wait (a sleep, a retry delay,
-    an event wait) wants none: it holds no process while it waits, its agent included."""
+    an event wait) wants none: it holds no process while it waits, its agent included.
+    Oldest first: the server's agent capacity goes to them in that order."""
     rows = conn.execute(
         "SELECT r.run_id, r.origin_session, s.project_dir FROM runs r JOIN run_sources s"
         " USING (run_id) WHERE r.execution_mode = 'detached'"
@@ -48,7 +49,8 @@ def wanted(conn: sqlite3.Connection) -> list[Wanted]:
         " AND q.status IN ('pending', 'validating') AND q.kind != 'decision')"
         " OR (EXISTS (SELECT 1 FROM agent_processes a WHERE a.run_id = r.run_id"
         " AND a.status = 'live') AND NOT EXISTS (SELECT 1 FROM run_waits w"
-        " WHERE w.run_id = r.run_id AND w.status = 'pending')))",
+        " WHERE w.run_id = r.run_id AND w.status = 'pending')))"
+        " ORDER BY r.created_at, r.run_id",
     ).fetchall()
     return [Wanted(row[0], row[1], row[2]) for row in rows]
 

@@ -84,7 +84,7 @@ def record_request(
     count = tx.conn.execute(
         "SELECT COUNT(*) FROM workflow_messages WHERE request_id = ?", (request_id,)
     ).fetchone()[0]
-    body = {
+    body: dict[str, Any] = {
         "runId": run_id,
         "workflow": workflow,
         "requestId": request_id,
@@ -94,6 +94,10 @@ def record_request(
         "resumed": resumed,
         "text": step_text(workflow, run_id, node_id, request_id, kind, request, resumed),
     }
+    child = child_of(tx.conn, run_id)
+    if child is not None:
+        body["child"] = child
+        body["text"] = child_label(child) + "\n" + str(body["text"])
     if reminder is not None:
         body["reminder"] = reminder[0]
         body["text"] = reminder_text(*reminder) + "\n\n" + str(body["text"])
@@ -112,6 +116,32 @@ def record_request(
     )
     assert message_id is not None  # the source key is new by construction
     return message_id
+
+
+def child_of(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
+    """Where a child run sits in its parent (``{parentRunId, rootRunId, nodeId, kind,
+    item, total}``), or None for a root run: a session that presents steps of several runs
+    of one tree labels each with the child it belongs to."""
+    row = conn.execute(
+        "SELECT r.parent_run_id, r.root_run_id, j.node_id, j.kind, c.item, j.total"
+        " FROM runs r JOIN run_children c ON c.child_run_id = r.run_id"
+        " JOIN run_joins j USING (wait_id) WHERE r.run_id = ?",
+        (run_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    keys = ("parentRunId", "rootRunId", "nodeId", "kind", "item", "total")
+    return dict(zip(keys, row, strict=True))
+
+
+def child_label(child: dict[str, Any]) -> str:
+    """The first line of a child run's step: which parent, node and item it belongs to."""
+    where = (
+        f"item {child['item'] + 1} of {child['total']} of fan_out {child['nodeId']!r}"
+        if child["kind"] == "fan_out"
+        else f"subworkflow {child['nodeId']!r}"
+    )
+    return f"[child run of {child['parentRunId']}: {where}]"
 
 
 def text_of(body: Any) -> str:

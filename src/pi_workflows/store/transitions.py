@@ -132,7 +132,9 @@ def apply_transition(
                 "output": output if output is None or len(jsoncol.dumps(output)) <= 16384 else None,
                 "error": error,
             },
-            run.origin_session,
+            # A child's end is its parent's progress, not news for the session: one
+            # "run finished" message per child of a fan_out would flood it.
+            None if _is_child(tx, run.run_id) else run.origin_session,
         )
     tx.conn.execute(
         "UPDATE runs SET status = ?, park_reason = ?, park_detail = ?,"
@@ -184,3 +186,8 @@ def _join_parent(tx: Transaction, child: RunRow, status: RunStatus) -> None:
         apply_transition(tx, ended.parent, Operation.RESUME, next_command=NextCommand.RESUME)
     parent = read_run(tx.conn, ended.parent_id)
     finish_change(tx, ended.parent_id, parent.revision, ended.event, ended.data)
+
+
+def _is_child(tx: Transaction, run_id: str) -> bool:
+    row = tx.conn.execute("SELECT parent_run_id FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return row is not None and row[0] is not None

@@ -117,13 +117,17 @@ def _with_schedules(conn: sqlite3.Connection, runs: list[dict[str, Any]]) -> lis
 
 
 def list_session_runs(conn: sqlite3.Connection, session_id: str, limit: int = 20) -> list[Any]:
-    """Summaries of the session's runs: every unfinished one and the newest finished ones."""
+    """Summaries of the session's runs: every unfinished one and the newest finished ones;
+    a parent waiting on its children carries their progress (``children``), and a child
+    run its ``parentRunId``; root runs come before children, so a fan_out's children never
+    push their parent out of the list (the widget shows the parent's progress)."""
     rows = conn.execute(
         f"SELECT {SUMMARY_COLUMNS} FROM viewer_runs WHERE run_id IN (SELECT run_id FROM runs"
-        " WHERE origin_session = ?) ORDER BY finished_at IS NOT NULL, created_at DESC LIMIT ?",
+        " WHERE origin_session = ?) ORDER BY finished_at IS NOT NULL, parent_run_id IS NOT NULL,"
+        " created_at DESC LIMIT ?",
         (session_id, limit),
     ).fetchall()
-    return [_summary(row) for row in rows]
+    return _with_children(conn, [_summary(row) for row in rows])
 
 
 def list_interactions(

@@ -23,11 +23,13 @@ from pi_workflows.authoring import (
     CheckpointNode,
     ComputeNode,
     EffectKind,
+    FanOutNode,
     HumanDecisionNode,
     NodeKind,
     NotifyNode,
     ShellNode,
     SleepNode,
+    SubworkflowNode,
     WaitEventNode,
     Workflow,
     evaluate,
@@ -42,6 +44,7 @@ from pi_workflows.engine import (
     RunState,
     Transition,
     advance,
+    canonical_json,
     checkpoint_request,
     decision_result,
     first_node,
@@ -95,6 +98,20 @@ def _execute(
             case HumanDecisionNode():
                 assert isinstance(answer, str)
                 return decision_result(node_id, node, answer)
+            case SubworkflowNode():  # the child's final output comes from the table
+                child_input = None if node.input is None else node.input(ctx)
+                canonical_json(child_input)
+                return result_from_output(node_id, answer)
+            case FanOutNode():  # each child's output: the table's function of its input
+                items = asyncio.run(evaluate(node.items, ctx))
+                assert isinstance(items, list)
+                inputs = [item if node.input is None else node.input(ctx, item) for item in items]
+                assert callable(answer)
+                children = [
+                    {"runId": f"child-{i}", "outcome": "ok", "output": answer(child), "error": None}
+                    for i, child in enumerate(inputs)
+                ]
+                return result_from_output(node_id, children)
             case SleepNode():  # the runner waits durably; here time has simply passed
                 return NodeResult.ok({"until": "2026-01-01T00:00:00.000Z", "lateMs": 0})
             case WaitEventNode():
@@ -345,3 +362,45 @@ def test_deploy_gate_takes_the_event_of_its_version_only() -> None:
     late, _, visited = drive(workflow, {"version": "1.4"}, {"deployed": TIMEOUT})
     assert visited == ["announce", "deployed", "late"]
     assert isinstance(late, Complete)
+
+
+def test_review_files_fans_out_one_review_per_file_and_summarizes_them(tmp_path: Path) -> None:
+    """Each file becomes a child's input in order; the summary's prompt lists every review;
+    the child workflow (a Workflow object of the helper module) reads the file it is given."""
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "b.py").write_text("y = 2\n")
+    loaded = _load_example("review-files")
+    assert loaded.child_specs["review"].endswith("review_file.py::review_file")
+
+    def review(child: object) -> object:
+        assert isinstance(child, dict)
+        return {"verdict": "ok", "issues": [], "path": child["path"]}
+
+    answers = {"review": review, "summary": {"summary": "all good"}}
+    transition, state, visited = drive(loaded.workflow, {"dir": str(tmp_path)}, answers)
+    assert visited == ["review", "summary"]
+    assert isinstance(transition, Complete)
+    reviews = state.outputs["review"]
+    assert isinstance(reviews, list)
+    assert [child["output"]["path"] for child in reviews] == [
+        str(tmp_path / "a.py"),
+        str(tmp_path / "b.py"),
+    ]
+    child = load(resolve(loaded.child_specs["review"], None)).workflow
+    _, child_state, child_visited = drive(
+        child, {"path": str(tmp_path / "a.py")}, {"review": {"verdict": "fix", "issues": ["x"]}}
+    )
+    assert child_visited == ["read", "review"]
+    assert child_state.outputs["read"] == {"path": str(tmp_path / "a.py"), "text": "x = 1\n"}
+
+
+def test_release_runs_the_deploy_gate_beside_it_as_a_child() -> None:
+    """The relative child path is the file beside the parent; its output is the node's."""
+    loaded = _load_example("release")
+    assert loaded.child_specs["deploy"] == str(EXAMPLES.resolve() / "deploy-gate.workflow.py")
+    answers = {"approve": "ship", "deploy": {"message": "Deployed 1.4.2: ok.", "kind": "final"}}
+    transition, _, visited = drive(loaded.workflow, {"version": "1.4.2"}, answers)
+    assert visited == ["approve", "deploy", "done"]
+    assert transition == Complete(
+        {"message": "Released: Deployed 1.4.2: ok.", "kind": "final"}, "done"
+    )

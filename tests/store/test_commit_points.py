@@ -70,7 +70,9 @@ def _check_crashed(db: Database, scenario: Scenario, phase: str, before: Before)
         assert snapshot(db) != before.rows
     else:
         assert snapshot(db) == before.rows
-    assert _events(db, scenario) == before.events + (scenario.events if committed and scenario.event else 0)
+    assert _events(db, scenario) == before.events + (
+        scenario.events if committed and scenario.event else 0
+    )
     if scenario.kind == "runner":  # the reply is stored with the change, or neither is
         replies = count(db, "runner_messages", "message_id = ?", CRASH_MESSAGE)
         assert replies == (1 if committed else 0)

@@ -148,7 +148,8 @@ def discover(project_dir: Path | None, user_dir: Path | None = None) -> list[Wor
     return refs
 
 
-def _is_path_spec(spec: str) -> bool:
+def is_path_spec(spec: str) -> bool:
+    """Whether ``spec`` names a file (a ``.py`` name or anything with a path separator)."""
     separators = [sep for sep in (os.sep, os.altsep, "/") if sep]
     return spec.endswith(".py") or any(sep in spec for sep in separators)
 
@@ -168,7 +169,7 @@ def resolve(spec: str, project_dir: Path | None, user_dir: Path | None = None) -
             available = ", ".join(f"{BUILTIN_PREFIX}{n}" for n in sorted(builtins)) or "none"
             raise WorkflowNotFoundError(spec, ["built-ins"], f"available built-ins: {available}")
         return WorkflowRef(name, WorkflowOrigin.BUILTIN, builtins[name])
-    if _is_path_spec(spec):
+    if is_path_spec(spec):
         return _resolve_path(spec, project)
     if not NAME_PATTERN.match(spec):
         raise WorkflowNotFoundError(

@@ -37,6 +37,7 @@ from pi_workflows.sources.discovery import (
     WORKFLOW_SUFFIX,
     WorkflowOrigin,
     WorkflowRef,
+    is_path_spec,
     resolve,
 )
 from pi_workflows.sources.errors import (
@@ -169,8 +170,9 @@ def _load(ref: WorkflowRef, data: bytes, *, expected: dict[str, str] | None) -> 
 
 
 def _child_specs(ref: WorkflowRef, workflow: Workflow) -> dict[str, str]:
-    """The spec each composition node starts its children from, checked now: a name that
-    resolves to no workflow, or a Workflow object bound to no module-level name of a
+    """The spec each composition node starts its children from, checked now (a relative
+    path is made absolute from the parent file's directory): a name that resolves to no
+    workflow, or a Workflow object bound to no module-level name of a
     project-local file, is a load error naming the node. Runs while the workflow's modules
     are still importable (inside ``installed``)."""
     specs: dict[str, str] = {}
@@ -180,6 +182,9 @@ def _child_specs(ref: WorkflowRef, workflow: Workflow) -> dict[str, str]:
         where = f"node {node_id!r} ({node.kind.value})"
         target = node.workflow
         if isinstance(target, str):
+            if is_path_spec(target) and not Path(target).is_absolute():
+                # A relative path is the parent file's neighbour, wherever the run starts.
+                target = str((ref.path.parent / target).resolve())
             try:
                 resolve(target, ref.project_dir)
             except WorkflowNotFoundError as exc:
@@ -277,10 +282,15 @@ def _the_workflow(ref: WorkflowRef, module: ModuleType) -> Workflow:
             None,
             f"the module-level `workflow` is a {type(found).__name__}, not a Workflow",
         )
+    # Workflows imported from other modules (a subworkflow's or fan_out's child) are not
+    # this file's own: only a second Workflow built here is ambiguous.
+    own = Path(file).resolve()
     others = sorted(
         name
         for name, value in vars(module).items()
-        if isinstance(value, Workflow) and value is not found
+        if isinstance(value, Workflow)
+        and value is not found
+        and (value.defined_in is None or Path(value.defined_in).resolve() == own)
     )
     if others:
         raise WorkflowLoadError(

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from pi_workflows.store import attempt_logs, lifecycle, retention
+from pi_workflows.store import attempt_logs, lifecycle, retention, signals, takeover
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
 from pi_workflows.store.effect_writes import reserve_effect
-from pi_workflows.store.lifecycle import Finish
+from pi_workflows.store.lifecycle import Finish, GoTo
 from pi_workflows.store.states import AttemptStatus, RunStatus
 
+from support import crash_states as st
 from support.store import count, new_run, open_test_db, problems
 
 pytestmark = pytest.mark.timeout(60)
@@ -131,3 +132,66 @@ def test_attempt_logs_keep_the_newest_64_kib_and_count_every_byte(db: Database) 
     assert len(log["traceback"]) <= attempt_logs.TRACEBACK_CHARS
     assert log["traceback"].endswith("ValueError: end\n")
     assert "earlier characters not kept" in log["traceback"]
+
+
+def _finish(db: Database, claim: object, attempt_id: str, **extra: object) -> None:
+    lifecycle.finish_node(
+        db, claim, attempt_id, AttemptStatus.COMPLETED,  # type: ignore[arg-type]
+        Finish(RunStatus.COMPLETED, {"ok": 1}), output={"ok": 1}, **extra,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def test_a_run_that_slept_and_took_an_event_is_pruned_with_its_waits_and_events(
+    db: Database,
+) -> None:
+    """Durable waits and events sent to a run are its rows too (a foreign key held them)."""
+    claim = lifecycle.claim(db, lifecycle.reserve(db, new_run()).run_id, "r1").claim
+    run_id = claim.run_id
+    attempt = lifecycle.start_node(db, claim, "nap").attempt
+    lifecycle.sleep(db, claim, attempt.attempt_id, delay_ms=10)
+    db.clock.advance(100)  # type: ignore[attr-defined]
+    takeover.fire_due_waits(db)
+    claim = lifecycle.claim(db, run_id, "r2").claim
+    lifecycle.finish_node(
+        db, claim, attempt.attempt_id, AttemptStatus.COMPLETED, GoTo("go"), output={}
+    )
+    signals.send(db, run_id, "go", {"big": BIG}, idempotency_key="k", sent_by="test")
+    waiting = lifecycle.start_node(db, claim, "go").attempt
+    event = signals.next_pending(db.conn, run_id, "go")
+    assert event is not None
+    _finish(db, claim, waiting.attempt_id, signal_id=event.signal_id)
+    db.clock.advance(2 * DAY)  # type: ignore[attr-defined]
+    report = retention.prune(db, db.clock.now_ms() - DAY)
+    assert report.runs == 1
+    assert count(db, "run_waits") == count(db, "run_signals") == count(db, "runs") == 0
+    assert count(db, "blobs", "size > 20000") == 0
+    assert problems(db) == []
+
+
+def test_a_tree_goes_whole_and_only_once_every_run_of_it_ended(db: Database) -> None:
+    """A child is never pruned alone; the root goes with every run below it, and the blobs
+    of a join that is still running (its waiting children's inputs) are kept."""
+    parent = st.in_node(db, db.clock)  # type: ignore[arg-type]
+    lifecycle.spawn(
+        db, parent["claim"], parent["attempt_id"], kind="fan_out", child=st.child_workflow(),
+        inputs=[{"big": BIG, "i": i} for i in range(3)], concurrency=1, fail_fast=False,
+        detached=False,
+    )  # fmt: skip
+    (first,) = [
+        row[0] for row in db.conn.execute("SELECT run_id FROM runs WHERE parent_run_id IS NOT NULL")
+    ]
+    claim = lifecycle.claim(db, first, "child").claim
+    _finish(db, claim, lifecycle.start_node(db, claim, "a").attempt.attempt_id)
+    db.clock.advance(2 * DAY)  # type: ignore[attr-defined]
+    kept = retention.prune(db, db.clock.now_ms() - DAY)
+    assert kept.runs == 0, "an ended child waits for its tree"
+    assert count(db, "runs") == 3
+    assert count(db, "blobs", "size > 20000") >= 1, "the waiting children's input stays"
+    lifecycle.cancel(db, parent["run_id"])
+    db.clock.advance(2 * DAY)  # type: ignore[attr-defined]
+    report = retention.prune(db, db.clock.now_ms() - DAY)
+    assert report.runs == 3
+    assert count(db, "runs") == count(db, "run_joins") == count(db, "run_children") == 0
+    assert count(db, "pruned_runs") == 3
+    assert count(db, "blobs", "size > 20000") == 0
+    assert problems(db) == []

@@ -3,10 +3,13 @@
 Owns ``pruned_runs`` and the only deletion of ``events``. A run is prunable when it ended
 (completed, failed, timed out or cancelled) before the cutoff, no runner, shell command or
 headless agent of it is still recorded live, and none of its effects is ambiguous (an
-uncertain side effect waits for ``effect resolve`` however old it is). For each such run,
+uncertain side effect waits for ``effect resolve`` however old it is). Trees go whole: a
+child run only with its root, and a root only when every run below it may go too. For each
+such run,
 in one transaction per batch: a ``pruned_runs`` row records what it was (a trigger refuses
 a run that has not ended), which is what lets the events trigger allow the deletion of its
-events; then its attempts and their logs, requests, submissions, decisions, effects,
+events; then its joins and their children's rows, durable waits and events sent to it,
+its attempts and their logs, requests, submissions, decisions, effects,
 workflow messages and turns, runner records, claim, queue and viewer rows, command
 receipts and the run row go; finally blobs no row references any more. Receipts of runs
 that have not ended are never touched (``receipts.prune`` keeps the same rule).
@@ -25,8 +28,18 @@ PRUNE_BATCH: Final = 200
 
 _TERMINAL: Final = "('completed', 'failed', 'timed_out', 'cancelled')"
 
+# The rows of a tree's joins go first, for every run of the tree: a join row names its
+# parent, a child row names its child run.
+_TREE_DELETES: Final = (
+    "DELETE FROM run_children WHERE wait_id IN (SELECT wait_id FROM run_joins"
+    " WHERE parent_run_id = ?)",
+    "DELETE FROM run_joins WHERE parent_run_id = ?",
+)
+
 # Deletions in foreign-key order, each keyed by the batch's run ids (``?`` is one run id).
 _DELETES: Final = (
+    "DELETE FROM run_signals WHERE run_id = ?",
+    "DELETE FROM run_waits WHERE run_id = ?",
     "DELETE FROM attempt_logs WHERE run_id = ?",
     "DELETE FROM effect_attempts WHERE effect_id IN (SELECT effect_id FROM effects"
     " WHERE run_id = ?)",
@@ -65,6 +78,9 @@ _BLOB_REFERENCES: Final = (
     "SELECT answer_ref FROM interactive_requests WHERE answer_ref IS NOT NULL",
     "SELECT value_ref FROM interactive_submissions WHERE value_ref IS NOT NULL",
     "SELECT result_ref FROM effects WHERE result_ref IS NOT NULL",
+    "SELECT data_ref FROM run_signals WHERE data_ref IS NOT NULL",
+    "SELECT definition_digest FROM run_joins",
+    "SELECT input_ref FROM run_children WHERE input_ref IS NOT NULL",
 )
 
 
@@ -99,30 +115,54 @@ class PruneReport:
         }
 
 
+def _held(alias: str) -> str:
+    """SQL true when run ``alias`` must be kept whatever its age: a runner, shell group or
+    headless agent of it still recorded live, or an effect still ambiguous or applying."""
+    return (
+        f"(EXISTS (SELECT 1 FROM run_runners w WHERE w.run_id = {alias}.run_id"
+        "   AND w.status != 'exited')"
+        " OR EXISTS (SELECT 1 FROM runner_processes p JOIN run_runners w"
+        f"   USING (runner_epoch) WHERE w.run_id = {alias}.run_id AND p.status = 'live')"
+        f" OR EXISTS (SELECT 1 FROM agent_processes a WHERE a.run_id = {alias}.run_id"
+        "   AND a.status = 'live')"
+        f" OR EXISTS (SELECT 1 FROM effects e WHERE e.run_id = {alias}.run_id"
+        "   AND e.status IN ('ambiguous', 'applying')))"
+    )
+
+
 def prunable(tx: Transaction, older_than_ms: int, limit: int) -> list[str]:
-    """Ids of ended runs that finished before ``older_than_ms`` and may go (oldest first)."""
+    """Ids of ended root runs that finished before ``older_than_ms`` and may go with their
+    whole tree (oldest first): every run below them ended too and none is held."""
     rows = tx.conn.execute(
         f"SELECT r.run_id FROM runs r WHERE r.status IN {_TERMINAL}"
+        " AND r.parent_run_id IS NULL"
         " AND r.finished_at IS NOT NULL AND r.finished_at < ?"
-        " AND NOT EXISTS (SELECT 1 FROM run_runners w WHERE w.run_id = r.run_id"
-        "   AND w.status != 'exited')"
-        " AND NOT EXISTS (SELECT 1 FROM runner_processes p JOIN run_runners w"
-        "   USING (runner_epoch) WHERE w.run_id = r.run_id AND p.status = 'live')"
-        " AND NOT EXISTS (SELECT 1 FROM agent_processes a WHERE a.run_id = r.run_id"
-        "   AND a.status = 'live')"
-        " AND NOT EXISTS (SELECT 1 FROM effects e WHERE e.run_id = r.run_id"
-        "   AND e.status IN ('ambiguous', 'applying'))"
+        f" AND NOT {_held('r')}"
+        " AND NOT EXISTS (SELECT 1 FROM runs d WHERE d.root_run_id = r.run_id"
+        f"   AND (d.status NOT IN {_TERMINAL} OR {_held('d')}))"
         " ORDER BY r.finished_at, r.run_id LIMIT ?",
         (older_than_ms, limit),
     ).fetchall()
     return [str(row[0]) for row in rows]
 
 
+def _tree(tx: Transaction, root: str) -> list[str]:
+    """``root`` and every run below it, deepest first (the order their rows can go in)."""
+    below = tx.conn.execute(
+        "SELECT run_id FROM runs WHERE root_run_id = ? ORDER BY depth DESC, run_id", (root,)
+    ).fetchall()
+    return [str(row[0]) for row in below] + [root]
+
+
 def prune(db: Database, older_than_ms: int, *, limit: int = PRUNE_BATCH) -> PruneReport:
-    """Remove at most ``limit`` prunable runs that ended before ``older_than_ms`` (one
-    transaction), then every blob nothing references any more."""
+    """Remove at most ``limit`` prunable root runs that ended before ``older_than_ms``, each
+    with its whole tree (one transaction), then every blob nothing references any more."""
     with db.atomic("retention.prune") as tx:
-        run_ids = prunable(tx, older_than_ms, limit)
+        roots = prunable(tx, older_than_ms, limit)
+        run_ids = [run_id for root in roots for run_id in _tree(tx, root)]
+        for run_id in run_ids:
+            for statement in _TREE_DELETES:
+                tx.conn.execute(statement, (run_id,))
         events = attempts = receipts = 0
         for run_id in run_ids:
             events += _count(tx, "SELECT COUNT(*) FROM events WHERE run_id = ?", run_id)
@@ -131,7 +171,7 @@ def prune(db: Database, older_than_ms: int, *, limit: int = PRUNE_BATCH) -> Prun
             _remove(tx, run_id)
         blobs = _collect_blobs(tx) if run_ids else 0
     return PruneReport(
-        len(run_ids), events, attempts, blobs, more=len(run_ids) == limit, receipts=receipts
+        len(run_ids), events, attempts, blobs, more=len(roots) == limit, receipts=receipts
     )
 
 

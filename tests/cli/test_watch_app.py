@@ -54,12 +54,21 @@ workflow = Workflow("slow", start="ask", nodes={
 """
 
 
+SLOWS = """
+from pi_workflows import Workflow, fan_out
+
+workflow = Workflow("slows", start="each", nodes={
+    "each": fan_out("slow", items=lambda ctx: [1, 2, 3], concurrency=3)})
+"""
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
     """A running server with the `decide` and `slow` workflows."""
     process = ServerProcess(tmp_path)
     process.write_workflow("decide", DECIDE)
     process.write_workflow("slow", SLOW)
+    process.write_workflow("slows", SLOWS)
     process.start()
     yield process
     process.cleanup()
@@ -232,3 +241,31 @@ def test_watch_runs_in_a_real_terminal(server: ServerProcess, tmp_path: Path) ->
         wait_for(lambda: "watch" not in tmux("list-sessions"), 30, "the view to quit")
     finally:
         tmux("kill-server")
+
+
+def test_the_list_shows_a_parent_with_its_progress_and_its_view_lists_the_children(
+    server: ServerProcess,
+) -> None:
+    """Child runs are not rows of the list; their parent's status says how far they are,
+    and the parent's view lists them with their status."""
+    app = WatchApp(server.home, client_factory=server.client)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: isinstance(app.screen, RunsScreen), "the list")
+        parent = server.start_run("slows")
+        table = app.screen.query_one("#runs", DataTable)
+        await until(pilot, lambda: parent in table.rows and len(server.query(
+            "SELECT 1 FROM interactive_requests WHERE status = 'pending'")) == 3,
+            "the parent and its three waiting children")  # fmt: skip
+        assert list(table.rows) == [parent]
+        await until(pilot, lambda: "0/3 done" in str(table.get_row(parent)[2]), "its progress")
+        await pilot.press("enter")
+        await until(pilot, lambda: run_status(app) == "waiting", "the parent's view")
+        details = shown(app, "#run")
+        assert "Children of each (fan_out of slow): 0/3 done" in details
+        children = server.query("SELECT run_id FROM runs WHERE parent_run_id = ?", parent)
+        assert len(children) == 3
+        assert all(child in details for (child,) in children)
+        assert "Child runs that need a person" in details
+
+    drive(app, script)

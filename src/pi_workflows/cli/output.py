@@ -132,9 +132,10 @@ def run_list_layout(runs: Sequence[Mapping[str, Any]], width: int) -> RunListLay
 def _run_list_widths(runs: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """The width of the columns that are never cut: the widest value or the heading."""
     times = [format_time(run.get("updatedAt"), short=True) for run in runs]
+    statuses = [len(_plain(run.get("status"))) + len(progress_text(run)) for run in runs]
     return {
         "run": max(3, _widest(runs, "runId")),
-        "status": max([6, *(len(_plain(run.get("status"))) + len(_progress(run)) for run in runs)]),
+        "status": max([6, *statuses]),
         "updated": max([7, *(len(t) for t in times)]),
     }
 
@@ -171,7 +172,7 @@ class _RunList:
             elif layout == "wide":
                 row.append(Text(workflow))
             status = status_text(run.get("status"))
-            status.append(_progress(run), style="dim")
+            status.append(progress_text(run), style="dim")
             row.append(status)
             if layout == "wide":
                 row.append(Text(_plain(node)))
@@ -184,7 +185,7 @@ class _RunList:
             )
 
 
-def _progress(run: Mapping[str, Any]) -> str:
+def progress_text(run: Mapping[str, Any]) -> str:
     """` 3/10 done` after the status of a parent waiting on its children, else empty."""
     join = run.get("children")
     if not isinstance(join, Mapping):

@@ -24,7 +24,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from pi_workflows.cli.graph import render_run_graph
-from pi_workflows.cli.output import format_time, plain, status_text
+from pi_workflows.cli.output import format_time, plain, progress_text, status_text
 from pi_workflows.cli.show import render_run
 from pi_workflows.cli.watch_app.dialogs import AnswerDialog, ChoiceDialog, ConfirmDialog
 from pi_workflows.cli.watch_app.feed import follow
@@ -100,10 +100,12 @@ class RunsScreen(Screen[None]):
         selected = self.selected_run()
         table.clear()
         for run in view.get("runs") or []:
+            status = status_text(run.get("status"))
+            status.append(progress_text(run), style="dim")  # a parent's children: 3/10 done
             table.add_row(
                 Text(plain(run.get("runId"))),
                 Text(plain(run.get("workflow"))),
-                status_text(run.get("status")),
+                status,
                 Text(plain(run.get("currentNode"))),
                 Text(format_time(run.get("updatedAt"), short=True)),
                 key=str(run.get("runId")),

@@ -234,3 +234,41 @@ def test_an_unknown_child_workflow_is_refused_when_the_parent_loads(
     assert len(message.splitlines()) == 1, message
     assert "no-such-flow" in message
     assert server.query("SELECT COUNT(*) FROM runs") == [(0,)]
+
+
+def test_a_child_that_times_out_gives_its_subworkflow_node_the_timed_out_outcome(
+    server: ServerProcess,
+) -> None:
+    server.write_workflow(
+        "late",
+        """
+        import time
+        from pi_workflows import Workflow, compute, seconds
+
+        def work(ctx):
+            while not ctx.cancellation.is_set():
+                time.sleep(0.02)
+            return {}
+
+        workflow = Workflow("late", start="work",
+                            nodes={"work": compute(work, timeout=seconds(0.5))})
+        """,
+    )
+    server.write_workflow(
+        "waitlate",
+        """
+        from pi_workflows import Workflow, compute, subworkflow, switch
+
+        workflow = Workflow("waitlate", start="one", nodes={
+            "one": subworkflow("late"),
+            "why": compute(lambda ctx: dict(ctx.results["one"])),
+        }, edges=[switch("one", on="$result.outcome", cases={"timed_out": "why"})])
+        """,
+    )
+    parent = server.start_run("waitlate", {})
+    done = server.wait_status(parent, "completed", timeout=90)
+    (child,) = _children(server, parent)
+    assert child[1] == "timed_out"
+    assert done["output"]["outcome"] == "timed_out"
+    assert done["output"]["error"].startswith(f"child run {child[0]} timed out")
+    assert server.diagnose() == []

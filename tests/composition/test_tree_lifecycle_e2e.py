@@ -8,6 +8,8 @@ Witnesses outside the database (the leaves' marks, the validators' pids) say wha
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -235,3 +237,61 @@ def test_a_server_killed_mid_fan_out_finishes_the_tree_after_a_restart(
         "SELECT COUNT(*) FROM events WHERE run_id = ? AND type = 'children.joined'", parent
     ) == [(1,)]
     assert json.loads(_cli(server, "state", "diagnose", "--json").stdout)["problems"] == []
+
+
+CHARGE = """
+import os, time
+from pathlib import Path
+from pi_workflows import Workflow, action, manual_effect
+
+def charge(ctx):
+    Path(ctx.input["started"]).write_text(str(os.getpid()))
+    time.sleep(60)  # killed here by the test
+    return {"charged": True}
+
+workflow = Workflow("charge", start="pay",
+                    nodes={"pay": action(charge, effect=manual_effect("charge"))})
+"""
+
+PAY = """
+from pi_workflows import Workflow, compute, subworkflow, switch
+
+workflow = Workflow("pay", start="one", nodes={
+    "one": subworkflow("charge", input=lambda ctx: {"started": ctx.input["started"]}),
+    "done": compute(lambda ctx: {"child": ctx.outputs["one"]}),
+}, edges=[switch("one", on="$result.outcome", cases={"ok": "done"})])
+"""
+
+
+def test_a_child_left_with_an_ambiguous_effect_is_named_by_its_parents_run_show(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """The child's runner dies inside a manual effect's body: the child parks
+    ``effectAmbiguous``, its parent keeps waiting, and ``run show`` of the parent names the
+    child that needs a person; once resolved and resumed, the parent completes with the
+    child's adopted result."""
+    started = tmp_path / "started"
+    server.write_workflow("charge", CHARGE)
+    server.write_workflow("pay", PAY)
+    parent = server.start_run("pay", {"started": str(started)})
+    wait_for(started.exists, 60, "the charge to start")
+    os.kill(int(started.read_text()), signal.SIGKILL)  # the runner runs the body
+    (child,) = [row[0] for row in _children(server, parent)]
+    view = server.wait_status(child, "ambiguous")
+    assert view["parkReason"] == "effectAmbiguous"
+    assert server.run(parent)["status"] == "waiting"
+    shown = _cli(server, "run", "show", parent).stdout
+    assert "Child runs that need a person" in shown
+    assert child in shown
+    assert "effectAmbiguous" in shown
+    needs = server.run(parent)["needsPerson"]
+    assert [(n["runId"], n["parkReason"]) for n in needs] == [(child, "effectAmbiguous")]
+    (effect_id,) = [effect["effectId"] for effect in view["effects"]]
+    resolved = _cli(server, "effect", "resolve", effect_id, "--applied", "--result",
+                    '{"charged": "by hand"}')  # fmt: skip
+    assert resolved.returncode == 0, resolved.stderr
+    resumed = _cli(server, "run", "resume", child)
+    assert resumed.returncode == 0, resumed.stderr
+    done = server.wait_status(parent, "completed")
+    assert done["output"] == {"child": {"charged": "by hand"}}
+    assert server.diagnose() == []

@@ -75,3 +75,25 @@ def test_a_runner_of_a_dead_server_epoch_is_fenced_after_takeover(tmp_path: Path
     reply = answer(db, identity, _message(identity, "m1", "node.start"))
     assert reply.outcome is Outcome.CLAIM_LOST
     db.close()
+
+
+def test_a_runner_reads_only_its_own_runs_joins(tmp_path: Path) -> None:
+    """``join.results`` of another run's join is refused (rejected), its own is answered."""
+    from pi_workflows.store.clock import FakeClock
+
+    from support import crash_states as st
+
+    db = open_test_db(tmp_path / "state", FakeClock())
+    other = st.joining(db, db.clock)  # type: ignore[arg-type]
+    (wait_id,) = db.conn.execute("SELECT wait_id FROM run_joins").fetchone()
+    identity = _launch(db)
+    payload = {"waitId": wait_id, "after": 0, "limit": 10}
+    refused = answer(db, identity, _message(identity, "m1", "join.results", payload=payload))
+    assert refused.outcome is Outcome.REJECTED
+    assert refused.error is not None
+    assert f"no join of run {identity.run_id}" in refused.error.message
+    own = RunnerIdentity(other["run_id"], identity.runner_epoch, other["claim"])
+    page = answer(db, own, _message(own, "m2", "join.results", payload=payload))
+    assert page.outcome is Outcome.ACCEPTED
+    assert [item["item"] for item in (page.payload or {})["items"]] == [0, 1, 2]
+    db.close()

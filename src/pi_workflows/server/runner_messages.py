@@ -195,10 +195,14 @@ def answer(db: Database, runner: RunnerIdentity, message: RunnerMessage) -> Runn
             )
         if message.kind == "join.results":
             payload = message.payload
+            wait_id = str(_field(payload, "waitId", str))
             with db.read() as conn:
+                join = children.read_join(conn, wait_id)
+                if join is None or join.parent_run_id != runner.run_id:
+                    raise BadRunnerMessage(f"wait {wait_id} is no join of run {runner.run_id}")
                 page = children.results(
                     conn,
-                    str(_field(payload, "waitId", str)),
+                    wait_id,
                     _non_negative(payload, "after"),
                     min(500, max(1, _non_negative(payload, "limit"))),
                 )

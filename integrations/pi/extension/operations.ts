@@ -95,13 +95,35 @@ export const SUBMIT_WAIT_MS = 120_000;
 /** The pause between asking again for a submission that is still validating. */
 const SUBMIT_POLL_MS = 200;
 
-/** One of the session's runs, as the session view lists it. */
+/** A parent run's progress through the join it waits on (a `subworkflow` or `fan_out` node). */
+export interface ChildProgress {
+	waitId: string;
+	nodeId: string;
+	/** `subworkflow` or `fan_out`. */
+	kind: string;
+	/** The child workflow's name. */
+	workflow: string;
+	total: number;
+	started: number;
+	ended: number;
+	failed: number;
+	/** `running`, `failing`, `joined` or `cancelled`. */
+	status: string;
+	/** True when each child runs on a headless Pi of its own (not in this session). */
+	detached: boolean;
+}
+
+/** One of the session's runs, as the session view lists it (root runs before child runs). */
 export interface SessionRun {
 	runId: string;
 	workflow: string;
 	status: string;
 	parkReason?: string | null;
 	currentNode?: string | null;
+	/** The run this one is a child run of, or null for a root run. */
+	parentRunId?: string | null;
+	/** For a parent waiting on a join: its children's progress, else null. */
+	children?: ChildProgress | null;
 }
 
 /**

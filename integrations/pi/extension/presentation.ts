@@ -16,6 +16,7 @@ import { oneLine } from "./errors.ts";
 import { compactJson } from "./format.ts";
 import {
 	type ActiveRequest,
+	type ChildProgress,
 	type DecisionChoice,
 	decisionChoices,
 	type PresentMessage,
@@ -205,41 +206,86 @@ export function startsTurn(message: WorkflowMessage): boolean {
 	return message.kind === "step" || message.kind === "terminal";
 }
 
-/** The runs of `view` that are not finished, newest first. */
+/** The runs of `view` that are not finished, newest first (root runs before child runs). */
 function activeRuns(view: SessionView): SessionRun[] {
 	return view.runs.filter((run) => !FINISHED.has(run.status));
 }
 
-/** What the active request of a run asks for, for the widget. */
-function waitingNote(run: SessionRun, active: ActiveRequest | null): string {
-	if (!active || active.runId !== run.runId) {
-		return run.parkReason ? ` (${run.parkReason})` : "";
-	}
-	if (active.kind === "decision") {
-		const title = typeof active.title === "string" && active.title ? active.title : "a decision";
-		return ` — decision "${oneLine(title, 80)}": /workflow decide ${run.runId}`;
-	}
-	return ` — ${active.kind} ${active.requestId}${active.status === "validating" ? " (validating)" : ""}`;
+/** The runs the widget and status line show, one line each, and the line of every active run. */
+interface Lines {
+	runs: SessionRun[];
+	/** Each active run's id -> the run id of the line it belongs to (its own for a line). */
+	owner: ReadonlyMap<string, string>;
 }
 
-/** The widget's lines for `view` (undefined clears it: no active runs). */
+/**
+ * The lines of `view`: a run whose parent is another active run of the view is not a line of
+ * its own but belongs to its nearest ancestor that is one (a fan_out's children are their
+ * parent's progress); a root run, and a child whose parent is not listed as active, is.
+ */
+function linesOf(view: SessionView): Lines {
+	const active = activeRuns(view);
+	const byId = new Map(active.map((run) => [run.runId, run]));
+	const owner = new Map<string, string>();
+	for (const run of active) {
+		let top = run;
+		const seen = new Set([run.runId]);
+		for (;;) {
+			const parent = top.parentRunId ? byId.get(top.parentRunId) : undefined;
+			if (!parent || seen.has(parent.runId)) break;
+			seen.add(parent.runId);
+			top = parent;
+		}
+		owner.set(run.runId, top.runId);
+	}
+	return { runs: active.filter((run) => owner.get(run.runId) === run.runId), owner };
+}
+
+/** A parent's progress through the join it waits on, for the widget (`3/10 done, 1 failed`). */
+function progressNote(children: ChildProgress | null | undefined): string {
+	if (!children || typeof children !== "object") return "";
+	const failed = children.failed > 0 ? `, ${children.failed} failed` : "";
+	return ` ${children.ended}/${children.total} done${failed}`;
+}
+
+/**
+ * What the active request asks for, on the line of the run it belongs to: the run's own, or
+ * its parent's (ancestor's) line when the request is a child run's step, naming that child.
+ */
+function waitingNote(run: SessionRun, active: ActiveRequest | null, owner: ReadonlyMap<string, string>): string {
+	if (!active || owner.get(active.runId) !== run.runId) {
+		return run.parkReason ? ` (${run.parkReason})` : "";
+	}
+	const child = active.runId === run.runId ? "" : ` of child run ${active.runId}`;
+	if (active.kind === "decision") {
+		const title = typeof active.title === "string" && active.title ? active.title : "a decision";
+		return ` — decision "${oneLine(title, 80)}"${child}: /workflow decide ${active.runId}`;
+	}
+	return ` — ${active.kind} ${active.requestId}${child}${active.status === "validating" ? " (validating)" : ""}`;
+}
+
+/**
+ * The widget's lines for `view` (undefined clears it: no active runs): one per root run,
+ * a parent waiting on children with their progress after its status.
+ */
 export function widgetLines(view: SessionView | undefined): string[] | undefined {
 	if (!view) return undefined;
-	const runs = activeRuns(view);
+	const { runs, owner } = linesOf(view);
 	if (runs.length === 0) return undefined;
 	const lines = ["Workflows in this session:"];
 	for (const run of runs.slice(0, MAX_WIDGET_RUNS)) {
 		const node = run.currentNode ? ` at ${run.currentNode}` : "";
-		lines.push(`  ${run.runId} ${run.workflow} ${run.status}${node}${waitingNote(run, view.activeRequest)}`);
+		const progress = progressNote(run.children);
+		lines.push(`  ${run.runId} ${run.workflow} ${run.status}${node}${progress}${waitingNote(run, view.activeRequest, owner)}`);
 	}
 	if (runs.length > MAX_WIDGET_RUNS) lines.push(`  … and ${runs.length - MAX_WIDGET_RUNS} more (/workflow status)`);
 	return lines;
 }
 
-/** The status line for `view` (undefined clears it). */
+/** The status line for `view` (undefined clears it); it counts root runs, as the widget lists them. */
 export function statusText(view: SessionView | undefined): string | undefined {
 	if (!view) return undefined;
-	const runs = activeRuns(view);
+	const { runs } = linesOf(view);
 	if (runs.length === 0) return undefined;
 	const active = view.activeRequest;
 	const count = `${runs.length} active run${runs.length === 1 ? "" : "s"}`;

@@ -6,6 +6,7 @@ The store's own operations build every state; ``diagnose`` is the oracle after e
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -20,7 +21,7 @@ from pi_workflows.store.lifecycle import Finish
 from pi_workflows.store.states import AttemptStatus, RunStatus
 
 from support import crash_states as st
-from support.store import count, problems, run_status
+from support.store import count, new_run, problems, run_status
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -271,4 +272,25 @@ def test_a_paused_parent_starts_no_new_child_until_it_is_resumed(
     lifecycle.resume(db, ctx["run_id"])
     assert run_status(db, ctx["run_id"]) == "waiting"
     assert [status for _, _, status in _rows(db)] == ["completed", "started", "waiting"]
+    assert problems(db) == []
+
+
+def test_the_children_of_a_detached_parent_are_detached_too(db: Database) -> None:
+    """A detached parent has no person's session to lend; its own headless agent does not
+    live while it waits: each child gets a headless session of its own."""
+    run_id = lifecycle.reserve(db, dataclasses.replace(new_run(), detached=True)).run_id
+    claim = lifecycle.claim(db, run_id, "runner-1").claim
+    attempt = lifecycle.start_node(db, claim, "a").attempt
+    lifecycle.spawn(
+        db, claim, attempt.attempt_id, kind="fan_out", child=st.child_workflow(),
+        inputs=[{"i": 0}, {"i": 1}], concurrency=2, fail_fast=False, detached=False,
+    )  # fmt: skip
+    rows = db.conn.execute(
+        "SELECT run_id, execution_mode, origin_session FROM runs WHERE parent_run_id = ?",
+        (run_id,),
+    ).fetchall()
+    assert len(rows) == 2
+    assert {(mode, session) for _, mode, session in rows} == {
+        ("detached", f"detached-{child}") for child, _, _ in rows
+    }
     assert problems(db) == []

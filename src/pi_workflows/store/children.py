@@ -246,7 +246,11 @@ def _start_next(tx: Transaction, join: Join, count: int) -> int:
         "SELECT origin_session, execution_mode, root_run_id, depth FROM runs WHERE run_id = ?",
         (join.parent_run_id,),
     ).fetchone()
-    session = None if parent[1] == "detached" else parent[0]
+    # A detached parent has no person's session to lend: its children are detached too,
+    # each presented by a headless Pi of its own (the parent's own agent does not live
+    # while it waits on them).
+    detached = join.detached or parent[1] == "detached"
+    session = None if detached else parent[0]
     root = parent[2] or join.parent_run_id
     definition = values.load(tx.conn, None, join.definition_digest)
     child = ChildWorkflow(join.workflow_name, definition, join.definition_digest, join.source)
@@ -256,7 +260,7 @@ def _start_next(tx: Transaction, join: Join, count: int) -> int:
         insert_run(
             tx,
             _new_run(
-                child, run_input, input_hash, join.parent_run_id, parent[3] + 1, join.detached,
+                child, run_input, input_hash, join.parent_run_id, parent[3] + 1, detached,
                 session, root,
             ),
             child_id,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -229,7 +230,21 @@ def test_run_list_filters_and_pages_newest_first(server: ServerProcess) -> None:
     assert [r["runId"] for r in rest["runs"]] == [quick[1], quick[0]]
     assert rest["next"] is None
     human = invoke(server, "run", "list", "--limit", "2")
-    assert f"more runs: pi-workflows run list --after {page['next']}" in human.stdout
+    assert f"more runs: pi-workflows run list --limit 2 --after {page['next']}" in human.stdout
+    # The hint repeats every filter (--since as the instant it meant), so pasting it gives
+    # the next page of the same listing.
+    filtered = invoke(
+        server, "run", "list", "--workflow", "quick", "--status", "completed", "--since",
+        "1h", "--limit", "1",
+    )  # fmt: skip
+    (hint,) = [line for line in filtered.stdout.splitlines() if line.startswith("more runs:")]
+    words = shlex.split(hint.removeprefix("more runs: pi-workflows "))
+    assert words[:8] == ["run", "list", "--status", "completed", "--workflow", "quick",
+                         "--since", words[7]]  # fmt: skip
+    assert words[8:10] == ["--limit", "1"]
+    assert words[10] == "--after"
+    second = json.loads(invoke(server, *words, "--json").stdout)
+    assert [r["runId"] for r in second["runs"]] == [quick[1]]
     every = json.loads(
         invoke(server, "run", "list", "--all", "--workflow", "quick", "--json").stdout
     )

@@ -7,6 +7,8 @@ runs, and send them events.
 
 from __future__ import annotations
 
+import datetime as dt
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -202,7 +204,35 @@ def list_runs(
         return
     console().print(render_runs(runs))
     if following is not None:
-        click.echo(f"more runs: pi-workflows run list --after {following}")
+        again = _filters(list(statuses), workflow, schedule_name, since, limit, with_children)
+        click.echo(f"more runs: pi-workflows run list {again}--after {following}")
+
+
+def _filters(
+    statuses: list[str],
+    workflow: str | None,
+    schedule_name: str | None,
+    since: int | None,
+    limit: int | None,
+    with_children: bool,
+) -> str:
+    """The options of this `run list` again (ready to paste before `--after`): the next page
+    of the same listing, `--since` as the instant it meant (a relative `2h` would move)."""
+    words: list[str] = []
+    for status in statuses:
+        words += ["--status", status]
+    if workflow is not None:
+        words += ["--workflow", workflow]
+    if schedule_name is not None:
+        words += ["--schedule", schedule_name]
+    if since is not None:
+        moment = dt.datetime.fromtimestamp(since / 1000, tz=dt.UTC)
+        words += ["--since", moment.isoformat(timespec="milliseconds")]
+    if limit is not None:
+        words += ["--limit", str(limit)]
+    if with_children:
+        words.append("--children")
+    return "".join(f"{shlex.quote(word)} " for word in words)
 
 
 @run.command("show")

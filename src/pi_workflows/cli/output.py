@@ -260,8 +260,12 @@ def render_status(status: Mapping[str, Any]) -> RenderableType:
 def render_problems(problems: Sequence[Mapping[str, Any]]) -> RenderableType:
     """`state diagnose` / `state repair`: one row per problem."""
     table = Table(box=box.SIMPLE_HEAD)
-    for column in ("code", "run", "repairable", "message"):
-        table.add_column(column)
+    runs = [len(_plain(problem.get("runId"))) for problem in problems]
+    codes = [len(_plain(problem.get("code"))) for problem in problems]
+    table.add_column("code", no_wrap=True, min_width=max([4, *codes]))
+    table.add_column("run", no_wrap=True, min_width=max([3, *runs]))
+    table.add_column("repairable", no_wrap=True)
+    table.add_column("message", overflow="fold")
     for problem in problems:
         table.add_row(
             Text(_plain(problem.get("code"))),
@@ -295,6 +299,12 @@ def _table(title: str, columns: Iterable[str], rows: Sequence[Sequence[Any]]) ->
     for row in rows:
         table.add_row(*(Text(_plain(cell)) for cell in row))
     return table
+
+
+def whole_width(header: str, values: Iterable[Any]) -> int:
+    """The width a column needs to show ``header`` and every value whole (give it as the
+    column's ``min_width``, with ``no_wrap``: an id, a status or a time is never cut)."""
+    return max([len(header), *(len(_plain(value)) for value in values)])
 
 
 def _widest(records: Sequence[Mapping[str, Any]], key: str) -> int:

@@ -174,11 +174,18 @@ def _children(view: Mapping[str, Any]) -> list[RenderableType]:
             f"{plain(join.get('total'))} done{failed}, {plain(join.get('status'))}"
         )
         table = _table(title)
+        listed = records(join.get("children"))
         table.add_column("#", justify="right", no_wrap=True)
-        table.add_column("run", no_wrap=True)
-        table.add_column("status", no_wrap=True)
+        table.add_column(
+            "run", no_wrap=True, min_width=max([3, *(len(plain(c.get("runId"))) for c in listed)])
+        )
+        table.add_column(
+            "status",
+            no_wrap=True,
+            min_width=max([6, *(len(plain(c.get("status"))) for c in listed)]),
+        )
         table.add_column("node", overflow="fold")
-        for child in records(join.get("children")):
+        for child in listed:
             table.add_row(
                 Text(plain(child.get("item"))),
                 Text(plain(child.get("runId") or "-")),

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
 from rich import box
+from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from pi_workflows.cli.errors import EXIT_USAGE, CliError
 from pi_workflows.cli.options import JsonValue, json_option, make_client
-from pi_workflows.cli.output import console, print_json
+from pi_workflows.cli.output import console, plain, print_json
 
-__all__ = ["effect"]
+__all__ = ["effect", "render_effects"]
 
 
 @click.group()
@@ -44,21 +46,32 @@ def list_effects(ctx: click.Context, run_id: str | None, as_json: bool) -> None:
     if not effects:
         click.echo("no effects")
         return
-    table = Table(box=box.SIMPLE_HEAD)
-    for column in ("effect", "run", "node", "type", "kind", "status", "attempts"):
-        table.add_column(column)
-    for item in effects:
-        style = "bold red" if item.get("status") == "ambiguous" else ""
+    console().print(render_effects(effects))
+
+
+def render_effects(effects: Sequence[Mapping[str, Any]]) -> RenderableType:
+    """`effect list`: one row per effect. Ids, statuses and counts are never cut: the run
+    id goes under the effect id, and the node and type wrap in their column."""
+    ids = [plain(item.get("effectId")) for item in effects]
+    runs = [plain(item.get("runId")) for item in effects]
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("effect / run", no_wrap=True, min_width=max(len(v) for v in ids + runs))
+    table.add_column("node / type", overflow="fold", min_width=8)
+    table.add_column("kind", no_wrap=True)
+    statuses = [plain(item.get("status")) for item in effects]
+    table.add_column("status", no_wrap=True, min_width=max(6, *map(len, statuses)))
+    table.add_column("tries", no_wrap=True, justify="right")
+    for item, effect_id, run_id, status in zip(effects, ids, runs, statuses, strict=True):
+        style = "bold red" if status == "ambiguous" else ""
         table.add_row(
-            str(item.get("effectId")),
-            str(item.get("runId")),
-            f"{item.get('nodeId')}#{item.get('visit')}",
-            str(item.get("type")),
-            str(item.get("kind")),
-            Text(str(item.get("status")), style=style),
-            str(item.get("attempts")),
-        )
-    console().print(table)
+            Text(f"{effect_id}\n{run_id}"),
+            Text(f"{plain(item.get('nodeId'))}#{plain(item.get('visit'))}\n"
+                 f"{plain(item.get('type'))}"),
+            Text(plain(item.get("kind"))),
+            Text(status, style=style),
+            Text(plain(item.get("attempts"))),
+        )  # fmt: skip
+    return table
 
 
 @effect.command("resolve")

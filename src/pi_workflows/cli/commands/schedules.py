@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pi_workflows.cli.options import JsonValue, json_option, make_client, project_option
-from pi_workflows.cli.output import console, format_time, plain, print_json, records
+from pi_workflows.cli.output import console, format_time, plain, print_json, records, whole_width
 from pi_workflows.client import Receipt
 
 __all__ = ["schedule"]
@@ -268,8 +268,16 @@ def render_schedules(found: Sequence[Mapping[str, Any]]) -> RenderableType:
     if not found:
         return Text("no schedules")
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    whole = {
+        "name": whole_width("name", (item.get("name") for item in found)),
+        "status": whole_width("status", (item.get("status") for item in found)),
+        "next fire": 11,
+    }
     for column in ("name", "status", "workflow", "cadence", "next fire", "last fire"):
-        table.add_column(column, no_wrap=column in ("name", "status", "next fire"))
+        if column in whole:
+            table.add_column(column, no_wrap=True, min_width=whole[column])
+        else:
+            table.add_column(column, overflow="fold")
     for item in found:
         table.add_row(
             Text(plain(item.get("name"))),
@@ -312,8 +320,15 @@ def render_schedule(item: Mapping[str, Any], fires: Sequence[Mapping[str, Any]])
         title="Fires (newest first)", title_justify="left", box=box.SIMPLE_HEAD,
         show_edge=False, pad_edge=False,
     )  # fmt: skip
-    for column in ("fire time", "outcome", "run", "run status", "detail"):
-        table.add_column(column, no_wrap=column != "detail", overflow="fold")
+    whole: list[tuple[str, list[Any]]] = [
+        ("fire time", [format_time(f.get("fireAt")) for f in fires]),
+        ("outcome", [f.get("outcome") for f in fires]),
+        ("run", [f.get("runId") for f in fires]),
+        ("run status", [f.get("runStatus") for f in fires]),
+    ]
+    for column, values in whole:
+        table.add_column(column, no_wrap=True, min_width=whole_width(column, values))
+    table.add_column("detail", overflow="fold")
     for fire in fires:
         outcome = plain(fire.get("outcome"))
         table.add_row(

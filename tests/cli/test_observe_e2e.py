@@ -420,3 +420,42 @@ def test_run_logs_for_a_node_the_run_does_not_have_names_its_nodes(
     )
     quiet = invoke(server, "run", "logs", run_id, "--node", "ask")
     assert (quiet.exit_code, quiet.stdout) == (0, "no output captured for node ask\n")
+
+
+def _next_line(shown: str) -> str:
+    lines = shown.splitlines()
+    (index,) = [i for i, line in enumerate(lines) if line.startswith("next ")]
+    following = []
+    for line in lines[index + 1 :]:  # a long next step wraps under its column
+        if not line.startswith(" " * 4) or not line.strip():
+            break
+        following.append(line.strip())
+    return " ".join([lines[index].removeprefix("next").strip(), *following])
+
+
+def test_run_show_says_what_to_do_next_in_every_state_that_is_not_running(
+    server: ServerProcess,
+) -> None:
+    """Without `-v`: a waiting run names the command that answers it; the same run paused
+    names the resume (and offers no answer that would be refused); a failed run names the
+    restart."""
+    run_id = server.start_run("logs")
+    server.wait_status(run_id, "waiting")
+    waiting = invoke(server, "run", "show", run_id).stdout
+    assert _next_line(waiting) == f"pi-workflows checkpoint answer {run_id} --value JSON"
+    assert invoke(server, "run", "pause", run_id).exit_code == 0
+    paused = invoke(server, "run", "show", run_id).stdout
+    assert _next_line(paused) == f"pi-workflows run resume {run_id}"
+    assert f"after pi-workflows run resume {run_id}" in paused
+    assert "pi-workflows checkpoint answer" not in paused
+    refused = invoke(server, "checkpoint", "answer", run_id, "--value", '"no"')
+    assert refused.exit_code != 0
+    assert invoke(server, "run", "resume", run_id).exit_code == 0
+    server.wait_status(run_id, "waiting")
+    with server.client() as client:
+        client.answer_checkpoint(run_id, "no")
+    server.wait_status(run_id, "failed")
+    failed = invoke(server, "run", "show", run_id).stdout
+    assert (
+        _next_line(failed) == f"to run it again from the start: pi-workflows run restart {run_id}"
+    )

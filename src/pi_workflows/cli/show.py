@@ -100,6 +100,9 @@ def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
         fields.add_row("error", Text(plain(view.get("error")), style="red"))
     if view.get("parkDetail"):
         fields.add_row("why", Text(plain(view.get("parkDetail"))))
+    step = next_step(view)
+    if step is not None:
+        fields.add_row("next", Text(step, style="bold"))
     if verbose:
         fields.add_row(
             "run / queue",
@@ -119,6 +122,72 @@ def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
             )
         fields.add_row("origin", Text(plain(view.get("origin"))))
     return fields
+
+
+_RESUME_REASONS: Final = frozenset(
+    {"userPaused", "serverStopped", "runnerCrashed", "runnerNoProgress", "agentUnavailable",
+     "turnAborted", "retriesExhausted", "proposalRefused"}
+)  # fmt: skip
+"""Park reasons whose next step is `run resume` (the run continues from where it stopped)."""
+
+
+def next_step(view: Mapping[str, Any]) -> str | None:
+    """One line saying what a person does next with a run that is not running, or None
+    (it runs, is queued, or completed)."""
+    run_id = plain(view.get("runId"))
+    status, reason = plain(view.get("runStatus") or view.get("status")), view.get("parkReason")
+    if status == "paused":
+        return _next_for_park(view, run_id, reason)
+    if status == "waiting":
+        return _next_for_wait(view, run_id)
+    if status in ("failed", "timed_out", "cancelled"):
+        parent = view.get("parentRunId")
+        if parent:
+            return f"restart its parent to run it again: pi-workflows run restart {plain(parent)}"
+        return f"to run it again from the start: pi-workflows run restart {run_id}"
+    return None
+
+
+def _next_for_park(view: Mapping[str, Any], run_id: str, reason: Any) -> str:
+    if reason == "effectAmbiguous":
+        ambiguous = [
+            plain(e.get("effectId")) for e in records(view.get("effects"))
+            if e.get("status") == "ambiguous"
+        ]  # fmt: skip
+        effect = ambiguous[0] if ambiguous else "EFFECT_ID"
+        more = (
+            f" (and {len(ambiguous) - 1} more: effect list {run_id})" if len(ambiguous) > 1 else ""
+        )
+        return (
+            f"decide what effect {effect} did{more}: pi-workflows effect resolve {effect}"
+            f" --applied|--rejected|--retry, then pi-workflows run resume {run_id}"
+        )
+    if reason in ("workflowSourceChanged", "workflowLoadFailed"):
+        return (
+            "put the workflow's files back as they were, then pi-workflows run resume"
+            f" {run_id}; or start it over on the new code: pi-workflows run restart {run_id}"
+        )
+    if reason in _RESUME_REASONS:
+        return f"pi-workflows run resume {run_id}"
+    return f"pi-workflows run resume {run_id} (or run cancel)"
+
+
+def _next_for_wait(view: Mapping[str, Any], run_id: str) -> str | None:
+    waiting = view.get("waitingOn")
+    if isinstance(waiting, Mapping):
+        if waiting.get("status") == "validating":
+            return "an answer is being validated; nothing to do unless it is rejected"
+        hint = _ANSWER_HINTS.get(plain(waiting.get("kind")))
+        return None if hint is None else hint.format(run=run_id)
+    wait = view.get("wait")
+    if not isinstance(wait, Mapping):
+        return None
+    match wait.get("kind"):
+        case "event":
+            return f"pi-workflows run signal {run_id} {plain(wait.get('event'))} --data JSON"
+        case "children":
+            return "nothing: it continues when its child runs end (below)"
+    return f"nothing: it continues by itself at {format_time(wait.get('dueAt'))}"
 
 
 def _durable_wait(view: Mapping[str, Any]) -> RenderableType | None:
@@ -242,7 +311,10 @@ def _waiting(view: Mapping[str, Any]) -> RenderableType | None:
     if waiting.get("deadlineAt") is not None:
         fields.add_row("deadline", Text(format_time(waiting.get("deadlineAt"))))
     hint = _ANSWER_HINTS.get(kind)
-    if hint:
+    if view.get("runStatus") == "paused":
+        # An answer to a paused run is refused: resume it first.
+        fields.add_row("answer", Text(f"after pi-workflows run resume {plain(view.get('runId'))}"))
+    elif hint:
         fields.add_row("answer", Text(hint.format(run=plain(view.get("runId")))))
     fields.add_row("request id", Text(plain(waiting.get("requestId"))))
     return Group(Text("Waiting", style="bold"), fields)

@@ -14,10 +14,12 @@ import shutil
 import socket
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from pi_workflows.client import Client
 
 from support.server import ServerProcess, wait_for
 
@@ -116,3 +118,67 @@ def test_every_start_makes_the_state_directory_private_again(
         os.chmod(home, 0o755)
         for name in ("state.sqlite", "server.lock"):
             os.chmod(home / name, 0o644)
+
+
+def _as_user(uid: int, action: Callable[[], str]) -> str:
+    """Run ``action`` in a forked child running as ``uid``; what it returned (or raised)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            outcome = action()
+        except BaseException as exc:
+            outcome = f"{type(exc).__name__}: {exc}"
+        finally:
+            os.write(write_end, outcome.encode()[:2000])
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        seen = reader.read().decode()
+    os.waitpid(pid, 0)
+    return seen
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="acting as a second uid needs root (setuid in a forked child)"
+)
+@pytest.mark.parametrize("traversable", [True, False])
+def test_a_client_of_another_user_is_told_so_at_once_and_never_retries(
+    reachable_server: ServerProcess, traversable: bool
+) -> None:
+    """A client (auto-start on) run by another uid than the server's gets one line naming
+    whose server it is and what to do, without connecting (the server logs no refusal) and
+    without trying to start a server of its own; the owner is still served."""
+    server = reachable_server
+    sock_path = server.home / "server.sock"
+    uid = _unused_uid()
+    if traversable:
+        os.chmod(server.home, 0o711)
+        os.chmod(sock_path, 0o666)
+
+    def status() -> str:
+        with Client(server.home, autostart=True, timeout=10) as client:
+            client.status()
+        return "served"
+
+    try:
+        seen = _as_user(uid, status)
+    finally:
+        os.chmod(server.home, 0o700)
+        os.chmod(sock_path, 0o600)
+    assert seen.startswith("OtherUserServerError: "), seen
+    assert "\n" not in seen
+    assert f"you are uid {uid}" in seen
+    if traversable:
+        assert f"the server at {sock_path} serves root (uid 0)" in seen
+        assert "run the command as root (without sudo)" in seen
+    else:
+        assert "belongs to another user" in seen
+    assert "refused a connection" not in server.log.read_text()
+    assert not (server.home / "logs" / "autostart.log").exists()
+    with server.client() as client:
+        assert client.status()["pid"]

@@ -18,7 +18,11 @@ from collections import deque
 from pathlib import Path
 from typing import Final
 
-from pi_workflows.client.connection import MAX_BUFFERED_EVENTS, MAX_SOCKET_PATH_BYTES
+from pi_workflows.client.connection import (
+    MAX_BUFFERED_EVENTS,
+    MAX_SOCKET_PATH_BYTES,
+    check_owner,
+)
 from pi_workflows.client.errors import (
     ConnectionLostError,
     ProtocolMismatchError,
@@ -66,6 +70,7 @@ class AsyncConnection:
                 path, reason="the socket path is too long; use a shorter PI_WORKFLOWS_HOME",
                 startable=False,
             )  # fmt: skip
+        check_owner(path)
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_unix_connection(str(path), limit=MAX_FRAME_BYTES), timeout

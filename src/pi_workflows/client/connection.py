@@ -22,6 +22,7 @@ import msgspec
 
 from pi_workflows.client.errors import (
     ConnectionLostError,
+    OtherUserServerError,
     ProtocolMismatchError,
     RequestTooLargeError,
     ServerProtocolError,
@@ -88,6 +89,7 @@ class Connection:
                 "use a shorter PI_WORKFLOWS_HOME",
                 startable=False,
             )
+        check_owner(path)
         deadline = time.monotonic() + timeout
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -249,6 +251,22 @@ class Connection:
             raise ServerProtocolError(
                 f"the server sent an invalid message: {exc.message}"
             ) from None
+
+
+def check_owner(path: Path) -> None:
+    """Refuse, before connecting, a socket of another user: its server would refuse the
+    connection (it serves only its own uid), and a retry cannot help
+    (`OtherUserServerError`). A missing socket passes (nobody listens)."""
+    try:
+        owner = os.stat(path).st_uid
+    except FileNotFoundError:
+        return
+    except PermissionError:
+        raise OtherUserServerError(path, owner_uid=None) from None
+    except OSError:
+        return  # connect reports it
+    if owner != os.getuid():
+        raise OtherUserServerError(path, owner_uid=owner)
 
 
 def _read_hello(reader: FrameReader, path: Path, timeout: float) -> Hello:

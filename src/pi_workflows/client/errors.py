@@ -19,6 +19,8 @@ Messages are one printable line, never a payload, a token or a traceback, so a C
 
 from __future__ import annotations
 
+import os
+import pwd
 from pathlib import Path
 
 from pi_workflows.protocol import Outcome, safe_message
@@ -32,6 +34,7 @@ __all__ = [
     "UnavailableError",
     "ClaimLostError",
     "ServerUnavailableError",
+    "OtherUserServerError",
     "ServerStartError",
     "ProtocolMismatchError",
     "ServerProtocolError",
@@ -159,6 +162,45 @@ class ServerUnavailableError(ClientError):
         self.socket_path = socket_path
         self.reason = reason
         self.startable = startable
+
+
+class OtherUserServerError(ClientError):
+    """The server on the socket serves another user: it refuses every connection that is
+    not its own uid's (a command run with `sudo` against a user's server, or another
+    user's state directory). Retrying cannot help.
+
+    Attributes:
+        socket_path: the socket that was tried.
+        owner_uid: the uid that owns the socket (None when it cannot even be looked at).
+    """
+
+    code = "otherUser"
+
+    def __init__(self, socket_path: Path, *, owner_uid: int | None) -> None:
+        me = _user(os.getuid())
+        if owner_uid is None:
+            what = f"the state directory of {socket_path} belongs to another user (you are {me})"
+        else:
+            what = f"the server at {socket_path} serves {_user(owner_uid)}; you are {me}"
+        owner = "its owner" if owner_uid is None else _name(owner_uid)
+        super().__init__(
+            f"{what}; run the command as {owner} (without sudo), or use a state directory of"
+            " your own (--home or PI_WORKFLOWS_HOME)"
+        )
+        self.socket_path = socket_path
+        self.owner_uid = owner_uid
+
+
+def _name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _user(uid: int) -> str:
+    name = _name(uid)
+    return name if name.startswith("uid ") else f"{name} (uid {uid})"
 
 
 class ServerStartError(ClientError):

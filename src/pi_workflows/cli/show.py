@@ -72,9 +72,12 @@ def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
     fields.add_row("status", status)
     fields.add_row("node", Text(plain(view.get("currentNode"))))
     fields.add_row("started", Text(format_time(view.get("createdAt"))))
+    began = view.get("roundStartedAt") or view.get("createdAt")
+    if began != view.get("createdAt"):
+        fields.add_row("restarted", Text(format_time(began)))
     finished = view.get("finishedAt")
     if finished is not None:
-        took = format_duration(view.get("createdAt"), finished)
+        took = format_duration(began, finished)  # this round's own time
         fields.add_row("finished", Text(f"{format_time(finished)} (took {took})"))
     else:
         fields.add_row("updated", Text(format_time(view.get("updatedAt"))))
@@ -289,7 +292,10 @@ def _waiting(view: Mapping[str, Any]) -> RenderableType | None:
         return _durable_wait(view)
     fields = _fields()
     kind = plain(waiting.get("kind"))
-    fields.add_row("waits for", Text(f"a {kind} answer at node {plain(waiting.get('nodeId'))}"))
+    article = "an" if kind[:1] in "aeiou" else "a"
+    fields.add_row(
+        "waits for", Text(f"{article} {kind} answer at node {plain(waiting.get('nodeId'))}")
+    )
     if waiting.get("status") == "validating":
         fields.add_row("status", Text("an answer is being validated"))
     request = waiting.get("request")

@@ -140,6 +140,18 @@ def _active_view(
     }
 
 
+def known(conn: sqlite3.Connection, session_id: str) -> bool:
+    """Whether ``session_id`` ever attached or is the origin session of some run."""
+    return (
+        conn.execute("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+        is not None
+        or conn.execute(
+            "SELECT 1 FROM runs WHERE origin_session = ? LIMIT 1", (session_id,)
+        ).fetchone()
+        is not None
+    )
+
+
 def view(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
     """What the session must present now (see the module docstring), bounded to fit a frame:
     texts cut at ``SESSION_TEXT_BYTES``, and ``messages`` the longest prefix of the messages

@@ -275,9 +275,18 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         if runner is None
         else {"pid": runner[0], "status": runner[1], "runnerEpoch": runner[2]},
         "createdAt": run.created_at,
+        "roundStartedAt": _round_started(conn, run_id, run.created_at),
         "updatedAt": run.updated_at,
         "finishedAt": run.finished_at,
     }
+
+
+def _round_started(conn: sqlite3.Connection, run_id: str, created_at: int) -> int:
+    """When the run's current round began: its last restart, else its creation."""
+    row = conn.execute(
+        "SELECT MAX(at) FROM events WHERE run_id = ? AND type = 'run.restarted'", (run_id,)
+    ).fetchone()
+    return int(row[0]) if row is not None and row[0] is not None else created_at
 
 
 def _attempt_log_fields(log: dict[str, Any] | None, with_traceback: bool) -> dict[str, Any]:

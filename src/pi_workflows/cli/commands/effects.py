@@ -121,16 +121,16 @@ def resolve(
         raise CliError("--result goes only with --applied", exit_code=EXIT_USAGE)
     if reason is not None and resolution != "rejected":
         raise CliError("--reason goes only with --rejected", exit_code=EXIT_USAGE)
-    if resolution == "retry" and not as_json:
+    client = make_client(ctx)
+    receipt = client.resolve_effect(
+        effect_id, resolution, result=result, reason=reason, idempotency_key=idempotency_key
+    )
+    if resolution == "retry" and not as_json:  # once the effect is known to exist
         click.echo(
             "warning: --retry runs the effect's body again; if it had been applied, it will be "
             "applied twice",
             err=True,
         )
-    client = make_client(ctx)
-    receipt = client.resolve_effect(
-        effect_id, resolution, result=result, reason=reason, idempotency_key=idempotency_key
-    )
     if as_json:
         print_json({**receipt.body, "adopted": receipt.adopted})
         return

@@ -46,8 +46,17 @@ MODEL_KINDS = frozenset({"agent", "assistant", "checkpoint"})
 """Request kinds ``interaction.submit`` answers (never a decision)."""
 
 
-def _protected() -> RequestError:
-    return RequestError(Outcome.REJECTED.value, "protectedDecision", PROTECTED_DECISION_MESSAGE)
+CLI_CLIENT_ID = "cli"
+"""The client id the `pi-workflows` CLI sends (``cli/options.py``)."""
+
+
+def _protected(request: Request, run_id: str) -> RequestError:
+    """The refusal of a non-person answer to a human decision: the exact sentence the spec
+    names, and, for the CLI, the command a person answers it with."""
+    message = PROTECTED_DECISION_MESSAGE
+    if request.client_id == CLI_CLIENT_ID:
+        message += f"; a person answers it with `pi-workflows decision answer {run_id} --choice ID`"
+    return RequestError(Outcome.REJECTED.value, "protectedDecision", message)
 
 
 def _bounded(value: Any, what: str, limit: int) -> None:
@@ -95,7 +104,7 @@ async def _submit(
     server: ServerContext, request: Request, target: Interaction, value: Any, kinds: frozenset[str]
 ) -> dict[str, Any]:
     if target.kind == "decision":
-        raise _protected()
+        raise _protected(request, target.run_id)
     _bounded(value, "the output", MAX_ANSWER_BYTES)
     body = stored_receipt(server, request)
     if body is None:
@@ -190,7 +199,7 @@ async def checkpoint_answer(server: ServerContext, request: Request) -> dict[str
         return await _outcome(server, stored)
     target = _open_of(server, run_id, text(request.payload, "requestId", required=False))
     if target.kind == "decision":
-        raise _protected()
+        raise _protected(request, run_id)
     return await _submit(
         server, request, target, request.payload["value"], frozenset({"checkpoint"})
     )

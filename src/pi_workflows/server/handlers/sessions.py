@@ -59,9 +59,16 @@ async def session_attach(server: ServerContext, request: Request) -> dict[str, A
 
 @operation("session.get")
 async def session_get(server: ServerContext, request: Request) -> dict[str, Any]:
-    """``{sessionId}``: the session's view (what ``session.watch`` pushes)."""
+    """``{sessionId}``: the session's view (what ``session.watch`` pushes); ``notFound`` for
+    a session nothing knows (never attached, and no run names it as its origin)."""
     session_id = _session(request.payload)
     with server.db.read() as conn:
+        if not sessions.known(conn, session_id):
+            raise RequestError(
+                Outcome.NOT_FOUND.value, "notFound",
+                f"no session {session_id}: none attached with that id and no run started from"
+                " it (list open requests and their sessions with 'pi-workflows interaction list')",
+            )  # fmt: skip
         return {"session": sessions.view(conn, session_id)}
 
 

@@ -8,6 +8,7 @@ from pi_workflows.authoring import (
     CaseValue,
     Route,
     Workflow,
+    WorkflowDefinitionError,
     agent,
     assistant_message,
     compute,
@@ -236,3 +237,34 @@ def test_transitions_say_whether_they_end_the_run() -> None:
     assert Complete(1, "a").terminal is True
     assert Fail("e", "a", FailReason.NODE_FAILED).terminal is True
     assert TimeOut("e", "a").terminal is True
+
+
+def test_a_value_switch_routes_outcomes_given_as_failed_and_timed_out() -> None:
+    """One switch routes by value when the node succeeds and by outcome when it does not."""
+    workflow = _flow(switch("a", "$.healthy", {True: "b", False: "c"}, failed="d", timed_out="c"))
+    assert _after_a(workflow, NodeResult.ok({"healthy": True})) == GoTo("b")
+    assert _after_a(workflow, NodeResult.ok({"healthy": False})) == GoTo("c")
+    assert _after_a(workflow, NodeResult.failed("probe broke")) == GoTo("d")
+    assert _after_a(workflow, NodeResult.timed_out("too slow")) == GoTo("c")
+    only_failed = _flow(switch("a", "$.healthy", {True: "b"}, failed="d"))
+    assert isinstance(_after_a(only_failed, NodeResult.timed_out("late")), TimeOut)
+
+
+def test_an_outcome_switch_cannot_route_one_outcome_both_ways() -> None:
+    """A ``"failed"`` case and ``failed=`` on one ``$result.outcome`` switch is refused."""
+    with pytest.raises(WorkflowDefinitionError, match="routes 'failed' twice"):
+        _flow(switch("a", "$result.outcome", {"ok": "b", "failed": "c"}, failed="d"))
+    routed = _flow(switch("a", "$result.outcome", {"ok": "b"}, failed="d", timed_out="c"))
+    assert _after_a(routed, NodeResult.failed("x")) == GoTo("d")
+    assert _after_a(routed, NodeResult.timed_out("x")) == GoTo("c")
+
+
+def test_outcome_routes_appear_in_the_snapshot_only_when_given() -> None:
+    """Switches without them keep the snapshot (and digest) they had."""
+    from pi_workflows.engine import definition_digest, snapshot
+
+    plain = snapshot(_flow(switch("a", "$.v", {1: "b"})))
+    assert set(plain["edges"][0]) == {"from", "on", "cases", "default"}
+    routed = snapshot(_flow(switch("a", "$.v", {1: "b"}, failed="c", timed_out="d")))
+    assert (routed["edges"][0]["failed"], routed["edges"][0]["timedOut"]) == ("c", "d")
+    assert definition_digest(plain) != definition_digest(routed)

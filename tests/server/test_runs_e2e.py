@@ -369,3 +369,40 @@ def test_pauses_do_not_count_as_crashes_of_a_node(server: ServerProcess, tmp_pat
     errors = [a["error"] for a in done["attempts"] if a["status"] == "interrupted"]
     assert errors == ["parked (userPaused)", "parked (userPaused)", None]
     assert server.diagnose() == []
+
+
+POLL = """
+from pathlib import Path
+from pi_workflows import Workflow, compute, seconds, sleep, switch
+
+def probe(ctx):
+    tries = Path(ctx.input["tries"])
+    count = len(tries.read_text()) if tries.exists() else 0
+    tries.write_text("x" * (count + 1))
+    if count == 0:
+        raise RuntimeError("the probe broke")
+    return {"healthy": count >= 2, "count": count}
+
+workflow = Workflow("poll", start="probe", max_steps=12, nodes={
+    "probe": compute(probe),
+    "wait": sleep(seconds(0.1)),
+    "done": compute(lambda ctx: ctx.outputs["probe"]),
+}, edges=[
+    switch("probe", on="$.healthy", cases={True: "done", False: "wait"}, failed="wait"),
+    switch("wait", on="$result.outcome", cases={"ok": "probe"}),
+])
+"""
+
+
+def test_one_switch_routes_a_poll_loop_by_value_and_by_failure(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """The probe fails once (``failed=`` routes it to the sleep), reports unhealthy once
+    (the ``False`` case), then healthy: no extra node counts the loop."""
+    server.write_workflow("poll", POLL)
+    run_id = server.start_run("poll", {"tries": str(tmp_path / "tries")})
+    done = server.wait_status(run_id, "completed")
+    assert done["output"] == {"healthy": True, "count": 2}
+    visited = [a["nodeId"] for a in done["attempts"]]
+    assert visited == ["probe", "wait", "probe", "wait", "probe", "done"]
+    assert [a["status"] for a in done["attempts"]][0] == "failed"

@@ -116,6 +116,10 @@ class Switch:
     on: str
     cases: tuple[Case, ...]
     default: str | None = None
+    failed: str | None = None
+    """Where a failed ``source`` goes, whatever ``on`` reads (None: the run fails)."""
+    timed_out: str | None = None
+    """Where a timed-out ``source`` goes, whatever ``on`` reads (None: the run times out)."""
 
     @property
     def path(self) -> FieldPath:
@@ -125,9 +129,16 @@ class Switch:
     def targets(self) -> tuple[str, ...]:
         """Every node this switch can lead to, in declaration order, default last."""
         found = [case.target for case in self.cases]
-        if self.default is not None:
-            found.append(self.default)
+        found += [t for t in (self.default, self.failed, self.timed_out) if t is not None]
         return tuple(dict.fromkeys(found))
+
+    def outcome_target(self, outcome: str) -> str | None:
+        """Where a ``failed`` or ``timed_out`` node goes: its ``failed=`` / ``timed_out=``
+        target, else a ``$result.outcome`` case for it, else None."""
+        given = {"failed": self.failed, "timed_out": self.timed_out}.get(outcome)
+        if given is not None:
+            return given
+        return self.target_for(outcome) if self.path.is_outcome else None
 
     def target_for(self, value: object) -> str | None:
         """The case target for ``value`` (not the default), or ``None`` if no case matches."""
@@ -153,14 +164,19 @@ def switch(
     cases: Mapping[CaseValue, str],
     *,
     default: str | None = None,
+    failed: str | None = None,
+    timed_out: str | None = None,
 ) -> Switch:
     """Route ``source`` by the value at ``on``: ``$.field`` of the output or ``$result.field``.
 
-    ``cases`` maps values (strings, integers, booleans, null) to target node ids. Only a
-    ``$result.outcome`` switch can route a failed or timed-out node (cases ``"failed"`` and
-    ``"timed_out"``). An ``ok`` value that matches no case takes ``default`` if given, else
-    fails the run naming the value and the node. Paths, case values and targets are checked
-    when the ``Workflow`` is built, so the error can name the workflow and the node.
+    ``cases`` maps values (strings, integers, booleans, null) to target node ids; they route
+    an ``ok`` result. ``failed=`` and ``timed_out=`` route a failed or timed-out node on any
+    switch, so one switch routes by outcome and by value at once (a poll loop needs no
+    extra node); a ``$result.outcome`` switch may instead list ``"failed"`` and
+    ``"timed_out"`` as cases (not both ways for one outcome). An ``ok`` value that matches
+    no case takes ``default`` if given, else fails the run naming the value and the node.
+    Paths, case values and targets are checked when the ``Workflow`` is built, so the error
+    can name the workflow and the node.
     """
     if not isinstance(cases, Mapping):
         raise TypeError(
@@ -168,5 +184,10 @@ def switch(
             f"got {type(cases).__name__}"
         )
     return Switch(
-        source, on, tuple(Case(value, target) for value, target in cases.items()), default
+        source,
+        on,
+        tuple(Case(value, target) for value, target in cases.items()),
+        default,
+        failed,
+        timed_out,
     )

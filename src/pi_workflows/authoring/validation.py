@@ -365,6 +365,13 @@ def _check_switch(wf: str, nodes: Mapping[str, Node], route: Switch) -> None:
         seen.add(key)
     if path.is_outcome:
         _check_outcome_cases(wf, route)
+        for outcome, given in (("failed", route.failed), ("timed_out", route.timed_out)):
+            if given is not None and route.target_for(outcome) is not None:
+                raise _fail(
+                    wf, source,
+                    f"switch on $result.outcome routes {outcome!r} twice (a case and"
+                    f" {outcome}=); keep one",
+                )  # fmt: skip
     node = nodes[source]
     if path.scope is PathScope.OUTPUT:
         replies = isinstance(node, AgentNode) and isinstance(node.expected_output, AssistantMessage)

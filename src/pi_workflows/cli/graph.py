@@ -54,6 +54,9 @@ def _edges(definition: Mapping[str, Any]) -> list[tuple[str, str, str | None]]:
             found.append((source, plain(case.get("to")), label))
         if route.get("default"):
             found.append((source, plain(route.get("default")), "default"))
+        for key, label in (("failed", "failed"), ("timedOut", "timed out")):
+            if route.get(key):
+                found.append((source, plain(route.get(key)), label))
     order = {node_id: index for index, node_id in enumerate(definition.get("nodes") or {})}
     return sorted(found, key=lambda edge: order.get(edge[0], len(order)))
 

@@ -160,12 +160,18 @@ def _route(route: Route) -> JsonObject:
     if isinstance(route, Edge):
         return {"from": route.source, "to": route.target}
     cases = sorted(route.cases, key=lambda case: _case_order(case.value))
-    return {
+    data: JsonObject = {
         "from": route.source,
         "on": route.on,
         "cases": [{"when": case.value, "to": case.target} for case in cases],
         "default": route.default,
     }
+    # Only when given, so the digest of every switch written before these existed is kept.
+    if route.failed is not None:
+        data["failed"] = route.failed
+    if route.timed_out is not None:
+        data["timedOut"] = route.timed_out
+    return data
 
 
 def _case_order(value: object) -> tuple[str, str]:

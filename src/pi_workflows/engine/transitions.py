@@ -139,8 +139,8 @@ def first_node(workflow: Workflow) -> GoTo:
 def _route(workflow: Workflow, node_id: str, result: NodeResult) -> Transition:
     route = workflow.outgoing(node_id)
     if result.outcome is not Outcome.OK:
-        if isinstance(route, Switch) and route.path.is_outcome:
-            target = route.target_for(result.outcome.value)
+        if isinstance(route, Switch):
+            target = route.outcome_target(result.outcome.value)
             if target is not None:
                 return GoTo(target)
         return _unrouted(node_id, result)

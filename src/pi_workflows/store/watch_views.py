@@ -99,7 +99,8 @@ def _definition(conn: sqlite3.Connection, digest: str) -> dict[str, Any]:
 
 def _edges(definition: dict[str, Any]) -> list[dict[str, Any]]:
     """``[{from, to, label}]``: a plain edge has no label; a switch case is labelled
-    ``<field> = <value>`` and its default ``default``."""
+    ``<field> = <value>``, its default ``default``, and its outcome routes ``failed`` and
+    ``timed out``."""
     edges: list[dict[str, Any]] = []
     for route in definition.get("edges", []):
         if not isinstance(route, dict):
@@ -113,6 +114,9 @@ def _edges(definition: dict[str, Any]) -> list[dict[str, Any]]:
             edges.append({"from": source, "to": case.get("to"), "label": label})
         if route.get("default"):
             edges.append({"from": source, "to": route["default"], "label": "default"})
+        for key, label in (("failed", "failed"), ("timedOut", "timed out")):
+            if route.get(key):
+                edges.append({"from": source, "to": route[key], "label": label})
     return edges
 
 

@@ -405,4 +405,4 @@ def test_one_switch_routes_a_poll_loop_by_value_and_by_failure(
     assert done["output"] == {"healthy": True, "count": 2}
     visited = [a["nodeId"] for a in done["attempts"]]
     assert visited == ["probe", "wait", "probe", "wait", "probe", "done"]
-    assert [a["status"] for a in done["attempts"]][0] == "failed"
+    assert done["attempts"][0]["status"] == "failed"

@@ -294,9 +294,11 @@ class AsyncClient(AsyncInteractionMethods, AsyncRunMethods, AsyncScheduleMethods
 
     # -- state ------------------------------------------------------------------------
 
-    async def diagnose(self) -> list[JsonObject]:
-        """`state.diagnose`: the problems found, each `{code, runId, message, repairable}`."""
-        return await self._run(ops.diagnose())
+    async def diagnose(self, *, full: bool = False) -> list[JsonObject]:
+        """`state.diagnose`: the problems found, each `{code, runId, message, repairable}`;
+        a damaged file is `stateFileDamaged` (SQLite's `quick_check`; `full`: its whole
+        `integrity_check`)."""
+        return await self._run(ops.diagnose(full))
 
     async def repair(self, *, idempotency_key: str | None = None) -> Receipt:
         """`state.repair`: fix what has exact evidence; receipt `{fixed, remaining}`."""

@@ -437,9 +437,10 @@ def resolve_effect(
     return (yield from call("effect.resolve", payload, None, idempotency_key))
 
 
-def diagnose() -> Program[list[JsonObject]]:
-    """`state.diagnose`: the problems."""
-    return list((yield from call("state.diagnose")).body.get("problems", []))
+def diagnose(full: bool = False) -> Program[list[JsonObject]]:
+    """`state.diagnose`: the problems (with `full`, SQLite's whole integrity check)."""
+    payload: JsonObject = {"full": True} if full else {}
+    return list((yield from call("state.diagnose", payload)).body.get("problems", []))
 
 
 # -- interactions and sessions ---------------------------------------------------------

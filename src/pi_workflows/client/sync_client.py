@@ -418,9 +418,11 @@ class Client(InteractionMethods, RunMethods, ScheduleMethods):
 
     # -- state ------------------------------------------------------------------------
 
-    def diagnose(self) -> list[JsonObject]:
-        """`state.diagnose`: the problems found, each `{code, runId, message, repairable}`."""
-        return self._run(ops.diagnose())
+    def diagnose(self, *, full: bool = False) -> list[JsonObject]:
+        """`state.diagnose`: the problems found, each `{code, runId, message, repairable}`;
+        a damaged file is `stateFileDamaged` (SQLite's `quick_check`; `full`: its whole
+        `integrity_check`)."""
+        return self._run(ops.diagnose(full))
 
     def repair(self, *, idempotency_key: str | None = None) -> Receipt:
         """`state.repair`: fix what has exact evidence; receipt `{fixed, remaining}`."""

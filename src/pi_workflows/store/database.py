@@ -214,7 +214,7 @@ def _configure(conn: sqlite3.Connection) -> None:
         raise sqlite3.OperationalError(f"could not enable WAL journal mode (got {mode})")
 
 
-def _create(path: Path, clock: Clock) -> None:
+def create_file(path: Path, clock: Clock) -> None:
     """Create a complete new database next to ``path`` and move it into place atomically.
 
     A crash during creation leaves only a temporary file, never a half-made database.
@@ -346,7 +346,7 @@ def open_database(
         if not create:
             raise FileNotFoundError(f"no state database at {path}")
         with _storage_errors(path):
-            _create(path, clock)
+            create_file(path, clock)
     _check_header(path)
     _check_identity(path)
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)

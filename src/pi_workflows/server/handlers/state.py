@@ -23,19 +23,26 @@ from pi_workflows.server.handlers.registry import (
     operation,
     text,
 )
+from pi_workflows.store import salvage
 from pi_workflows.store.database import Database, ddl_digest
 from pi_workflows.store.diagnose import diagnose, repair
 
 # --- state -------------------------------------------------------------------------------
 
 
-def _diagnose_snapshot(db: Database, now: int) -> list[dict[str, Any]]:
-    """Diagnose on a read-only connection of its own (runs in a worker thread)."""
+def _diagnose_snapshot(db: Database, now: int, full: bool) -> list[dict[str, Any]]:
+    """SQLite's own check of the file, then diagnose, on a read-only connection of its own
+    (runs in a worker thread). A file too damaged to read reports that, not a traceback."""
     conn = db.reader()
     try:
-        conn.execute("BEGIN")
-        problems = diagnose(conn, now)
-        conn.execute("COMMIT")
+        damage = salvage.integrity(conn, full=full)
+        problems = [salvage.damage_problem(damage)] if damage else []
+        try:
+            conn.execute("BEGIN")
+            problems += diagnose(conn, now)
+            conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            problems.append(salvage.damage_problem([f"reading its rows failed: {exc}"]))
     finally:
         conn.close()
     return [problem.to_json() for problem in problems]
@@ -43,8 +50,13 @@ def _diagnose_snapshot(db: Database, now: int) -> list[dict[str, Any]]:
 
 @operation("state.diagnose")
 async def state_diagnose(server: ServerContext, request: Request) -> dict[str, Any]:
-    """Contradictory rows, read-only, read in a worker thread so the loop keeps renewing."""
-    problems = await asyncio.to_thread(_diagnose_snapshot, server.db, server.db.clock.now_ms())
+    """``{full?}``: SQLite's ``quick_check`` (``integrity_check`` with ``full``), then the
+    contradictory rows, read-only, in a worker thread so the loop keeps renewing."""
+    full = request.payload.get("full", False)
+    if not isinstance(full, bool):
+        raise bad("payload field 'full' must be true or false")
+    now = server.db.clock.now_ms()
+    problems = await asyncio.to_thread(_diagnose_snapshot, server.db, now, full)
     return {"problems": problems[:MAX_PROBLEMS], "total": len(problems)}
 
 

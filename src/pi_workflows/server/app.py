@@ -370,23 +370,40 @@ class Server:
                     log.warning("could not launch run %s: %s", run_id, exc)
 
     def _next_to_launch(self, now: int, free: int) -> list[str]:
-        """The ready runs to start now, at most ``free``: the fairness rule. Among the oldest
-        ready runs (``LAUNCH_WINDOW`` per free slot), each slot goes to the run of the tree
-        (a root run and every child run below it) with the fewest runners live, the oldest
-        first among equals; so a fan_out of a thousand children shares capacity with the
-        runs started beside it instead of holding every slot until its queue is empty."""
-        candidates = self.db.conn.execute(
-            "SELECT q.run_id, COALESCE(r.root_run_id, r.run_id) FROM run_queue q"
-            " JOIN runs r USING (run_id) WHERE q.status = 'ready' AND q.available_at <= ?"
-            " ORDER BY q.available_at, q.enqueued_at LIMIT ?",
-            (now, free * LAUNCH_WINDOW),
-        ).fetchall()
+        """The ready runs to start now, at most ``free``: the fairness rule. Each slot goes to
+        the ready run of the tree (a root run and every run below it) with the fewest runners
+        live, the oldest first among equals; so a fan_out of a thousand children shares
+        capacity with the runs started beside it instead of holding every slot until its
+        queue is empty.
+
+        Every read is bounded: the oldest ready runs (``LAUNCH_WINDOW`` per free slot), the
+        oldest ``free`` ready runs of the trees with no runner live (a scan that steps past
+        the busy trees' queued children), and the oldest ``free`` ready runs of each busy
+        tree (at most one tree per live runner)."""
         load = Counter(handle.root_id for handle in self.supervisor.handles.values())
+        busy = sorted(load)
+        tree = "COALESCE(r.root_run_id, r.run_id)"
+        ready = (
+            f"SELECT q.run_id, {tree}, q.available_at, q.enqueued_at FROM run_queue q"
+            " JOIN runs r USING (run_id) WHERE q.status = 'ready' AND q.available_at <= ?"
+        )
+        order = " ORDER BY q.available_at, q.enqueued_at LIMIT ?"
+        conn = self.db.conn
+        found = {row[0]: row for row in conn.execute(ready + order, (now, free * LAUNCH_WINDOW))}
+        if busy:
+            marks = ", ".join("?" for _ in busy)
+            idle = f" AND {tree} NOT IN ({marks})"
+            for row in conn.execute(ready + idle + order, (now, *busy, free)):
+                found[row[0]] = row
+            for root in busy:
+                mine = " AND (r.run_id = ? OR r.root_run_id = ?)"
+                for row in conn.execute(ready + mine + order, (now, root, root, free)):
+                    found[row[0]] = row
+        waiting = sorted(found.values(), key=lambda row: (row[2], row[3]))
         chosen: list[str] = []
-        waiting = list(candidates)
         while waiting and len(chosen) < free:
             index = min(range(len(waiting)), key=lambda i: (load[waiting[i][1]], i))
-            run_id, root = waiting.pop(index)
+            run_id, root, _available, _enqueued = waiting.pop(index)
             chosen.append(run_id)
             load[root] += 1
         return chosen

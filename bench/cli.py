@@ -26,7 +26,7 @@ from bench.context import FULL, QUICK, Context, Sizes
 from bench.machine import facts
 from bench.peers import PEER_VENV, REQUIREMENTS, PeerEnv, ensure_peer_env
 from bench.processes import Processes, install_signal_handlers
-from bench.sections import nodes, parked, pi, profile, recovery, start, throughput, timers
+from bench.sections import children, nodes, parked, pi, profile, recovery, start, throughput, timers
 
 SCHEMA = "pi-workflows.bench.v1"
 SECTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
@@ -35,6 +35,7 @@ SECTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "recovery": recovery.run,
     "parked": parked.run,
     "timers": timers.run,
+    "children": children.run,
     "throughput": throughput.run,
     "pi": pi.run,
     "profile": profile.run,

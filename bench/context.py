@@ -53,6 +53,11 @@ class Sizes:
     """Added to twice the expected start time of the due timers before the first is due."""
     timers_idle_seconds: float = 3.0
     """How long the server's CPU time is sampled while every run sleeps."""
+    children_count: int = 100
+    """Children of the ``fan_out`` the children section compares with client starts."""
+    children_reps: int = 5
+    children_join: int = 1_000
+    """Children of the wide join whose parent the children section counts."""
     throughput_runs: int = 500
     throughput_nodes: int = 10
     throughput_capacities: tuple[int, ...] = (4, 16)
@@ -80,6 +85,9 @@ QUICK = Sizes(
     timers_due=20,
     timers_lead_seconds=0.5,
     timers_idle_seconds=0.5,
+    children_count=4,
+    children_reps=1,
+    children_join=10,
     throughput_runs=12,
     throughput_nodes=3,
     profile_runs=1,

@@ -22,6 +22,10 @@ SLEEPING_RSS_RATIO = 1.2
 """Server RSS with 10,000 runs asleep: at most 1.2x the same-run 10,000-parked RSS."""
 TIMERS_DUE = 1_000
 TIMERS_WINDOW_SECONDS = 1.0
+FAN_OUT_CHILDREN = 100
+FAN_OUT_RATIO = 1.5
+"""fan_out of 100 at concurrency 16: at most 1.5x the same 100 runs started by a client."""
+JOIN_CHILDREN = 1_000
 
 Row = dict[str, Any]
 
@@ -453,6 +457,52 @@ def _durable_latency(results: dict[str, Any]) -> list[Row]:
     ]
 
 
+def _children(results: dict[str, Any]) -> list[Row]:
+    section = _get(results, "children") or {}
+    ratio = _median(section.get("ratio"))
+    fan = _median(section.get("fanOutMs"))
+    alone = _median(section.get("clientMs"))
+    count = section.get("children")
+    shaped = count == FAN_OUT_CHILDREN and section.get("capacity") == 16
+    join = section.get("join") or {}
+    claimed = join.get("runnersClaimed")
+    join_shaped = join.get("children") == JOIN_CHILDREN and join.get("childEndsRecorded") == (
+        JOIN_CHILDREN
+    )
+    wakes = None if claimed is None else claimed - 1  # the first runner precedes the wait
+    fan_note = None
+    if section:
+        fan_note = f"{count} children, capacity {section.get('capacity')}; client {_g(alone)} ms"
+    join_note = None
+    if join:
+        join_note = (
+            f"{join.get('children')} children in {join.get('ms')} ms; the parent's "
+            f"joins {join.get('joins')}, events "
+            f"{join.get('events')} (one per child, each in that child's own transaction)"
+        )
+    return [
+        _row(
+            "fanOut100",
+            "`fan_out` of 100 one-node children, concurrency 16: start -> joined",
+            fan,
+            "ms",
+            "<= 1.5x starting the same 100 runs from a client at capacity 16",
+            [_at_most(ratio, FAN_OUT_RATIO) if shaped else None],
+            ("x the client's 100 runs, per round", ratio),
+            fan_note,
+        ),
+        _row(
+            "joinWakes",
+            "join of 1,000 children: the parent's wakes (runners after the spawn)",
+            wakes,
+            "wakes",
+            "1, not 1,000",
+            [None if wakes is None or not join_shaped else wakes == 1],
+            note=join_note,
+        ),
+    ]
+
+
 SOURCES: tuple[Callable[[dict[str, Any]], list[Row]], ...] = (
     _start,
     _nodes,
@@ -463,6 +513,7 @@ SOURCES: tuple[Callable[[dict[str, Any]], list[Row]], ...] = (
     _sleeping,
     _timer_lateness,
     _durable_latency,
+    _children,
 )
 
 
@@ -493,5 +544,7 @@ def evaluate(results: dict[str, Any]) -> list[Row]:
         "retryNoDelay",
         "signalAck",
         "signalToNextNode",
+        "fanOut100",
+        "joinWakes",
     ]
     return sorted(rows, key=lambda row: order.index(row["id"]))

@@ -212,6 +212,52 @@ workflow = Workflow(
 '''
 
 
+_CHILD = '''"""Bench: one compute node (a child run of ``fanout``, or a run a client starts):
+its input is the item; it stamps its start."""
+
+import time
+
+from pi_workflows import Workflow, compute
+
+workflow = Workflow(
+    "{name}",
+    start="n0",
+    nodes={{"n0": compute(lambda ctx: {{"item": ctx.input, "t": time.monotonic_ns()}})}},
+    edges=[],
+)
+'''
+
+_FAN_OUT = '''"""Bench: ``fan_out`` of ``input.children`` runs of ``{child}`` (the items
+0 .. n - 1), at most {concurrency} at once, then a node that stamps its start."""
+
+import time
+
+from pi_workflows import Workflow, compute, edge, fan_out
+
+
+def joined(ctx):
+    children = ctx.outputs["spread"]
+    ok = sum(1 for child in children if child["outcome"] == "ok")
+    stamps = {{"wallNs": time.time_ns(), "t": time.monotonic_ns()}}
+    return {{"children": len(children), "ok": ok, **stamps}}
+
+
+workflow = Workflow(
+    "{name}",
+    start="spread",
+    nodes={{
+        "spread": fan_out(
+            "{child}.workflow.py",
+            items=lambda ctx: list(range(ctx.input["children"])),
+            concurrency={concurrency},
+        ),
+        "joined": compute(joined),
+    }},
+    edges=[edge("spread", "joined")],
+)
+'''
+
+
 def write_sleep_far(project: Path, days: int = 30) -> Path:
     """``sleepfar.workflow.py``: a sleep of ``days`` days, then one compute node."""
     return _write(project, "sleepfar", _SLEEP_FAR.format(name="sleepfar", days=days))
@@ -234,6 +280,22 @@ def write_retry_once(project: Path) -> Path:
 def write_event(project: Path) -> Path:
     """``event.workflow.py``: ``wait_event("go")`` without validate, then a stamped node."""
     return _write(project, "event", _EVENT.format(name="event"))
+
+
+def write_child(project: Path) -> Path:
+    """``child.workflow.py``: one compute node; output ``{"item": input, "t"}``."""
+    return _write(project, "child", _CHILD.format(name="child"))
+
+
+def write_fan_out(project: Path, concurrency: int) -> Path:
+    """``fanoutC.workflow.py`` (and ``child.workflow.py`` beside it): ``fan_out`` of
+    ``input.children`` one-node children at most ``concurrency`` at once, then a node
+    stamping ``wallNs`` and ``t``; output ``children`` and ``ok`` (the children that
+    completed)."""
+    write_child(project)
+    name = f"fanout{concurrency}"
+    source = _FAN_OUT.format(name=name, child="child", concurrency=concurrency)
+    return _write(project, name, source)
 
 
 def write_submit(project: Path) -> Path:

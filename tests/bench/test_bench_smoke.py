@@ -57,6 +57,7 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
         "recovery",
         "parked",
         "timers",
+        "children",
         "throughput",
         "pi",
         "profile",
@@ -144,6 +145,14 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
     assert due["latenessMs"]["n"] == 20
     assert due["latenessMs"]["p99"] >= due["latenessMs"]["median"] >= 0
 
+    children = results["children"]
+    assert (children["capacity"], children["children"]) == (16, 4)
+    for key in ("fanOutMs", "clientMs", "ratio"):
+        assert _positive_figure(children[key]), key
+    join = children["join"]
+    assert join["children"] == join["childEndsRecorded"] == 10
+    assert (join["runnersClaimed"], join["joins"]) == (2, 1)
+
     throughput = results["throughput"]
     assert set(throughput["capacities"]) == {"4", "16"}
     for found in throughput["capacities"].values():
@@ -157,7 +166,7 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
         assert _positive_figure(bridge["ours"][key]), key
 
     rows = {row["id"]: row for row in results["targets"]}
-    assert len(rows) == 23
+    assert len(rows) == 25
     assert {row["status"] for row in rows.values()} <= {"met", "not met", "not measured"}
     for key in ("startToFirstNode", "runStartAck", "netPerNode", "cliRunShow", "cliRunList"):
         assert _positive(rows[key]["value"]), key
@@ -171,6 +180,9 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
         assert rows[key]["status"] == "not measured", key
     for key in ("retryNoDelay", "signalAck", "signalToNextNode"):
         assert _positive(rows[key]["value"]), key
+    # 4 children and a join of 10 are not the children targets' shapes.
+    assert rows["fanOut100"]["status"] == rows["joinWakes"]["status"] == "not measured"
+    assert rows["joinWakes"]["value"] == 1
     assert "## Targets" in (out / "latest.md").read_text()
 
     profile = results["profile"]

@@ -13,7 +13,8 @@ start and end, its target run and pids, and the epoch of the server it hit). The
 
 Each fact is matched against the causes that can produce it (`RULES` below, and the rule
 table in docs/reliability.md) by target and time: the cause must have hit that runner (its
-pid), that run, or the server epoch it belonged to, and must have started within the fact's
+pid), that run or the root of its tree (a pause or cancel of a parent acts on every run
+below it), or the server epoch it belonged to, and must have started within the fact's
 span (a runner's life, a body's attempt) or shortly before it (a park). A fact with no such
 cause is returned as unexplained. There is no catch-all: a `refused` runner, a
 `proposalRefused`, `workflowSourceChanged` or `turnAborted` park have no cause in this
@@ -111,6 +112,7 @@ class Attributor:
     def runner(self, runner: RunnerExit) -> Cause | str | None:
         """The cause of a runner's end; "normal" for `exited`; None when nothing explains it."""
         outcome = runner.outcome
+        ledger = self.ledger
         if outcome == "exited":
             return "normal"
         end = runner.exited_at if runner.exited_at is not None else runner.created_at
@@ -120,7 +122,7 @@ class Attributor:
             return alive[0] <= cause.start <= alive[1]
 
         def this_run(cause: Cause) -> bool:
-            return cause.run_id == runner.run_id or (
+            return cause.run_id in (runner.run_id, ledger.root_of(runner.run_id)) or (
                 runner.pid is not None and runner.pid in cause.pids
             )
 
@@ -169,7 +171,7 @@ class Attributor:
             return span[0] <= cause.start <= span[1]
 
         def this_run(cause: Cause) -> bool:
-            return cause.run_id == effect.run_id
+            return cause.run_id in (effect.run_id, self.ledger.root_of(effect.run_id))
 
         workflow = self.workflows.get(effect.run_id, "")
         deadline = NODE_DEADLINES.get((workflow, effect.node_id))
@@ -199,7 +201,7 @@ class Attributor:
             return cause.start - SKEW_MS <= park.at <= cause.end + LATENCY_MS
 
         def this_run(cause: Cause) -> bool:
-            return cause.run_id == park.run_id
+            return cause.run_id in (park.run_id, ledger.root_of(park.run_id))
 
         match park.reason:
             case "userPaused":

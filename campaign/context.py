@@ -53,6 +53,7 @@ class RunTrack:
     waiting_since: dict[str, float] = field(default_factory=dict)
     resolutions: list[Resolution] = field(default_factory=list)
     resumes: int = 0
+    child_resumes: dict[str, int] = field(default_factory=dict)  # run below -> our resumes
     commands: int = 0  # logical commands sent for this run (names their keys)
     resume_at: float | None = None  # a run we paused: when to resume it
     cancel_sent: bool = False
@@ -72,6 +73,12 @@ class RunTrack:
     def status(self) -> str | None:
         """The user-facing status of the last view."""
         return None if self.view is None else str(self.view.get("status"))
+
+    @property
+    def gave_up_below(self) -> bool:
+        """The operator gave up resuming a run below this one (it stays parked, and this
+        run waits for it)."""
+        return any(count >= 6 for count in self.child_resumes.values())
 
     @property
     def settled(self) -> bool:

@@ -5,8 +5,9 @@ Runs in the campaign driver, after the seed's last `server stop`. The oracle's a
 (`run_runners.outcome`, with its pid, server epoch and times), every effect attempt whose
 outcome was lost (`effect_attempts.status = 'lost'`: a manual one made its effect
 ambiguous, an idempotent one ran again), every park and pause with its reason (`events`),
-every workflow message with its delivery (`workflow_messages`), and, for the durable-time
-checks, every node attempt, durable wait and event. The database is opened with `mode=ro`;
+every workflow message with its delivery (`workflow_messages`), for the durable-time
+checks every node attempt, durable wait and event, and for the composition checks every
+run's place in its tree and its joins (`children.joined`). The database is opened with `mode=ro`;
 nothing is written.
 """
 
@@ -150,6 +151,17 @@ class ScheduledRun:
     finished_at: int | None
 
 
+@dataclass(frozen=True)
+class RunRow:
+    """One run, with its place in its tree."""
+
+    run_id: str
+    workflow: str
+    parent_run_id: str | None
+    root_run_id: str  # itself for a root run
+    status: str
+
+
 @dataclass
 class Ledger:
     """The facts of one seed's database."""
@@ -164,7 +176,14 @@ class Ledger:
     schedules: list[ScheduleRow] = field(default_factory=list)
     fires: list[FireRow] = field(default_factory=list)
     scheduled_runs: list[ScheduledRun] = field(default_factory=list)
+    runs: dict[str, RunRow] = field(default_factory=dict)
+    joins: dict[str, int] = field(default_factory=dict)  # run id -> its `children.joined`
     error: str | None = None
+
+    def root_of(self, run_id: str) -> str:
+        """The root of a run's tree (the run itself when it is a root, or unknown)."""
+        row = self.runs.get(run_id)
+        return run_id if row is None else row.root_run_id
 
 
 def read(database: Path) -> Ledger:
@@ -253,6 +272,15 @@ def _read(conn: sqlite3.Connection, ledger: Ledger) -> None:
         " WHERE schedule_id IS NOT NULL ORDER BY created_at"
     ):
         ledger.scheduled_runs.append(ScheduledRun(*row))
+    for row in conn.execute(
+        "SELECT run_id, workflow_name, parent_run_id, COALESCE(root_run_id, run_id), status"
+        " FROM runs ORDER BY created_at"
+    ):
+        ledger.runs[row[0]] = RunRow(*row)
+    for run_id, count in conn.execute(
+        "SELECT run_id, COUNT(*) FROM events WHERE type = 'children.joined' GROUP BY run_id"
+    ):
+        ledger.joins[run_id] = count
 
 
 def _json(text: Any) -> dict[str, Any]:

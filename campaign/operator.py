@@ -23,7 +23,7 @@ from campaign.context import TERMINAL, Resolution, RunTrack, SeedContext
 from campaign.observe import dump_run
 from campaign.plan import Mode, rng_for
 from campaign.surfaces import Answer
-from campaign.workflows import SHELL_NODES, tip
+from campaign.workflows import COMPOSITION, SHELL_NODES, tip
 
 MAX_RESUMES: Final = 6
 """Parks the operator resumes per run before it gives up (the run then stays parked)."""
@@ -70,17 +70,38 @@ def act(ctx: SeedContext, *, stuck_seconds: float) -> None:
             and _resolve_all(ctx, track, resume=False)
         ):
             track.effects_checked_after_end = True
+        if track.planned.workflow in COMPOSITION and status not in TERMINAL:
+            _below(ctx, track)
         _stuck(ctx, track, stuck_seconds)
 
 
-def _command(ctx: SeedContext, track: RunTrack, what: str, *args: Any) -> Answer:
-    """Send one logical command by the CLI or the client (a seeded choice per command)."""
+def _below(ctx: SeedContext, track: RunTrack) -> None:
+    """A parent's children that a fault parked (a runner crashed too often, ...): a person
+    resumes them, as the parent's `run show` says (its `needsPerson`); a pause of the
+    parent's tree is resumed with the parent, and a stopped server resumes its runs."""
+    for below in (track.view or {}).get("needsPerson") or []:
+        reason = below.get("parkReason")
+        child = str(below.get("runId"))
+        if below.get("status") != "paused" or reason in ("userPaused", "serverStopped"):
+            continue
+        if track.child_resumes.get(child, 0) >= MAX_RESUMES:
+            continue
+        track.child_resumes[child] = track.child_resumes.get(child, 0) + 1
+        track.parks.append(f"child {child} {reason}: {below.get('parkDetail')}")
+        _command(ctx, track, "resume", target=child)
+
+
+def _command(
+    ctx: SeedContext, track: RunTrack, what: str, *args: Any, target: str | None = None
+) -> Answer:
+    """Send one logical command by the CLI or the client (a seeded choice per command), to
+    the track's run or to `target` (a run below it)."""
     assert track.run_id is not None
     number = track.commands
     track.commands += 1
     key = f"campaign-{ctx.seed}-{track.planned.index}-{what}-{number}"
     via_cli = rng_for(ctx.seed, "surface", track.planned.index, number).random() < 0.5
-    run_id = track.run_id
+    run_id = target or track.run_id
     surfaces = ctx.surfaces
     if what == "resume":
         answer = (
@@ -534,6 +555,8 @@ def _stuck(ctx: SeedContext, track: RunTrack, stuck_seconds: float) -> None:
         return
     if track.status == "paused" and track.resumes >= MAX_RESUMES:
         return  # given up on: reported as parked by the oracle
+    if track.status == "waiting" and track.gave_up_below:
+        return  # waits on a run below that was given up on: reported by the oracle
     if track.resume_at is not None:
         return
     idle = time.monotonic() - track.changed_at

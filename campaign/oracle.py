@@ -28,7 +28,10 @@ rest runs once the seed's runs have settled:
 - durable time (`durable`, after the stop): no wait fired before its time or ended twice,
   no round of retries tried more often than its policy allows, no attempt ran its body
   twice, each run consumed at most one event, only a valid one, and never one the node
-  refused.
+  refused;
+- composition (`composition`, after the stop): no run below an ended parent is still
+  live, a parent joined at most once per visit of its composition node (once when it
+  completed), and no item of a join ran as two child runs (the children's witnesses).
 """
 
 from __future__ import annotations
@@ -45,7 +48,14 @@ from campaign.context import TERMINAL, RunTrack, SeedContext
 from campaign.leaks import token_hashes
 from campaign.plan import Mode
 from campaign.sessions import agent_records
-from campaign.workflows import MANUAL_NODES, TIMER_ATTEMPTS, chain_output, manual_value
+from campaign.workflows import (
+    COMPOSITION,
+    MANUAL_NODES,
+    TIMER_ATTEMPTS,
+    chain_output,
+    manual_value,
+    tree_total,
+)
 
 GIVE_UP_PARKS = frozenset({"runnerNoProgress", "runnerCrashed"})
 """Parks a run may still be in at the end, once the operator gave up resuming it; each of
@@ -109,6 +119,9 @@ def _runs_settled(ctx: SeedContext) -> None:
         reason = view.get("parkReason")
         if status == "paused" and reason in GIVE_UP_PARKS and track.resumes >= 6:
             ctx.note(f"left parked: {track.run_id} {reason} after {track.resumes} resumes")
+            continue
+        if status == "waiting" and track.gave_up_below:
+            ctx.note(f"left waiting: {track.run_id} on a run below that stays parked")
             continue
         ctx.violation(
             "notSettled",
@@ -204,10 +217,15 @@ def _output(ctx: SeedContext, track: RunTrack) -> None:
     if not isinstance(output, dict):
         ctx.violation("output", f"{workflow} completed with output {output!r}", run_id)
         return
-    if workflow == "chain":
+    if workflow in ("chain", "nest"):
         expected = chain_output(x, int(run_input["n"]))
         if output != expected:
-            wrong.append(f"chain output {output} is not {expected}")
+            wrong.append(f"{workflow} output {output} is not {expected}")
+    elif workflow == "tree":
+        n = int(run_input["n"])
+        found = (output.get("total"), output.get("children"))
+        if found != (tree_total(x, n), n):
+            wrong.append(f"total and children {found} are not {(tree_total(x, n), n)}")
     elif workflow.startswith("payment"):
         if output.get("amount") != 3 * x:
             wrong.append(f"amount {output.get('amount')} is not {3 * x}")
@@ -391,6 +409,70 @@ def attributed(ctx: SeedContext) -> None:
     deliveries(ctx, ledger)
     durable(ctx, ledger)
     scheduled(ctx, ledger)
+    composition(ctx, ledger)
+
+
+def composition(ctx: SeedContext, ledger: ledgers.Ledger) -> None:
+    """Child runs, from the database after the last stop and the children's witnesses: a
+    run below an ended parent has ended too (cancelled with it, or finished before); a
+    parent joined at most once per visit of its composition node, exactly once when it
+    completed; and no item of a join ran as two child runs."""
+    below: dict[str, list[ledgers.RunRow]] = {}
+    for row in ledger.runs.values():
+        if row.parent_run_id is not None:
+            below.setdefault(row.parent_run_id, []).append(row)
+    ended = ("completed", "failed", "timed_out", "cancelled")
+    for parent_id, rows in below.items():
+        parent = ledger.runs.get(parent_id)
+        if parent is not None and parent.status in ended:
+            for child in rows:
+                if child.status not in ended:
+                    ctx.violation(
+                        "childOutlivedParent",
+                        f"child run {child.run_id} is {child.status} though its parent"
+                        f" {parent_id} ended {parent.status}",
+                        parent_id,
+                    )
+    for track in ctx.tracks:
+        if track.run_id is None or track.planned.workflow not in COMPOSITION:
+            continue
+        joins = ledger.joins.get(track.run_id, 0)
+        visits = len(
+            {
+                (a.round, a.visit)
+                for a in ledger.attempts
+                if a.run_id == track.run_id and a.node_id in ("spread", "inner")
+            }
+        )
+        if joins > max(visits, 1) or (track.status == "completed" and joins < 1):
+            ctx.violation(
+                "joinCount",
+                f"the parent joined its children {joins} times in {visits} visits",
+                track.run_id,
+            )
+        if track.planned.workflow == "nest":
+            children = below.get(track.run_id, [])
+            if len(children) > max(visits, 1):
+                ctx.violation(
+                    "childTwice",
+                    f"{len(children)} child runs for {visits} visits of its subworkflow node",
+                    track.run_id,
+                )
+            continue
+        for item in range(int(track.planned.input["n"])):
+            path = ctx.witness_dir / "children" / f"{track.run_id}-{item}"
+            try:
+                ran = set(path.read_text().split())
+            except OSError:
+                ran = set()
+            if len(ran) > 1:
+                ctx.violation(
+                    "childTwice", f"item {item} ran as child runs {sorted(ran)}", track.run_id
+                )
+            if track.status == "completed" and not ran:
+                ctx.violation(
+                    "childLost", f"item {item} of a completed join never ran", track.run_id
+                )
 
 
 SCHEDULE_SLACK_MS = 3000

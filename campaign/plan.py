@@ -193,6 +193,11 @@ WORKFLOW_WEIGHTS: Final = {
 }
 """Relative frequency of each workflow among a seed's runs."""
 
+COMPOSITION_WEIGHTS: Final = {"tree": 3, "nest": 2}
+"""Relative frequency of the workflows that start child runs, drawn after the rest of the
+plan from a stream of their own (`_composition`), so that adding them left every other
+decision of a seed as it was."""
+
 
 def make_plan(seed: int, lease_seconds: float, scenario: str | None = None) -> Plan:
     """Draw the plan of `seed` (or build the named `scenario`)."""
@@ -256,7 +261,34 @@ def make_plan(seed: int, lease_seconds: float, scenario: str | None = None) -> P
             )
         )
     plan.schedule = _schedule(seed)
+    plan.runs += _composition(seed, len(plan.runs), plan.sessions)
     return plan
+
+
+def _composition(seed: int, first: int, sessions: list[str]) -> list[PlannedRun]:
+    """Most seeds also start one or two runs that start child runs (`tree`: a fan_out,
+    `nest`: a subworkflow), plain or with an origin session."""
+    rng = rng_for(seed, "composition")
+    if rng.random() >= 0.7:
+        return []
+    names = list(COMPOSITION_WEIGHTS)
+    runs = []
+    for index in range(first, first + rng.randint(1, 2)):
+        workflow = rng.choices(names, weights=[COMPOSITION_WEIGHTS[n] for n in names])[0]
+        session = rng.choice(sessions) if rng.random() < 0.35 else None
+        runs.append(
+            PlannedRun(
+                index=index,
+                workflow=workflow,
+                input=_input(workflow, rng),
+                start_at=rng.uniform(0.0, 8.0),
+                key=f"campaign-{seed}-run-{index}",
+                via_cli=rng.random() < 0.5,
+                mode=Mode.PLAIN if session is None else Mode.SESSION,
+                session=session,
+            )
+        )
+    return runs
 
 
 def _schedule(seed: int) -> PlannedSchedule | None:
@@ -313,7 +345,9 @@ def _scenario(seed: int, name: str) -> Plan:
 
 def _input(workflow: str, rng: random.Random) -> dict[str, Any]:
     x = rng.randint(1, 10_000)
-    if workflow == "chain":
+    if workflow == "tree":
+        return {"x": x, "n": rng.randint(2, 5), "hold": round(rng.uniform(0.05, 0.6), 2)}
+    if workflow in ("chain", "nest"):
         return {"x": x, "n": rng.randint(1, 6), "hold": round(rng.uniform(0.05, 0.5), 2)}
     if workflow.startswith(("payment", "deploy")):
         before = round(rng.uniform(0.1, 2.6 if workflow.endswith("-t") else 1.2), 2)

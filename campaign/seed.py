@@ -193,6 +193,8 @@ def _delivered(ctx: SeedContext) -> bool:
 def _quiet(track: RunTrack) -> bool:
     if track.settled:
         return track.effects_checked_after_end or track.stuck
+    if track.status == "waiting" and track.gave_up_below:
+        return True
     return (
         track.status == "paused"
         and (track.view or {}).get("parkReason") != "serverStopped"

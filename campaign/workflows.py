@@ -101,6 +101,18 @@ def tried(ctx):
         return sum(1 for _ in lines)
 
 
+def child(ctx):
+    """Record (outside the database) that this run is the child its parent started for its
+    item: `children/<parent>-<item>` holds every run id that ran as that child."""
+    name = ctx.input["parent"] + "-" + str(ctx.input["item"])
+    fd = os.open(os.path.join(WITNESS_DIR, "children", name),
+                 os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (ctx.run_id + "\\n").encode())
+    finally:
+        os.close(fd)
+
+
 if __name__ == "__main__":
     kind, key, run, node, visit, before, after, value = sys.argv[1:9]
     print(json.dumps(body("shell", kind, key, run, node, visit, before, after, json.loads(value))))
@@ -407,6 +419,84 @@ workflow = Workflow(
 )
 """
 
+LEAFC: Final = """
+from pi_workflows import Workflow, action, compute, edge, idempotent_effect
+
+import witness
+
+
+def work(ctx):
+    witness.child(ctx)
+    witness.hold(ctx, ctx.input["hold"])
+    return {{"item": ctx.input["item"]}}
+
+
+def apply(ctx):
+    return witness.body("action", "idempotent", ctx.effect_key, ctx.run_id, ctx.node_id,
+                        ctx.visit, 0.05, 0.05, ctx.input["x"] * 13 + ctx.input["item"])
+
+
+workflow = Workflow(
+    "leafc",
+    start="work",
+    max_steps=20,
+    nodes={{
+        "work": compute(work),
+        "apply": action(apply, effect=idempotent_effect("leafc-apply")),
+        "done": compute(lambda ctx: {{"value": ctx.outputs["apply"]["value"]}}),
+    }},
+    edges=[edge("work", "apply"), edge("apply", "done")],
+)
+"""
+
+TREE: Final = """
+from pi_workflows import Workflow, compute, fan_out, switch
+
+
+def child_input(ctx, item):
+    return {{"x": ctx.input["x"], "item": item, "parent": ctx.run_id,
+             "hold": ctx.input["hold"]}}
+
+
+workflow = Workflow(
+    "tree",
+    start="spread",
+    max_steps=20,
+    nodes={{
+        # Children of `leafc`, two at a time, joined durably; each applies an idempotent
+        # effect of its own (its key holds its own run id).
+        "spread": fan_out("leafc", items=lambda ctx: list(range(ctx.input["n"])),
+                          input=child_input, concurrency=2),
+        "sum": compute(lambda ctx: {{"total": sum(c["output"]["value"]
+                                                  for c in ctx.outputs["spread"]),
+                                     "children": len(ctx.outputs["spread"])}}),
+        "broken": compute(lambda ctx: {{"total": None,
+                                        "error": ctx.results["spread"]["error"]}}),
+    }},
+    edges=[switch("spread", on="$result.outcome", cases={{"ok": "sum", "failed": "broken"}})],
+)
+"""
+
+NEST: Final = """
+from pi_workflows import Workflow, compute, subworkflow, switch
+
+workflow = Workflow(
+    "nest",
+    start="inner",
+    max_steps=20,
+    nodes={{
+        # One child run of `chain`, whose output is this run's.
+        "inner": subworkflow("chain", input=lambda ctx: {{"x": ctx.input["x"],
+                                                          "n": ctx.input["n"],
+                                                          "hold": ctx.input["hold"]}}),
+        "done": compute(lambda ctx: dict(ctx.outputs["inner"])),
+        "broken": compute(lambda ctx: {{"error": ctx.results["inner"]["error"]}}),
+    }},
+    edges=[switch("inner", on="$result.outcome",
+                  cases={{"ok": "done", "failed": "broken", "timed_out": "broken"}})],
+)
+"""
+
 TIMER_ATTEMPTS: Final = 3
 """Tries per round of the `timer` workflows' retry policy (`retry(attempts=...)`)."""
 
@@ -446,8 +536,16 @@ VARIANTS: Final = (
         TIMER,
         {"name": "timer-t", "timeout": "seconds(3)", "attempts": str(TIMER_ATTEMPTS)},
     ),
+    # Composition: a fan_out of `leafc` children, and a subworkflow of `chain`.
+    Variant("leafc", LEAFC, {}),
+    Variant("tree", TREE, {}),
+    Variant("nest", NEST, {}),
 )
-WORKFLOW_NAMES: Final = tuple(v.name for v in VARIANTS)
+CHILD_ONLY: Final = frozenset({"leafc"})
+"""Workflows only ever started as another run's children (never planned on their own)."""
+COMPOSITION: Final = frozenset({"tree", "nest"})
+"""Workflows whose runs start child runs."""
+WORKFLOW_NAMES: Final = tuple(v.name for v in VARIANTS if v.name not in CHILD_ONLY)
 MANUAL_NODES: Final = {
     "payment": "charge",
     "payment-t": "charge",
@@ -471,7 +569,7 @@ def write_project(project: Path, witness_dir: Path) -> None:
     """Write every workflow and the witness helper into `<project>/.pi/workflows/`."""
     flows = project / ".pi" / "workflows"
     flows.mkdir(parents=True, exist_ok=True)
-    for sub in ("locks", "applied", "tries"):
+    for sub in ("locks", "applied", "tries", "children"):
         (witness_dir / sub).mkdir(parents=True, exist_ok=True)
     helper = flows / "witness.py"
     helper.write_text(
@@ -489,6 +587,11 @@ def chain_output(x: int, n: int) -> dict[str, Any]:
         acc = (acc * 31 + 7) % 1000003
     tries = 2 if (1 + x) % 3 == 0 else 1
     return {"acc": acc, "tries": tries}
+
+
+def tree_total(x: int, n: int) -> int:
+    """What a `tree` run with input `x`, `n` completes with as its `total`."""
+    return sum(x * 13 + item for item in range(n))
 
 
 def manual_value(workflow: str, run_input: dict[str, Any]) -> int:

@@ -106,5 +106,5 @@ def test_every_campaign_workflow_loads(tmp_path: Path) -> None:
     flows = sorted((tmp_path / "project" / ".pi" / "workflows").glob("*.workflow.py"))
     assert flows
     for path in flows:
-        loaded = load(resolve(str(path), None))
+        loaded = load(resolve(str(path), tmp_path / "project"))
         assert f"{loaded.workflow.name}.workflow.py" == path.name

@@ -1,7 +1,7 @@
 """`make test` runs a fixed set of kill-anywhere campaign seeds and requires no violation.
 
-The seeds were chosen so that together their plans start every campaign workflow in every
-mode (plain, with an origin session and its scripted client, detached with the stand-in
+The seeds were chosen so that together their plans start every campaign workflow (the
+parents of child runs, `tree` and `nest`, among them) in every mode (plain, with an origin session and its scripted client, detached with the stand-in
 headless agent), plan every fault kind, a forced graceful stop among them, a `timer` run
 whose retries run out a round, and a schedule of every overlap mode
 (`docs/reliability.md`); which planned faults find a target depends on timing, so the
@@ -36,6 +36,7 @@ def test_the_fixed_seeds_plan_every_workflow_and_every_fault_kind() -> None:
     assert any(r.input["fails"] >= TIMER_ATTEMPTS for r in timers)  # a round runs out
     schedules = [plan.schedule for plan in plans if plan.schedule is not None]
     assert {s.overlap for s in schedules} == {"skip", "queue", "allow"}
+    assert {"tree", "nest"} <= {run.workflow for plan in plans for run in plan.runs}
 
 
 @pytest.mark.slow

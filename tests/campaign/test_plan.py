@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from campaign.plan import FAULT_WEIGHTS, WORKFLOW_WEIGHTS, Fault, Mode, make_plan
+from campaign.plan import (
+    COMPOSITION_WEIGHTS,
+    FAULT_WEIGHTS,
+    WORKFLOW_WEIGHTS,
+    Fault,
+    Mode,
+    make_plan,
+)
 from campaign.workflows import WORKFLOW_NAMES
 
 
@@ -20,7 +27,7 @@ def test_every_fault_kind_has_a_weight_and_the_weights_are_percentages() -> None
 
 def test_every_workflow_can_be_drawn_and_notice_runs_always_have_a_session() -> None:
     """A notify followed by slow effects is only interesting with a session to report it."""
-    assert list(WORKFLOW_WEIGHTS) == list(WORKFLOW_NAMES)
+    assert [*WORKFLOW_WEIGHTS, *COMPOSITION_WEIGHTS] == list(WORKFLOW_NAMES)
     runs = [run for seed in range(1, 60) for run in make_plan(seed, 2.0).runs]
     assert {run.workflow for run in runs} == set(WORKFLOW_NAMES)
     assert {run.mode for run in runs} == set(Mode)

@@ -1,12 +1,12 @@
 """`make test` runs a fixed set of kill-anywhere campaign seeds and requires no violation.
 
 The seeds were chosen so that together their plans start every campaign workflow (the
-parents of child runs, `tree` and `nest`, among them) in every mode (plain, with an origin session and its scripted client, detached with the stand-in
-headless agent), plan every fault kind, a forced graceful stop among them, a `timer` run
-whose retries run out a round, and a schedule of every overlap mode
-(`docs/reliability.md`); which planned faults find a target depends on timing, so the
-test requires that faults fired, not which. It runs `python -m campaign` as a subprocess,
-exactly as `make campaign` does, two seeds at a time.
+parents of child runs, `tree` and `nest`, among them) in every mode (plain, with an origin
+session and its scripted client, detached with the stand-in headless agent), plan every
+fault kind, a forced graceful stop among them, a `timer` run whose retries run out a round,
+and a schedule of every overlap mode (`docs/reliability.md`); which planned faults find a
+target depends on timing, so the test requires that faults fired, not which. It runs
+`python -m campaign` as a subprocess, exactly as `make campaign` does, two seeds at a time.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from support.composition import LEAF, WRAP, fan, witnessed
-from support.server import ServerProcess, wait_for
+from support.server import ServerProcess, wait_for, written_pid
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
@@ -274,8 +274,7 @@ def test_a_child_left_with_an_ambiguous_effect_is_named_by_its_parents_run_show(
     server.write_workflow("charge", CHARGE)
     server.write_workflow("pay", PAY)
     parent = server.start_run("pay", {"started": str(started)})
-    wait_for(started.exists, 60, "the charge to start")
-    os.kill(int(started.read_text()), signal.SIGKILL)  # the runner runs the body
+    os.kill(written_pid(started, 60, "the charge to start"), signal.SIGKILL)  # the runner
     (child,) = [row[0] for row in _children(server, parent)]
     view = server.wait_status(child, "ambiguous")
     assert view["parkReason"] == "effectAmbiguous"

@@ -8,7 +8,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from support.server import ServerProcess, wait_for
+from support.server import ServerProcess, wait_for, written_pid
 
 CHAIN3 = """
 import os
@@ -126,8 +126,7 @@ def test_server_killed_while_a_runner_works_recovers_the_run(
         """,
     )
     run_id = server.start_run("slow")
-    wait_for((tmp_path / "started").exists, 30, "the node to start")
-    orphan = psutil.Process(int((tmp_path / "started").read_text()))
+    orphan = psutil.Process(written_pid(tmp_path / "started", 30, "the node to start"))
     server.kill()
     assert orphan.is_running(), "the orphan must still be blocked when the new server starts"
     server.start()

@@ -12,7 +12,7 @@ import pytest
 
 from pi_workflows.client import RejectedError
 
-from support.server import ServerProcess, wait_for
+from support.server import ServerProcess, wait_for, written_pid
 
 BUSY = """
 import time
@@ -81,8 +81,7 @@ def test_cancellation_kills_the_whole_process_group(server: ServerProcess, tmp_p
         """,
     )
     run_id = server.start_run("sleeper")
-    wait_for(pid_file.exists, 30, "the grandchild to start")
-    sleep_pid = int(pid_file.read_text())
+    sleep_pid = written_pid(pid_file, 30, "the grandchild to start")
     runner_pid = server.run(run_id)["runner"]["pid"]
     with server.client() as client:
         receipt = client.cancel(run_id, reason="test")

@@ -40,6 +40,20 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "c
         delay = min(delay * 2, 0.1)
 
 
+def written_pid(path: Path, timeout: float = 30.0, what: str = "a pid") -> int:
+    """The pid a workflow writes into ``path``, once it is there whole (a file that exists
+    may still be empty: ``write_text`` creates it before it writes)."""
+
+    def read() -> int | None:
+        try:
+            text = path.read_text().strip()
+        except FileNotFoundError:
+            return None
+        return int(text) if text.isdigit() else None
+
+    return int(wait_for(read, timeout, what))
+
+
 class ServerProcess:
     """One server for one temp state directory; can be killed and started again."""
 

@@ -9,6 +9,8 @@ no runner and no claim, and that ``state diagnose`` is clean.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from support.durable import attempts, holds_nothing
-from support.server import ServerProcess, wait_for
+from support.server import ServerProcess, wait_for, written_pid
 
 FLAKY = """
 import json
@@ -347,4 +349,65 @@ def test_a_run_cancelled_in_its_retry_delay_keeps_its_effects_outcome(
     ]
     assert before in ("applied", "rejected")
     assert witness.read_text().splitlines() == ["run"]
+    assert server.diagnose() == []
+
+
+CRASHY = """
+import json, os, time
+from pathlib import Path
+from pi_workflows import Workflow, action, compute, edge, idempotent_effect, retry, seconds
+
+
+def call(ctx):
+    witness = Path(ctx.input["witness"])
+    with open(witness, "a") as out:
+        out.write(json.dumps({"key": ctx.effect_key, "pid": os.getpid()}) + "\\n")
+    if len(witness.read_text().splitlines()) == 1:
+        Path(ctx.input["started"]).write_text(str(os.getpid()))
+        time.sleep(600)  # killed here, its effect applying
+    return {"ok": True}
+
+
+workflow = Workflow(
+    "crashy",
+    start="call",
+    nodes={
+        "call": action(call, effect=idempotent_effect("call"),
+                       retry=retry(attempts=2, delay=seconds(0.2))),
+        "done": compute(lambda ctx: ctx.outputs["call"]),
+    },
+    edges=[edge("call", "done")],
+)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_try_killed_with_its_effect_applying_follows_the_effect_rules_not_the_policy(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """A runner SIGKILLed inside an idempotent body: the crash is no try of the policy (no
+    ``retried`` attempt, no delay); the effect goes back to pending and the same visit runs
+    its body again under the same key, as try 1 still."""
+    server.write_workflow("crashy", CRASHY)
+    witness, started = tmp_path / "tries.jsonl", tmp_path / "started"
+    run_id = server.start_run("crashy", {"witness": str(witness), "started": str(started)})
+    pid = written_pid(started, 60, "the body to start")
+    assert server.query("SELECT status FROM effects WHERE run_id = ?", run_id) == [("applying",)]
+    os.kill(pid, signal.SIGKILL)
+    done = server.wait_status(run_id, {"completed", "failed", "paused"}, 60)
+    assert done["status"] == "completed", done
+    statuses = attempts(server, run_id, "call")
+    assert [row[3] for row in statuses] == ["interrupted", "completed"]
+    assert {row[2] for row in statuses} == {1}, "the crash consumed no try of the policy"
+    assert {row[4] for row in statuses} == {None}
+    tries = _tries(witness)
+    assert len(tries) == 2
+    assert len({t["key"] for t in tries}) == 1
+    assert server.query("SELECT status, attempt_count FROM effects WHERE run_id = ?", run_id) == [
+        ("applied", 2)
+    ]
+    assert server.query(
+        "SELECT COUNT(*) FROM run_waits WHERE run_id = ? AND kind = 'retry'", run_id
+    ) == [(0,)]
     assert server.diagnose() == []

@@ -2,11 +2,12 @@
 
 `check` runs the status command from the input (`{"command": [...]}`, which prints one of
 `passed`, `failed` or `pending`; default: `git log -1 --format=pending`, so the example runs
-anywhere). A flaky command is tried up to three times with backoff (`retry`); each try uses
-the same effect key. `judge` reads the status and the hour's deadline that `begin` set;
-while CI is pending, `pause` sleeps five minutes with no runner, no claim and no process
-(a server restart neither resets nor skips it), then `check` runs again. The run ends with
-a final message in every case: passed, failed, or no verdict within the hour.
+anywhere; `"giveUpMinutes"` changes the hour). A flaky command is tried up to three times
+with backoff (`retry`); each try uses the same effect key. `judge` reads the status and
+the hour's deadline that `begin` set; while CI is pending, `pause` sleeps five minutes with
+no runner, no claim and no process (a server restart neither resets nor skips it), then
+`check` runs again. The run ends with a final message in every case: passed, failed, or
+no verdict within the hour.
 
     pi-workflows run start ci-watch --input '{"command": ["./ci-status.sh"]}'
 """
@@ -33,7 +34,12 @@ GIVE_UP_AFTER = timedelta(hours=1)
 
 
 def begin(ctx: NodeContext) -> dict[str, object]:
-    return {"deadline": (datetime.now(UTC) + GIVE_UP_AFTER).isoformat()}
+    data = ctx.input if isinstance(ctx.input, dict) else {}
+    minutes_given = data.get("giveUpMinutes")
+    after = GIVE_UP_AFTER
+    if isinstance(minutes_given, int | float) and not isinstance(minutes_given, bool):
+        after = timedelta(minutes=max(0.0, float(minutes_given)))
+    return {"deadline": (datetime.now(UTC) + after).isoformat()}
 
 
 def status_command(ctx: NodeContext) -> list[str]:

@@ -328,7 +328,8 @@ def test_demo_builtin_runs_to_a_json_report() -> None:
 
 
 def test_ci_watch_polls_while_pending_and_ends_on_a_verdict(tmp_path: Path) -> None:
-    """``pending`` loops through the sleep back to the check; ``passed`` ends the run."""
+    """``pending`` loops through the sleep back to the check; ``passed`` ends the run; a
+    command that keeps failing ends it ``broken``; pending past the deadline, ``expired``."""
     flag = tmp_path / "status"
     flag.write_text("pending")
     workflow = _load_example("ci-watch").workflow
@@ -348,6 +349,12 @@ def test_ci_watch_polls_while_pending_and_ends_on_a_verdict(tmp_path: Path) -> N
     assert isinstance(node, ShellNode)
     assert node.retry is not None
     assert node.retry.attempts == 3
+    flag.write_text("pending")
+    transition, _, visited = drive(workflow, {"command": ["cat", str(flag)], "giveUpMinutes": 0})
+    assert visited == ["begin", "check", "judge", "expired"]  # pending past the deadline
+    assert transition == Complete(
+        {"message": "CI gave no verdict within an hour.", "kind": "final"}, "expired"
+    )
 
 
 def test_deploy_gate_takes_the_event_of_its_version_only() -> None:

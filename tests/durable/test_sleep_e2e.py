@@ -35,6 +35,8 @@ def until(ctx):
         return datetime.now() + timedelta(seconds=1)
     if ctx.input.get("far"):
         return 1e12
+    if "duration" in ctx.input:
+        return seconds(ctx.input["duration"])
     return datetime.now(UTC) + timedelta(seconds=ctx.input["seconds"])
 
 
@@ -100,6 +102,28 @@ def test_a_sleep_until_an_aware_time_wakes_then(server: ServerProcess, tmp_path:
     done = server.wait_status(run_id, {"completed", "failed"}, 30)
     assert done["status"] == "completed"
     assert done["output"]["nap"]["lateMs"] >= 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_sleep_until_a_duration_waits_that_long(server: ServerProcess, tmp_path: Path) -> None:
+    """``sleep(until=...)`` returning a duration (1.5 s) sleeps that long from the node's
+    start, with nothing held meanwhile."""
+    _nap(server, "sleep(until=until)")
+    witness = tmp_path / "w.txt"
+    started = now_ms()
+    run_id = server.start_run("nap", {"witness": str(witness), "duration": 1.5})
+    view = server.wait_status(run_id, "waiting", 30)
+    assert view["wait"]["kind"] == "sleep"
+    holds_nothing(server, run_id)
+    done = server.wait_status(run_id, {"completed", "failed"}, 30)
+    assert done["status"] == "completed"
+    nap = done["output"]["nap"]
+    due = dt.datetime.fromisoformat(nap["until"].replace("Z", "+00:00")).timestamp() * 1000
+    assert started + 1500 <= due <= now_ms()
+    assert nap["lateMs"] >= 0
+    assert _lines(witness) == ["before", "after"]
+    assert server.diagnose() == []
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ never run again unreviewed, an idempotent one is never left stranded.
 
 from __future__ import annotations
 
+import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -368,7 +369,7 @@ def test_a_server_stop_drains_a_manual_body_in_flight_instead_of_leaving_it_ambi
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("second", ["SIGTERM", "server stop"])
+@pytest.mark.parametrize("second", ["SIGTERM", "server stop", "SIGINT"])
 def test_a_second_stop_during_the_drain_stops_at_once(
     server_process: ServerProcess, tmp_path: Path, second: str
 ) -> None:
@@ -385,6 +386,8 @@ def test_a_second_stop_during_the_drain_stops_at_once(
     wait_for(lambda: _drain_logged(server), 30, "the stop to drain")
     if second == "SIGTERM":
         server.process.terminate()
+    elif second == "SIGINT":
+        server.process.send_signal(signal.SIGINT)
     else:
         with server.client() as client:
             with pytest.raises(UnavailableError) as refused:
@@ -398,5 +401,28 @@ def test_a_second_stop_during_the_drain_stops_at_once(
     server.start()
     view = server.run(run_id)
     assert view["status"] == "ambiguous", view
+    assert len(_lines(witness)) == 1
+    assert server.diagnose() == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_sigint_stops_at_once_without_a_drain(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    """Window: SIGINT (Ctrl-C) while a manual body runs: the server does not drain; the
+    run parks at once with its manual effect ``ambiguous``, and the body never runs again."""
+    witness, release = _body(server_process, tmp_path, "manual_effect")
+    server = server_process.start(PI_WORKFLOWS_DRAIN_SECONDS="600")
+    run_id = server.start_run("exits")
+    wait_for(witness.exists, 30, "the body to start")
+    assert server.process is not None
+    server.process.send_signal(signal.SIGINT)
+    assert server.wait_exit(60) == 0
+    assert not _drain_logged(server)
+    assert server.query("SELECT status FROM effects") == [("ambiguous",)]
+    release.write_text("go")
+    server.start()
+    assert server.run(run_id)["status"] == "ambiguous"
     assert len(_lines(witness)) == 1
     assert server.diagnose() == []

@@ -211,3 +211,54 @@ def test_the_async_client_answers_every_read_as_the_blocking_client_does(
     assert [e["revision"] for e in got["history"]] == [2, 3, 4]
     assert got["node_output"]["output"]["big"] == "y" * 100000
     assert got["list_runs_page"][0][0]["runId"] == run_id
+
+
+GATE = """
+from pi_workflows import Workflow, compute, edge, wait_event
+
+workflow = Workflow("gate", start="go", nodes={
+    "go": wait_event("go"),
+    "done": compute(lambda ctx: {"got": ctx.outputs["go"]}),
+}, edges=[edge("go", "done")])
+"""
+
+
+def test_the_async_client_signals_a_run_and_manages_a_schedule(server: ServerProcess) -> None:
+    """`AsyncClient.signal` wakes a waiting run (a repeated key adopts); `add_schedule`,
+    `list_schedules`, `get_schedule`, `pause_schedule`, `resume_schedule` and
+    `delete_schedule` drive a schedule whose fires start runs."""
+    server.write_workflow("gate", GATE)
+
+    async def scenario() -> tuple[object, list[str], int]:
+        async with AsyncClient(server.home, autostart=False) as client:
+            run_id = await client.start("gate", project=server.project)
+            assert (await client.wait(run_id, timeout=60))["status"] == "waiting"
+            sent = await client.signal(run_id, "go", {"n": 1}, idempotency_key="k1")
+            again = await client.signal(run_id, "go", {"n": 1}, idempotency_key="k1")
+            assert again.body["signalId"] == sent.body["signalId"]
+            output = await client.result(run_id, timeout=60)
+            added = await client.add_schedule(
+                "often", "flow", every="1s", project=server.project, input=None
+            )
+            assert added.body["schedule"]["name"] == "often"
+            names = [s["name"] for s in await client.list_schedules()]
+            paused = await client.pause_schedule("often")
+            resumed = await client.resume_schedule("often")
+            statuses = [paused.body["schedule"]["status"], resumed.body["schedule"]["status"]]
+            deadline = asyncio.get_running_loop().time() + 30
+            while True:
+                shown = await client.get_schedule("often")
+                started = [f for f in shown["fires"] if f.get("runId")]
+                if started or asyncio.get_running_loop().time() > deadline:
+                    break
+                await asyncio.sleep(0.1)
+            deleted = await client.delete_schedule("often")
+            assert deleted.body["schedule"]["status"] == "deleted"
+            assert await client.list_schedules() == []
+            return output, [*names, *statuses], len(started)
+
+    output, seen, fired = asyncio.run(scenario())
+    assert output == {"got": {"n": 1}}
+    assert seen == ["often", "paused", "active"]
+    assert fired >= 1
+    assert server.diagnose() == []

@@ -56,14 +56,12 @@ workflow = Workflow("slow", start="ask", nodes={
 
 
 STEP = """
-from pi_workflows import Rejected, Workflow, agent, compute, edge
+from pi_workflows import Workflow, agent, compute, edge
 
-def check(output, ctx):
-    if not isinstance(output.get("n"), int):
-        raise Rejected("n must be an integer")
+COUNT = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 
 workflow = Workflow("step", start="count", nodes={
-    "count": agent(lambda ctx: "Count the files", '{"n": 3}', validate=check),
+    "count": agent(lambda ctx: "Count the files", output=COUNT),
     "done": compute(lambda ctx: ctx.outputs["count"]),
 }, edges=[edge("count", "done")])
 """
@@ -208,8 +206,9 @@ def test_answer_pause_resume_and_a_confirmed_cancel(server: ServerProcess) -> No
 
 def test_answer_submits_an_agent_steps_output_by_hand(server: ServerProcess) -> None:
     """On a run waiting on an agent step, the details show its prompt and expected output,
-    and `a` opens a dialog with both: a wrong output is rejected (`validate`'s message) and
-    the step stays open; a right one is submitted and the run goes on."""
+    and `a` opens a dialog with both (and the schema): a wrong output is rejected with the
+    path of the wrong field and the step stays open; a right one is submitted and the run
+    goes on."""
     run_id = server.start_run("step")
     server.wait_status(run_id, "waiting")
     app = WatchApp(server.home, run_id=run_id, client_factory=server.client)
@@ -227,12 +226,13 @@ def test_answer_submits_an_agent_steps_output_by_hand(server: ServerProcess) -> 
         await until(pilot, lambda: run_status(app) == "waiting", "the run view")
         details = shown(app, "#run")
         assert "prompt      Count the files" in details
-        assert 'expected    {"n": 3}' in details
+        assert "expected    A JSON object with these fields:" in details
         await pilot.press("a")
         await until(pilot, lambda: isinstance(app.screen, AnswerDialog), "the dialog")
         asked = shown(app, "#request")
         assert "prompt: Count the files" in asked
-        assert 'expected: {"n": 3}' in asked
+        assert "- n (integer, required)" in asked
+        assert "It must match this JSON Schema:" in asked
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, RunScreen), "the dialog closed")
         await submit(pilot, '{"n": "two"}')
@@ -242,7 +242,12 @@ def test_answer_submits_an_agent_steps_output_by_hand(server: ServerProcess) -> 
         await until(pilot, lambda: run_status(app) == "completed", "the submission")
 
     drive(app, script)
-    assert rejections() == [("n must be an integer",)]
+    assert rejections() == [
+        (
+            "the output does not match the step's schema: output.n: 'two' is not of type"
+            " 'integer'; correct it and submit again",
+        )
+    ]
     assert server.run(run_id)["output"] == {"n": 2}
 
 

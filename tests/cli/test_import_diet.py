@@ -3,7 +3,8 @@
 A new ``pi-workflows`` process spends most of its time importing (docs/performance.md); the
 commands people run most often, ``run list`` and ``run show``, must not also pay for
 starting a server (``subprocess``), hashing (``hashlib``, OpenSSL's binding), the run
-history and log commands, the live view (Textual), the server, the store or the runner.
+history and log commands, the live view (Textual), the server, the store, the runner or
+the JSON Schema library of typed contracts.
 Each command runs in a new interpreter against a real server, which writes the names of
 every module it imported when it exits.
 """
@@ -44,6 +45,9 @@ NOT_IMPORTED = frozenset(
         "pi_workflows.store",
         "pi_workflows.runner",
         "pi_workflows.engine",
+        # typed contracts' JSON Schema checks run in the server and the runner only
+        "jsonschema",
+        "pydantic",
     }
 )
 

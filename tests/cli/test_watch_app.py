@@ -16,10 +16,11 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
 from pi_workflows.cli.watch_app import WatchApp
 from pi_workflows.cli.watch_app.app import RunScreen, RunsScreen
+from pi_workflows.cli.watch_app.dialogs import AnswerDialog
 from pi_workflows.client import Client
 
 from support.server import ServerProcess, wait_for
@@ -54,6 +55,17 @@ workflow = Workflow("slow", start="ask", nodes={
 """
 
 
+STEP = """
+from pi_workflows import Workflow, agent, compute, edge
+
+COUNT = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+workflow = Workflow("step", start="count", nodes={
+    "count": agent(lambda ctx: "Count the files", output=COUNT),
+    "done": compute(lambda ctx: ctx.outputs["count"]),
+}, edges=[edge("count", "done")])
+"""
+
 SLOWS = """
 from pi_workflows import Workflow, fan_out
 
@@ -69,6 +81,7 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     process.write_workflow("decide", DECIDE)
     process.write_workflow("slow", SLOW)
     process.write_workflow("slows", SLOWS)
+    process.write_workflow("step", STEP)
     process.start()
     yield process
     process.cleanup()
@@ -189,6 +202,53 @@ def test_answer_pause_resume_and_a_confirmed_cancel(server: ServerProcess) -> No
     assert events.count("run.cancelled") == 1
     assert "run.paused" in events or "run.parked" in events
     assert "run.resumed" in events
+
+
+def test_answer_submits_an_agent_steps_output_by_hand(server: ServerProcess) -> None:
+    """On a run waiting on an agent step, the details show its prompt and expected output,
+    and `a` opens a dialog with both (and the schema): a wrong output is rejected with the
+    path of the wrong field and the step stays open; a right one is submitted and the run
+    goes on."""
+    run_id = server.start_run("step")
+    server.wait_status(run_id, "waiting")
+    app = WatchApp(server.home, run_id=run_id, client_factory=server.client)
+
+    def rejections() -> list[tuple[Any, ...]]:
+        return server.query("SELECT error FROM interactive_submissions WHERE status = 'rejected'")
+
+    async def submit(pilot: Pilot[None], value: str) -> None:
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, AnswerDialog), "the dialog")
+        app.screen.query_one("#value", Input).value = value
+        await pilot.press("enter")
+
+    async def script(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: run_status(app) == "waiting", "the run view")
+        details = shown(app, "#run")
+        assert "prompt      Count the files" in details
+        assert "expected    A JSON object with these fields:" in details
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, AnswerDialog), "the dialog")
+        asked = shown(app, "#request")
+        assert "prompt: Count the files" in asked
+        assert "- n (integer, required)" in asked
+        assert "It must match this JSON Schema:" in asked
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, RunScreen), "the dialog closed")
+        await submit(pilot, '{"n": "two"}')
+        await until(pilot, rejections, "the rejection")
+        await until(pilot, lambda: run_status(app) == "waiting", "the step open again")
+        await submit(pilot, '{"n": 2}')
+        await until(pilot, lambda: run_status(app) == "completed", "the submission")
+
+    drive(app, script)
+    assert rejections() == [
+        (
+            "the output does not match the step's schema: output.n: 'two' is not of type"
+            " 'integer'; correct it and submit again",
+        )
+    ]
+    assert server.run(run_id)["output"] == {"n": 2}
 
 
 def test_deciding_asks_for_a_choice_and_a_confirmation(server: ServerProcess) -> None:

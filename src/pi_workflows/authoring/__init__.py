@@ -6,7 +6,8 @@ node classes, context types and helpers the runner and engine use. See
 ``docs/authoring.md`` for the author's guide.
 
 Modules: ``workflow`` (the ``Workflow`` class), ``nodes`` (node kinds and constructors),
-``routing`` (edges, switches, paths), ``effects`` (effect declarations), ``retries``
+``routing`` (edges, switches, paths), ``contracts`` (typed contracts: input, output and
+answer schemas), ``effects`` (effect declarations), ``retries``
 (retry policies), ``composition`` (child runs: subworkflow, fan_out), ``kinds`` (the node
 kinds), ``context``
 (``ctx`` types and cancellation), ``values`` (JSON values, outcomes, durations),
@@ -29,6 +30,7 @@ from pi_workflows.authoring.context import (
     evaluate,
     invoke,
 )
+from pi_workflows.authoring.contracts import Contract
 from pi_workflows.authoring.effects import Effect, EffectKind, idempotent_effect, manual_effect
 from pi_workflows.authoring.errors import NodeCancelledError, Rejected, WorkflowDefinitionError
 from pi_workflows.authoring.kinds import NodeKind
@@ -163,6 +165,7 @@ __all__ = [
     "ActionCallback",
     "Validator",
     "TextSpec",
+    "Contract",
     # route classes and paths
     "Route",
     "Edge",

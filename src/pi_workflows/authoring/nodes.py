@@ -12,7 +12,8 @@ Output shapes the runner produces for the non-callback kinds (documented for aut
 - ``notify``: ``{"message": str, "kind": "progress" | "final"}``
 - ``human_decision``: ``{"choice": str, "decidedBy": "person" | "timeout"}``
 - ``agent`` with ``assistant_message()``: the reply text (a JSON string)
-- ``agent`` and ``checkpoint``: the submitted JSON value
+- ``agent`` and ``checkpoint``: the submitted JSON value (with ``output=``/``answer=``, the
+  value the schema accepted: a Pydantic model's ``model_dump(mode="json")``)
 - ``sleep``: ``{"until": ISO-8601 time, "lateMs": int}``
 - ``wait_event``: the ``data`` the event was sent with
 """
@@ -30,6 +31,7 @@ from typing import Any, TypeAlias
 
 from pi_workflows.authoring.composition import FanOutNode, SubworkflowNode
 from pi_workflows.authoring.context import ActionContext, NodeContext
+from pi_workflows.authoring.contracts import Contract, contract
 from pi_workflows.authoring.effects import Effect
 from pi_workflows.authoring.errors import Rejected
 from pi_workflows.authoring.kinds import NodeKind
@@ -125,7 +127,8 @@ class AgentNode:
     With ``expected_output=assistant_message()`` the visible reply becomes the output
     instead, and ``validate`` is not allowed (a reply cannot be sent back for correction).
     ``route_field`` and ``routes`` are set by ``decision`` so the graph check can demand a
-    switch that covers every route.
+    switch that covers every route. ``output`` is the typed contract a submission must
+    match before ``validate`` sees it; ``expected_output`` then ends with its schema.
     """
 
     prompt: TextSpec
@@ -135,6 +138,7 @@ class AgentNode:
     allowed_tools: tuple[str, ...] | None = None
     route_field: str | None = None
     routes: tuple[str, ...] = ()
+    output: Contract | None = None
     kind: NodeKind = dataclasses.field(default=NodeKind.AGENT, init=False)
 
 
@@ -144,11 +148,13 @@ class CheckpointNode:
 
     ``request`` is shown to whoever answers: a JSON object with a ``"question"`` string,
     a plain string (shorthand for ``{"question": ...}``), or a callback returning either.
+    ``answer`` is the typed contract an answer must match before ``validate`` sees it.
     """
 
     request: JsonValue | NodeCallback
     validate: Validator | None = None
     timeout: float | None = None
+    answer: Contract | None = None
     kind: NodeKind = dataclasses.field(default=NodeKind.CHECKPOINT, init=False)
 
 
@@ -334,30 +340,49 @@ def assistant_message() -> AssistantMessage:
 
 def agent(
     prompt: TextSpec,
-    expected_output: str | AssistantMessage,
+    expected_output: str | AssistantMessage | None = None,
     validate: Validator | None = None,
     timeout: float | None = AGENT_DEFAULT_TIMEOUT,
     allowed_tools: Sequence[str] | None = None,
     *,
     retry: None = None,
+    output: object = None,
 ) -> AgentNode:
     """An interactive model step.
 
     ``prompt`` (text or ``prompt(ctx)``) is sent with the step contract appended; the model
     submits a JSON output described by ``expected_output`` through the ``workflow`` tool.
-    ``validate(output, ctx)`` may raise ``Rejected(message)`` to send the model back with
-    the message. ``timeout`` defaults to 15 minutes; ``None`` disables it.
+    ``output`` (a Pydantic model class or a JSON Schema dict) is the output's typed
+    contract: a submission that does not match it is rejected with the path of the first
+    wrong field, and ``expected_output`` (generated from the schema when not given) ends
+    with the schema. ``validate(output, ctx)`` may raise ``Rejected(message)`` to send the
+    model back with the message. ``timeout`` defaults to 15 minutes; ``None`` disables it.
     ``allowed_tools`` limits the tools the model may use during the step.
     """
     _no_retry("agent", retry, "a step is asked again through validate (raise Rejected) instead")
     tools = tuple(allowed_tools) if allowed_tools is not None else None
+    typed = contract(output, "output")
     return AgentNode(
         prompt=prompt,
-        expected_output=expected_output,
+        expected_output=_expected(expected_output, typed),
         validate=validate,
         timeout=timeout,
         allowed_tools=tools,
+        output=typed,
     )
+
+
+def _expected(given: str | AssistantMessage | None, typed: Contract | None) -> Any:
+    """An agent's expected output: as given, ending with the schema of a valid ``output``
+    contract, or that contract's generated text when none is given. Anything else is left
+    as it is for the ``Workflow`` to report (``""`` when nothing was given)."""
+    if typed is None or typed.problem is not None or isinstance(given, AssistantMessage):
+        return "" if given is None else given
+    if given is None:
+        return typed.text
+    if isinstance(given, str) and given.strip():
+        return f"{given.rstrip()}\n{typed.note}"
+    return given
 
 
 def decision(
@@ -423,14 +448,20 @@ def checkpoint(
     validate: Validator | None = None,
     timeout: float | None = None,
     retry: None = None,
+    answer: object = None,
 ) -> CheckpointNode:
     """Wait for an ordinary answer to ``request`` from a person or the model.
 
-    The output is the submitted answer (a JSON value). ``validate(answer, ctx)`` may raise
-    ``Rejected`` to ask again. ``timeout`` (default none) times the node out.
+    The output is the submitted answer (a JSON value). ``answer`` (a Pydantic model class
+    or a JSON Schema dict) is its typed contract: an answer that does not match it is
+    refused with the path of the first wrong field, and the request shows the expected
+    answer and the schema. ``validate(answer, ctx)`` may raise ``Rejected`` to ask again.
+    ``timeout`` (default none) times the node out.
     """
     _no_retry("checkpoint", retry, "an answer is asked again through validate instead")
-    return CheckpointNode(request=request, validate=validate, timeout=timeout)
+    return CheckpointNode(
+        request=request, validate=validate, timeout=timeout, answer=contract(answer, "answer")
+    )
 
 
 def choice(id: str, label: str | None = None, description: str | None = None) -> Choice:

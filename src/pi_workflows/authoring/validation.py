@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 
+from pi_workflows.authoring.contracts import Contract, schema_problem
 from pi_workflows.authoring.effects import Effect, EffectKind
 from pi_workflows.authoring.errors import WorkflowDefinitionError
 from pi_workflows.authoring.nodes import (
@@ -197,6 +198,9 @@ def _check_node(wf: str, node_id: str, node: Node) -> None:
             _check_validate(wf, node_id, node.validate)
             _check_timeout(wf, node_id, node.timeout)
             _check_request(wf, node_id, node.request)
+            contract_problem = check_contract(node.answer, "answer")
+            if contract_problem is not None:
+                raise _fail(wf, node_id, contract_problem)
         case HumanDecisionNode():
             _check_human_decision(wf, node_id, node)
         case SleepNode():
@@ -229,10 +233,26 @@ def _check_shell(wf: str, node_id: str, node: ShellNode) -> None:
         raise _fail(wf, node_id, "allow_exit_codes must be a non-empty list of integers")
 
 
+def check_contract(contract: object, what: str) -> str | None:
+    """Why a node's (or the workflow's) typed contract cannot be used, or ``None``: what
+    the author passed is no schema, or its schema is not a valid JSON Schema."""
+    if contract is None:
+        return None
+    if not isinstance(contract, Contract):
+        return f"{what} must be a Pydantic model class or a JSON Schema dict"
+    if contract.problem is not None:
+        return contract.problem
+    problem = schema_problem(contract.schema)
+    return None if problem is None else f"the {what} schema {problem}"
+
+
 def _check_agent(wf: str, node_id: str, node: AgentNode) -> None:
     _check_text(wf, node_id, node.prompt, "prompt")
     _check_timeout(wf, node_id, node.timeout)
     _check_validate(wf, node_id, node.validate)
+    contract_problem = check_contract(node.output, "output")
+    if contract_problem is not None:
+        raise _fail(wf, node_id, contract_problem)
     expected = node.expected_output
     if isinstance(expected, AssistantMessage):
         if node.validate is not None:
@@ -242,9 +262,19 @@ def _check_agent(wf: str, node_id: str, node: AgentNode) -> None:
                 "validate is not allowed with expected_output=assistant_message(): a visible "
                 "reply cannot be rejected and resubmitted; ask for a JSON output instead",
             )
+        if node.output is not None:
+            raise _fail(
+                wf,
+                node_id,
+                "output= is not allowed with expected_output=assistant_message(): the output"
+                " is the reply text; ask for a JSON output instead",
+            )
     elif not isinstance(expected, str) or not expected.strip():
         raise _fail(
-            wf, node_id, "expected_output must be a non-empty description or assistant_message()"
+            wf,
+            node_id,
+            "expected_output must be a non-empty description or assistant_message(), or give"
+            " output=SCHEMA to generate it",
         )
     if node.allowed_tools is not None and not all(
         isinstance(tool, str) and tool for tool in node.allowed_tools

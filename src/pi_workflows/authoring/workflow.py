@@ -11,9 +11,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
+from pi_workflows.authoring.contracts import Contract, contract
+from pi_workflows.authoring.errors import WorkflowDefinitionError
 from pi_workflows.authoring.nodes import Node
 from pi_workflows.authoring.routing import Route
-from pi_workflows.authoring.validation import check_definition
+from pi_workflows.authoring.validation import check_contract, check_definition
 
 DEFAULT_MAX_STEPS = 100
 """How many node executions a run may make unless the workflow says otherwise."""
@@ -22,13 +24,18 @@ DEFAULT_MAX_STEPS = 100
 class Workflow:
     """A workflow definition.
 
-    ``Workflow(name, start, nodes, edges, max_steps=100)``: ``nodes`` maps node ids to
-    nodes, ``edges`` lists at most one ``edge``/``switch`` per source node, and
+    ``Workflow(name, start, nodes, edges, max_steps=100, input=None)``: ``nodes`` maps node
+    ids to nodes, ``edges`` lists at most one ``edge``/``switch`` per source node, and
     ``max_steps`` bounds the node executions of one run (loops included). A node without an
-    outgoing edge ends the run with its output.
+    outgoing edge ends the run with its output. ``input`` (a Pydantic model class or a JSON
+    Schema dict) is the run input's typed contract: the server refuses a run whose input
+    does not match it before any node runs.
     """
 
-    __slots__ = ("_defined_in", "_edges", "_max_steps", "_name", "_nodes", "_outgoing", "_start")
+    __slots__ = (
+        "_defined_in", "_edges", "_input", "_max_steps", "_name", "_nodes", "_outgoing",
+        "_start",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -37,8 +44,15 @@ class Workflow:
         nodes: Mapping[str, Node],
         edges: Sequence[Route] = (),
         max_steps: int = DEFAULT_MAX_STEPS,
+        *,
+        input: object = None,  # the public name (DESIGN.md section 4a), shadowing the builtin
     ) -> None:
         wf, first, checked, routes, limit = check_definition(name, start, nodes, edges, max_steps)
+        typed = contract(input, "input")
+        problem = check_contract(typed, "input")
+        if problem is not None:
+            raise WorkflowDefinitionError(problem, workflow=wf)
+        self._input: Contract | None = typed
         self._name = wf
         self._start = first
         self._nodes: Mapping[str, Node] = MappingProxyType(checked)
@@ -76,6 +90,11 @@ class Workflow:
     def edges(self) -> tuple[Route, ...]:
         """Every edge and switch, in declaration order."""
         return self._edges
+
+    @property
+    def input_contract(self) -> Contract | None:
+        """The typed contract of a run's input (``input=``), if any."""
+        return self._input
 
     @property
     def max_steps(self) -> int:

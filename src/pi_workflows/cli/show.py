@@ -1,5 +1,6 @@
 """`run show` for people: one run's status, attempts with their timings, errors and
-tracebacks, messages, effects, what it waits on, and its output.
+tracebacks, messages, effects, what it waits on (all that its request asks:
+`cli/requests.py`), and its output.
 
 Owns the human rendering of a `RunView`. It fits the terminal it is printed to (80 columns
 when not a terminal): ids, statuses and times are never cut; the attempts and effects
@@ -23,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pi_workflows.cli.output import format_duration, format_time, plain, records, status_text
+from pi_workflows.cli.requests import request_rows
 
 __all__ = ["render_run", "render_summary"]
 
@@ -298,22 +300,8 @@ def _waiting(view: Mapping[str, Any]) -> RenderableType | None:
     )
     if waiting.get("status") == "validating":
         fields.add_row("status", Text("an answer is being validated"))
-    request = waiting.get("request")
-    if isinstance(request, Mapping):
-        for key in ("question", "title", "prompt", "message"):
-            if isinstance(request.get(key), str):
-                fields.add_row(key, Text(str(request[key])))
-        choices = request.get("choices")
-        if isinstance(choices, list) and choices:
-            shown = [
-                f"{plain(c.get('id'))} ({plain(c.get('label'))})"
-                if isinstance(c, Mapping)
-                else plain(c)
-                for c in choices
-            ]
-            fields.add_row("choices", Text(", ".join(shown)))
-        if not any(isinstance(request.get(k), str) for k in ("question", "title", "prompt")):
-            fields.add_row("request", Text(json.dumps(request, sort_keys=True, ensure_ascii=False)))
+    for label, text in request_rows(kind, waiting.get("request")):
+        fields.add_row(label, Text(text))
     if waiting.get("deadlineAt") is not None:
         fields.add_row("deadline", Text(format_time(waiting.get("deadlineAt"))))
     hint = _ANSWER_HINTS.get(kind)

@@ -53,10 +53,13 @@ def snapshot(workflow: Workflow) -> JsonObject:
 
     Timeouts are whole milliseconds so no float formatting enters the digest. Edges are
     sorted by source and switch cases by value, so declaration order does not matter.
+    Typed contracts add their JSON Schema, only when given (so every digest written before
+    they existed is kept): ``inputSchema`` at the top, ``outputSchema`` on an agent node,
+    ``answerSchema`` on a checkpoint.
     """
     nodes: JsonObject = {node_id: _node(node) for node_id, node in workflow.nodes.items()}
     edges: list[JsonValue] = [_route(route) for route in sorted(workflow.edges, key=_source)]
-    return {
+    data: JsonObject = {
         "schema": SNAPSHOT_SCHEMA,
         "name": workflow.name,
         "start": workflow.start,
@@ -64,6 +67,9 @@ def snapshot(workflow: Workflow) -> JsonObject:
         "nodes": nodes,
         "edges": edges,
     }
+    if workflow.input_contract is not None:
+        data["inputSchema"] = workflow.input_contract.schema
+    return data
 
 
 def definition_digest(snapshot: JsonObject) -> str:
@@ -128,8 +134,12 @@ def _node(node: Node) -> JsonObject:
             if node.route_field is not None:
                 data["routeField"] = node.route_field
                 data["routes"] = list(node.routes)
+            if node.output is not None:
+                data["outputSchema"] = node.output.schema
         case CheckpointNode():
             data["validates"] = node.validate is not None
+            if node.answer is not None:
+                data["answerSchema"] = node.answer.schema
         case HumanDecisionNode():
             data["choices"] = [
                 {"id": c.id, "label": c.label, "description": c.description} for c in node.choices

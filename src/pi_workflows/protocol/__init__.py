@@ -11,6 +11,8 @@ Layout:
 - `process_start`: how a recorded process's start time is measured (ticks since boot).
 - `fields`: bounded identifier and name types and their limits.
 - `times`: epoch milliseconds as ISO-8601 text.
+- `json_schema`: a value's first problem against a typed contract's JSON Schema, with its
+  path (imported by its users as a submodule; it loads `jsonschema` on first use).
 - `errors`: `ProtocolError` and its subclasses, and `NotJsonError`.
 
 This package imports no other internal package (import-linter enforces it) and does no I/O

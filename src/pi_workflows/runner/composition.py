@@ -4,7 +4,9 @@ all ended, makes its result from theirs.
 Runs in the runner child; never opens the database. ``spawn_children`` evaluates the child
 inputs (``input(ctx)``, or ``items(ctx)`` and ``input(ctx, item)``), describes the child
 workflow once (it loads it as the resolver would: its definition snapshot, digest, source
-identity and mounted modules, which every child run records), and sends ``node.spawn``:
+identity and mounted modules, which every child run records), checks each input against
+the child workflow's input schema, if it has one (as the server checks a ``run.start``),
+and sends ``node.spawn``:
 the server records the join, starts the first children and the run waits with no runner
 (the child exits). ``joined`` reads the children's ends in item order (``join.results``)
 and turns them into the node's result.
@@ -25,6 +27,7 @@ from pi_workflows.authoring import (
 )
 from pi_workflows.engine import NodeResult, canonical_json, check_json
 from pi_workflows.engine.errors import NotJsonError
+from pi_workflows.protocol.json_schema import value_problem
 from pi_workflows.runner.blobs import fetch
 from pi_workflows.runner.callbacks import Deadline, call, evaluate
 from pi_workflows.runner.envelope import ActiveAttempt, JoinPage, convert
@@ -145,6 +148,18 @@ def spawn_children(
         loaded = load(resolve(spec, Path(rt.project_dir) if rt.project_dir else None))
     except (WorkflowLoadError, WorkflowNotFoundError) as exc:
         return Finished(NodeResult.failed(f"node {node_id!r}: the child workflow: {exc}"))
+    typed = loaded.workflow.input_contract
+    if typed is not None:
+        for index, value in enumerate(inputs):
+            problem = value_problem(typed.schema, value, "input")
+            if problem is not None:
+                which = "the child's" if isinstance(node, SubworkflowNode) else f"child {index}'s"
+                return Finished(
+                    NodeResult.failed(
+                        f"node {node_id!r}: {which} input does not match the input schema"
+                        f" of workflow {loaded.workflow.name!r}: {problem}"
+                    )
+                )
     identity = loaded.identity
     payload: dict[str, Any] = {
         "attemptId": attempt.attempt_id,

@@ -6,7 +6,8 @@ within the node deadline and sends ``node.wait`` (kind ``agent``, ``assistant`` 
 ``assistant_message()`` step, ``checkpoint`` or ``decision``); the child then exits.
 ``resumed`` turns the ``active`` attempt a later runner reads from ``state.get`` into what
 to do: a ``validating`` request's submission is checked with the node's ``validate`` (only
-ever here, in a supervised runner) and either accepted — the result carries the submission
+ever here, in a supervised runner; a typed contract, ``output=`` or ``answer=``, first) and
+either accepted — the result carries the submission
 id and ``node.finish`` commits both — or rejected with ``interaction.reject`` and the exact
 message, after which the run waits again and the child exits; a decision answer
 ``{"choice": id}`` is a ``decision_result`` (by the person, or by timeout), a timeout
@@ -45,6 +46,7 @@ from pi_workflows.engine import (
 )
 from pi_workflows.protocol import REQUEST_ID_PLACEHOLDER
 from pi_workflows.runner.callbacks import Deadline, Raised, TimedOut, call, evaluate
+from pi_workflows.runner.contracts import Refused, check
 from pi_workflows.runner.envelope import ActiveAttempt, RequestView
 from pi_workflows.runner.errors import ProtocolViolationError, describe_exception, one_line
 from pi_workflows.runner.limits import millis
@@ -57,6 +59,10 @@ from pi_workflows.runner.runtime import (
     value_or_failure,
 )
 from pi_workflows.runner.values import bounded, size_problem
+
+ANSWER_KEYS = frozenset({"expectedAnswer", "answerSchema"})
+"""The request keys a checkpoint with ``answer=`` adds: the generated expected answer
+(readable text, then the schema) and the JSON Schema itself."""
 
 
 class _FieldFailedError(Exception):
@@ -98,6 +104,17 @@ def _checkpoint(
         request = checkpoint_request(node_id, found)
     except NodeValueError as exc:
         raise _FieldFailedError(NodeResult.failed(str(exc))) from None
+    if node.answer is not None:
+        taken = sorted(ANSWER_KEYS & request.keys())
+        if taken:
+            raise _FieldFailedError(
+                NodeResult.failed(
+                    f"node {node_id!r}: the request's {', '.join(map(repr, taken))} is where"
+                    " answer= puts the expected answer and its schema; rename that key"
+                )
+            )
+        request["expectedAnswer"] = node.answer.text
+        request["answerSchema"] = node.answer.schema
     payload: JsonObject = {"kind": "checkpoint", "request": request}
     if node.timeout is not None:
         payload["timeoutMs"] = millis(node.timeout)
@@ -144,6 +161,8 @@ def _agent(
         "allowedTools": list(node.allowed_tools) if node.allowed_tools is not None else None,
         "contract": contract,
     }
+    if node.output is not None:
+        request["outputSchema"] = node.output.schema
     payload: JsonObject = {"kind": "assistant" if replies else "agent", "request": request}
     if node.timeout is not None:
         payload["timeoutMs"] = millis(node.timeout)
@@ -203,6 +222,17 @@ def _validate(
     replies = isinstance(node, AgentNode) and isinstance(node.expected_output, AssistantMessage)
     if replies and (not isinstance(value, str) or not value.strip()):
         return reject("an assistant-message step's output is the reply text; it was empty")
+    typed = node.output if isinstance(node, AgentNode) else node.answer
+    if typed is not None:  # the typed contract first: validate sees only a matching value
+        what = "output" if isinstance(node, AgentNode) else "answer"
+        checked = check(typed, value, what)
+        if isinstance(checked, Refused):
+            whose = "step" if isinstance(node, AgentNode) else "checkpoint"
+            return reject(
+                f"the {what} does not match the {whose}'s schema: {checked.problem}; correct it"
+                " and submit again"
+            )
+        value = checked.value
     validate = node.validate
     if validate is not None:
         label = f"node {node_id!r} validate"

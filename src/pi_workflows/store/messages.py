@@ -223,7 +223,11 @@ def step_text(
             " answer it."
         )
         return "\n".join(lines)
-    extra = {k: v for k, v in request.items() if k != "question"}
+    # A checkpoint with answer= carries its generated expected answer (which ends with the
+    # schema) and the schema itself (runner/waits.py): the text shows the first only.
+    extra = {
+        k: v for k, v in request.items() if k not in ("question", "expectedAnswer", "answerSchema")
+    }
     lines = [
         f"--- Workflow checkpoint{again} ---",
         f"Workflow: {workflow}",
@@ -234,6 +238,8 @@ def step_text(
     ]
     if extra:
         lines.append(f"Details: {json.dumps(extra, ensure_ascii=False, sort_keys=True)}")
+    if isinstance(request.get("expectedAnswer"), str):
+        lines += ["Expected answer:", str(request["expectedAnswer"])]
     call = {"action": "answer", "runId": run_id, "requestId": request_id, "value": "<answer>"}
     lines.append(
         f"How to answer: call the `{TOOL}` tool once with {json.dumps(call)}, where value is a"

@@ -14,7 +14,8 @@ import click
 
 from pi_workflows.cli.errors import CliError
 from pi_workflows.cli.options import JsonValue, json_option, make_client
-from pi_workflows.cli.output import print_json
+from pi_workflows.cli.output import format_time, print_json
+from pi_workflows.cli.requests import request_rows
 from pi_workflows.client import Receipt
 
 __all__ = ["checkpoint", "decision", "interaction"]
@@ -117,7 +118,9 @@ def interaction() -> None:
 @json_option
 @click.pass_context
 def list_interactions(ctx: click.Context, session_id: str | None, as_json: bool) -> None:
-    """List the open requests, oldest first: run, step, kind, status and deadline.
+    """List the open requests, oldest first: request, run, step, kind and status, then,
+    indented, what each asks (an agent step's prompt and expected output, every key of a
+    checkpoint's request, a decision's choices) and its deadline.
 
     \b
     Example:
@@ -134,6 +137,15 @@ def list_interactions(ctx: click.Context, session_id: str | None, as_json: bool)
             f"{item['requestId']}  run {item['runId']}  {item['workflow']}/{item['nodeId']}"
             f"  {item['kind']}  {item['status']}"
         )
+        rows = request_rows(item.get("kind"), item.get("request"))
+        if item.get("deadlineAt") is not None:
+            rows.append(("deadline", format_time(item["deadlineAt"])))
+        width = max((len(label) for label, _ in rows), default=0)
+        for label, text in rows:
+            lines = text.splitlines() or [""]
+            click.echo(f"  {label:<{width}}  {lines[0]}")
+            for line in lines[1:]:
+                click.echo(f"  {'':<{width}}  {line}")
 
 
 @interaction.command("submit")

@@ -4,7 +4,9 @@ Runs in the CLI process (``pi-workflows watch``). Both screens render what the s
 pushes (``runs.watch``: the newest runs and counts; ``run.watch``: the `RunView` and its
 graph with each node's state), so they show the same status as every other client. Keys
 act on the shown run: `p` pause, `r` resume, `c` cancel (confirmed), `a` answer the
-checkpoint it waits on, `d` decide its human decision (choice, then confirmation). Each
+checkpoint it waits on or submit its agent step's output by hand (the dialog shows what the
+request asks: prompt, expected output and schema, every key of a checkpoint's request), `d`
+decide its human decision (choice, then confirmation). Each
 action is one client command sent from a worker thread, on a client of its own; its outcome
 is shown as a notification. `escape` goes back to the run list (also when the view was
 opened on one run), `q` quits.
@@ -25,12 +27,17 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from pi_workflows.cli.graph import render_run_graph
 from pi_workflows.cli.output import format_time, plain, progress_text, status_text
+from pi_workflows.cli.requests import request_rows
 from pi_workflows.cli.show import render_run
 from pi_workflows.cli.watch_app.dialogs import AnswerDialog, ChoiceDialog, ConfirmDialog
 from pi_workflows.cli.watch_app.feed import follow
 from pi_workflows.client import Client, ClientError, JsonObject
 
 __all__ = ["RunScreen", "RunsScreen", "WatchApp"]
+
+_ANSWERABLE = frozenset({"checkpoint", "agent", "assistant"})
+"""Request kinds `a` answers: a checkpoint's answer, or an agent step's output submitted by
+hand (as `interaction submit` does); a human decision is `d`."""
 
 ClientFactory = Callable[[], Client]
 
@@ -238,25 +245,37 @@ class RunScreen(Screen[None]):
         self.app.push_screen(ConfirmDialog(f"Cancel run {self.run_id}?"), confirmed)
 
     def action_answer(self) -> None:
-        """Answer the checkpoint the run waits on with a JSON value."""
+        """Answer the checkpoint, or submit the agent step's output, that the run waits on
+        with a JSON value; the dialog shows all the request asks (`cli/requests.py`)."""
         waiting = self.waiting
-        if waiting is None or waiting.get("kind") != "checkpoint":
-            self.app.notify("the run is not waiting on a checkpoint", severity="warning")
+        kind = waiting.get("kind") if waiting is not None else None
+        if waiting is None or kind not in _ANSWERABLE:
+            self.app.notify(
+                "the run is not waiting on a checkpoint or an agent step (a decision: d)",
+                severity="warning",
+            )
             return
-        request = waiting.get("request") or {}
-        question = plain(request.get("question")) if isinstance(request, dict) else ""
         request_id = str(waiting.get("requestId"))
+        rows = request_rows(kind, waiting.get("request"))
+        step = kind != "checkpoint"
+        title = f"{'Submit the output of' if step else 'Answer'} {plain(waiting.get('nodeId'))}"
 
         def answered(result: Any) -> None:
-            if isinstance(result, dict):
+            if not isinstance(result, dict):
+                return
+            value = result["value"]
+            if step:
+                self.act(
+                    "submit",
+                    lambda client: client.submit(request_id, value, run_id=self.run_id),
+                )
+            else:
                 self.act(
                     "answer",
-                    lambda client: client.answer_checkpoint(
-                        self.run_id, result["value"], request_id
-                    ),
+                    lambda client: client.answer_checkpoint(self.run_id, value, request_id),
                 )
 
-        self.app.push_screen(AnswerDialog(f"Answer: {question}"), answered)
+        self.app.push_screen(AnswerDialog(title, rows), answered)
 
     def action_decide(self) -> None:
         """Choose in the human decision the run waits on, then confirm the choice."""

@@ -1,4 +1,5 @@
-"""The watch view's dialogs: confirm an action, answer a checkpoint, choose a decision.
+"""The watch view's dialogs: confirm an action, answer a checkpoint or an agent step,
+choose a decision.
 
 Each is a Textual modal screen that dismisses with its result (``None`` when escaped), so
 the run screen decides what to send. Nothing here contacts the server.
@@ -9,11 +10,12 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Input, Label, OptionList
+from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 __all__ = ["AnswerDialog", "ChoiceDialog", "ConfirmDialog"]
@@ -22,6 +24,7 @@ _CSS = """
 ConfirmDialog, AnswerDialog, ChoiceDialog { align: center middle; }
 #dialog { width: 70; height: auto; border: thick $accent; background: $surface; padding: 1 2; }
 #problem { color: $error; }
+#asked { height: auto; max-height: 20; }
 """
 
 
@@ -50,18 +53,29 @@ class ConfirmDialog(ModalScreen[bool]):
 
 
 class AnswerDialog(ModalScreen[Any]):
-    """Asks for a checkpoint's answer as JSON; invalid JSON is refused in place."""
+    """Asks for a checkpoint's answer or an agent step's output as JSON, below what the
+    request asks (`rows`: label and text, e.g. the prompt and the expected output with its
+    schema); invalid JSON is refused in place."""
 
     DEFAULT_CSS = _CSS
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
+    AUTO_FOCUS = "#value"  # typing goes to the answer, not to the scrolling request above
 
-    def __init__(self, question: str) -> None:
+    def __init__(self, title: str, rows: list[tuple[str, str]] | None = None) -> None:
         super().__init__()
-        self.question = question
+        self.question = title
+        self.rows = rows or []
 
     def compose(self) -> ComposeResult:
+        asked = Text()
+        for label, text in self.rows:
+            asked.append(f"{label}: ", style="bold")
+            asked.append(f"{text}\n")
+        asked.rstrip()
         with Vertical(id="dialog"):
-            yield Label(self.question)
+            yield Label(self.question, id="title")
+            with VerticalScroll(id="asked"):
+                yield Static(asked, id="request")
             yield Input(placeholder='JSON, e.g. {"answer": "yes"}', id="value")
             yield Label("", id="problem")
 

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pi_workflows.protocol import NotJsonError, Outcome, Request, fingerprint
+from pi_workflows.protocol import NotJsonError, Outcome, Request, fingerprint, json_schema
 from pi_workflows.server import resolver
 from pi_workflows.server.context import ServerContext
 from pi_workflows.server.errors import RequestError, ResolveError
@@ -118,8 +118,11 @@ async def describe(
 ) -> NewRun:
     """The run ``spec`` would start: the cached description while its sources are unchanged
     (``DescriptionCache``; the input is hashed here), else (and always when ``fresh``) a
-    resolver child's, which then replaces the cached one. Used by ``run.start``,
-    ``run.restart``, ``schedule.add`` and every schedule fire (``server/schedules.py``)."""
+    resolver child's, which then replaces the cached one. An input that does not match the
+    workflow's input schema (``Workflow(input=...)``, carried in the definition) is refused
+    with ``inputInvalid`` naming the first wrong field, before anything is stored. Used by
+    ``run.start``, ``run.restart``, ``schedule.add`` and every schedule fire
+    (``server/schedules.py``)."""
     cached = None if fresh else server.descriptions.get(spec, project)
     if cached is not None:
         try:
@@ -134,6 +137,7 @@ async def describe(
             template=server.template,
         )
         server.descriptions.put(spec, project, reply)
+    _check_input(reply, run_input)
     source = reply["source"]
     return NewRun(
         workflow_name=str(reply["workflow"]),
@@ -149,6 +153,21 @@ async def describe(
             mounted={str(k): str(v) for k, v in dict(source.get("mounted", {})).items()},
         ),
     )
+
+
+def _check_input(reply: dict[str, Any], run_input: Any) -> None:
+    """Refuse ``run_input`` unless it matches the described workflow's input schema."""
+    definition = reply.get("definition")
+    schema = definition.get("inputSchema") if isinstance(definition, dict) else None
+    if not isinstance(schema, dict):
+        return
+    problem = json_schema.value_problem(schema, run_input, "input")
+    if problem is not None:
+        raise ResolveError(
+            "inputInvalid",
+            f"the input does not match the input schema of workflow"
+            f" {reply.get('workflow')!r}: {problem}",
+        )
 
 
 @operation("run.start", command=True)

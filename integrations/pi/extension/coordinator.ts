@@ -53,6 +53,7 @@ import {
 	CommandRefusedError,
 	ConnectionLostError,
 	describeError,
+	NO_MODEL_PREFIX,
 	ServerNotRunningError,
 	ServerStartError,
 	ServerUnreachableError,
@@ -72,6 +73,7 @@ import {
 	type WorkflowMessage,
 	type WorkflowOperations,
 } from "./operations.ts";
+import { agentDir } from "./paths.ts";
 import {
 	closedText,
 	contentOf,
@@ -329,7 +331,11 @@ export class SessionCoordinator {
 			this.turn = undefined;
 			if (turn) {
 				const stopReason: StopReason = event.aborted ? "aborted" : endedWithError(turn.messages) ? "error" : "completed";
-				const errorMessage = stopReason === "error" ? providerError(turn.messages) : "";
+				const errorMessage = stopReason === "error" ? providerError(turn.messages, agentDir()) : "";
+				// Pi's own line for this is "Unknown provider: unknown": say what is missing.
+				if (errorMessage.startsWith(NO_MODEL_PREFIX)) {
+					this.notify(`pi-workflows: the workflow step's turn failed: ${errorMessage}`, "error");
+				}
 				this.send("turn", (epoch) =>
 					reportTurn(this.client, this.sessionId, epoch, "ended", { stopReason, errorMessage }).then(() => undefined),
 				);

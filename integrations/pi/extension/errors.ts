@@ -76,6 +76,29 @@ export function oneLine(text: string, limit: number = MAX_MESSAGE_CHARS): string
 	return flat.length > limit ? `${flat.slice(0, limit - 1)}…` : flat;
 }
 
+/**
+ * What Pi reports when a turn starts with no model selected: its placeholder model's provider
+ * is `unknown` (nothing in `settings.json`, `models.json` or a login gave it one).
+ */
+const NO_MODEL_ERROR = "Unknown provider: unknown";
+
+/** How `describeModelError`'s text for a missing model starts. */
+export const NO_MODEL_PREFIX = "no model is configured";
+
+/**
+ * A provider's error text as a person should read it: Pi's `Unknown provider: unknown`
+ * becomes `no model is configured: ...` with where to configure one (`agentDir`, Pi's agent
+ * directory); any other text is returned as it is.
+ */
+export function describeModelError(text: string, agentDir: string): string {
+	if (text.trim() !== NO_MODEL_ERROR) return text;
+	return (
+		`${NO_MODEL_PREFIX}: add a provider to models.json and select it with defaultProvider and ` +
+		`defaultModel in settings.json, both in ${agentDir}, or log in with /login ` +
+		`(Pi said "${NO_MODEL_ERROR}"); check with \`pi-workflows pi doctor\``
+	);
+}
+
 /** The one-line message of anything thrown. */
 export function describeError(error: unknown): string {
 	if (error instanceof Error) return oneLine(error.message || error.name);

@@ -24,6 +24,9 @@
  * code.
  */
 
+import { dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+
 import type { ExtensionAPI } from "@earendil-works/pi-coding-agent";
 
 import { registerWorkflowCommand } from "./command.ts";
@@ -34,8 +37,8 @@ import { registerWorkflowTool } from "./tool.ts";
 export type { ExtensionOptions } from "./session.ts";
 
 /**
- * The extension factory, configured: `pi-workflows pi install` writes a loader that calls it
- * with the absolute path of the `pi-workflows` executable it was run from.
+ * The extension factory, configured: `cli` names the `pi-workflows` executable to run, or
+ * `extensionDir` the extension's directory, from which the CLI installed with it is found.
  */
 export function createWorkflowExtension(options: ExtensionOptions = {}): (pi: ExtensionAPI) => void {
 	return (pi: ExtensionAPI) => {
@@ -67,5 +70,9 @@ export function createWorkflowExtension(options: ExtensionOptions = {}): (pi: Ex
 	};
 }
 
-/** The extension as `pi -e integrations/pi/extension/index.ts` loads it (CLI from the environment). */
-export default createWorkflowExtension();
+/**
+ * The extension as Pi loads it from the Pi package (`pi-workflows pi install`) or with
+ * `pi -e .../extension/index.ts`: the CLI is `$PI_WORKFLOWS_CLI`, else the one installed with
+ * this package, else `pi-workflows` on PATH.
+ */
+export default createWorkflowExtension({ extensionDir: dirname(fileURLToPath(import.meta.url)) });

@@ -12,7 +12,7 @@
  */
 
 import type { JsonObject, JsonValue } from "./connection.ts";
-import { oneLine } from "./errors.ts";
+import { describeModelError, oneLine } from "./errors.ts";
 import { compactJson } from "./format.ts";
 import {
 	type ActiveRequest,
@@ -408,9 +408,12 @@ export function endedWithError(messages: readonly unknown[]): boolean {
 	return lastAssistant(messages)?.stopReason === "error";
 }
 
-/** The provider's error text of a final reply that ended with an error ("" when there is none). */
-export function providerError(messages: readonly unknown[]): string {
+/**
+ * The provider's error text of a final reply that ended with an error ("" when there is none),
+ * with Pi's "no model" error said plainly (`describeModelError`; `agentDir` is Pi's).
+ */
+export function providerError(messages: readonly unknown[], agentDir: string): string {
 	const last = lastAssistant(messages);
 	if (last?.stopReason !== "error") return "";
-	return typeof last.errorMessage === "string" ? last.errorMessage.trim() : "";
+	return typeof last.errorMessage === "string" ? describeModelError(last.errorMessage.trim(), agentDir) : "";
 }

@@ -16,7 +16,7 @@ import { WorkflowClient } from "./client.ts";
 import { SessionCoordinator } from "./coordinator.ts";
 import { ClientClosedError } from "./errors.ts";
 import { WorkflowOperations } from "./operations.ts";
-import { resolveCli, socketPath, stateHome } from "./paths.ts";
+import { bundledCli, resolveCli, socketPath, stateHome } from "./paths.ts";
 import { hasWorkflowEntries } from "./presentation.ts";
 
 /** The longest client id the protocol accepts is 200 characters. */
@@ -26,8 +26,13 @@ const MAX_CLIENT_ID = 200;
 const PRESENTING_MODES = new Set(["tui", "rpc"]);
 
 export interface ExtensionOptions {
-	/** The `pi-workflows` executable recorded by `pi-workflows pi install`. */
+	/** The `pi-workflows` executable to run (a loader of its own may pass one). */
 	cli?: string;
+	/**
+	 * The extension's own directory: without `cli`, the CLI installed with the extension is
+	 * found from it (`bundledCli`).
+	 */
+	extensionDir?: string;
 }
 
 /** What the extension holds while one Pi session runs. */
@@ -46,7 +51,8 @@ export class WorkflowSession {
 	) {
 		this.sessionId = ctx.sessionManager.getSessionId();
 		const socket = socketPath(stateHome(env));
-		const cli = resolveCli(options.cli, env);
+		const installed = options.cli ?? (options.extensionDir ? bundledCli(options.extensionDir) : undefined);
+		const cli = resolveCli(installed, env);
 		this.client = new WorkflowClient({
 			socketPath: socket,
 			cli,

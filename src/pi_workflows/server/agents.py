@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pi_workflows import pi_package
 from pi_workflows.protocol.process_start import process_start
 from pi_workflows.server import children
 from pi_workflows.server.children import Process
@@ -46,8 +47,6 @@ from pi_workflows.store.errors import StoreError
 from pi_workflows.store.states import ParkReason
 
 log = logging.getLogger(__name__)
-
-EXTENSION_IN_CHECKOUT = Path(__file__).resolve().parents[3] / "integrations/pi/extension/index.ts"
 
 
 @dataclass
@@ -67,10 +66,12 @@ def pi_command(config: ServerConfig) -> list[str]:
 
 
 def extension_path(config: ServerConfig) -> str | None:
-    """The extension to load: ``PI_WORKFLOWS_PI_EXTENSION``, else the checkout's."""
+    """The extension to load: ``PI_WORKFLOWS_PI_EXTENSION``, else this installation's (the
+    wheel's copy, or the source checkout's: ``pi_package``)."""
     if config.pi_extension:
         return config.pi_extension
-    return str(EXTENSION_IN_CHECKOUT) if EXTENSION_IN_CHECKOUT.exists() else None
+    entry = pi_package.extension_entry()
+    return None if entry is None else str(entry)
 
 
 def _cli_path() -> str | None:

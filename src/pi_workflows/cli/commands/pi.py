@@ -1,143 +1,95 @@
-"""`pi-workflows pi install|uninstall`: register the Pi extension with the user's Pi, or remove it.
+"""`pi-workflows pi install|uninstall|doctor`: register pi-workflows with the user's Pi, remove
+it, or check the whole Pi set-up.
 
-Owns the one file that registers the extension: `<agent dir>/extensions/pi-workflows/index.ts`,
-a loader Pi discovers on its own (an extension directory with an `index.ts`, one of the
-locations Pi's docs/extensions.md lists). The loader imports the extension from this source
-checkout (`integrations/pi/extension/index.ts`) and passes it the absolute path of the
-`pi-workflows` executable of the running interpreter, so the extension starts servers with the
-same installation. The agent directory is `$PI_CODING_AGENT_DIR`, else `~/.pi/agent` (`$HOME`).
+`install` registers this installation's Pi package (`pi_workflows.pi_package`: the wheel's
+copy, or the source checkout's `integrations/pi`; its manifest loads the extension and the
+`pi-workflows` skill) in Pi's user settings, as Pi's own `pi install PATH` does, so `pi list`
+shows it and `pi remove PATH` removes it (`pi_registration`). At most one pi-workflows
+package is registered: `install` replaces another installation's, and removes the loader
+file earlier versions wrote. The agent directory is `$PI_CODING_AGENT_DIR`, else
+`~/.pi/agent` (`$HOME`).
 
-Install and uninstall are idempotent, and uninstall removes exactly what install wrote: the
-loader (only when it carries this module's marker) and its directory when that is left empty.
-Neither contacts a server, nor touches Pi's settings, sessions or any other file.
+Install and uninstall are idempotent; neither contacts a server, copies a file or touches
+anything but the `packages` entries of pi-workflows and the old loader. `doctor` changes
+nothing (`pi_doctor`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import shutil
-import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any
 
 import click
 
-from pi_workflows.cli.errors import CliError
+from pi_workflows import pi_package
+from pi_workflows.cli import pi_doctor
+from pi_workflows.cli import pi_registration as registration
+from pi_workflows.cli.errors import EXIT_FAILURE, CliError
 from pi_workflows.cli.options import json_option
 from pi_workflows.cli.output import print_json
 
-__all__ = [
-    "LOADER_MARKER",
-    "agent_dir",
-    "cli_executable",
-    "extension_source",
-    "loader_path",
-    "loader_text",
-    "pi_group",
-]
-
-EXTENSION_DIR_NAME: Final = "pi-workflows"
-"""The extension's directory inside `<agent dir>/extensions`."""
-
-LOADER_MARKER: Final = "// pi-workflows-loader v1"
-"""The line that marks a loader written by `pi install`; uninstall removes only such files."""
-
-_REPO_ROOT: Final = Path(__file__).resolve().parents[4]
+__all__ = ["pi_group"]
 
 
-def agent_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """Pi's agent directory: `$PI_CODING_AGENT_DIR` when set and non-empty, else `~/.pi/agent`."""
-    env = os.environ if environ is None else environ
-    explicit = env.get("PI_CODING_AGENT_DIR")
-    if explicit:
-        return Path(explicit).expanduser().absolute()
-    home = env.get("HOME")
-    base = Path(home) if home else Path.home()
-    return (base / ".pi" / "agent").absolute()
-
-
-def loader_path(agent: Path) -> Path:
-    """Where the loader lives inside the agent directory `agent`."""
-    return agent / "extensions" / EXTENSION_DIR_NAME / "index.ts"
-
-
-def extension_source() -> Path:
-    """The extension's entry point in this source checkout.
+def _package() -> Path:
+    """This installation's Pi package directory.
 
     Raises:
-        CliError: this installation has no `integrations/pi/extension/index.ts` (it was not
-            installed from a source checkout).
+        CliError: it is missing (a broken installation).
     """
-    entry = _REPO_ROOT / "integrations" / "pi" / "extension" / "index.ts"
-    if not entry.is_file():
+    package = pi_package.package_dir()
+    if package is None:
         raise CliError(
-            f"the Pi extension's sources are not at {entry}; `pi-workflows pi install` needs "
-            "pi-workflows installed from a source checkout (see docs/pi.md)"
+            "this pi-workflows installation has no Pi package (the extension's sources are"
+            " missing); reinstall pi-workflows"
         )
-    return entry
+    return package
 
 
-def cli_executable() -> Path:
-    """The absolute path of this installation's `pi-workflows` executable.
-
-    The one next to the running interpreter (the virtual environment's), else the first on
-    PATH. Symlinks are kept: a virtual environment's interpreter is usually one.
-
-    Raises:
-        CliError: neither exists.
-    """
-    beside = Path(os.path.abspath(sys.executable)).parent / "pi-workflows"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return beside
-    found = shutil.which("pi-workflows")
-    if found:
-        return Path(os.path.abspath(found))
-    raise CliError(
-        f"cannot find the pi-workflows executable (not next to {sys.executable}, not on PATH)"
-    )
+def _entry_path(entry: Any, agent: Path) -> Path | None:
+    """The local directory a `packages` entry names (None for a remote or odd entry)."""
+    source = registration.source_of(entry)
+    return None if source is None else registration.resolve_local_source(source, agent)
 
 
-def loader_text(extension: Path, cli: Path) -> str:
-    """The loader's source: it imports the extension and hands it the CLI's path."""
-    # json.dumps writes a valid JavaScript string literal for any path.
-    return (
-        f"{LOADER_MARKER}\n"
-        "// Written by `pi-workflows pi install`; `pi-workflows pi uninstall` removes it.\n"
-        f"import {{ createWorkflowExtension }} from {json.dumps(str(extension))};\n"
-        "\n"
-        f"export default createWorkflowExtension({{ cli: {json.dumps(str(cli))} }});\n"
-    )
+def _is_pi_workflows(entry: Any, agent: Path) -> bool:
+    """Whether a `packages` entry names a pi-workflows Pi package (of any installation), or
+    the package of a wheel installation that is gone (`.../pi_workflows/integrations/pi`
+    that no longer exists, say after `pipx uninstall`)."""
+    path = _entry_path(entry, agent)
+    if path is None:
+        return False
+    if pi_package.is_pi_workflows_package(path):
+        return True
+    return path.parts[-3:] == ("pi_workflows", "integrations", "pi") and not path.exists()
 
 
-@dataclass(frozen=True)
-class _Loader:
-    """What is at the loader's place now."""
-
-    path: Path
-    text: str | None
-    """The file's content, or None when there is no file."""
-
-    @property
-    def ours(self) -> bool:
-        return self.text is not None and self.text.startswith(LOADER_MARKER + "\n")
+def _same_path(entry: Any, agent: Path, package: Path) -> bool:
+    """Whether a `packages` entry names the directory `package` (Pi's identity of a local
+    package is its resolved path)."""
+    path = _entry_path(entry, agent)
+    return path is not None and os.path.realpath(path) == os.path.realpath(package)
 
 
-def _read_loader(path: Path) -> _Loader:
+def _remove_legacy_loader(agent: Path) -> Path | None:
+    """Remove the loader an earlier `pi install` wrote (and its directory, when empty)."""
+    loader = registration.legacy_loader(agent)
+    if loader is None:
+        return None
     try:
-        return _Loader(path, path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return _Loader(path, None)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CliError(f"cannot read {path}: {exc}") from None
+        loader.unlink()
+    except OSError as exc:
+        raise CliError(f"cannot remove the old pi-workflows loader {loader}: {exc}") from None
+    with contextlib.suppress(OSError):
+        loader.parent.rmdir()  # only when nothing else was put there
+    return loader
 
 
 @click.group("pi")
 def pi_group() -> None:
-    """Register the pi-workflows extension with the Pi coding agent, or remove it.
+    """Register pi-workflows with the Pi coding agent, remove it, or check the Pi set-up.
 
     \b
     Example:
@@ -148,73 +100,151 @@ def pi_group() -> None:
 @pi_group.command("install")
 @json_option
 def install(as_json: bool) -> None:
-    """Register the extension with your Pi (idempotent); it finds this pi-workflows itself.
+    """Register the pi-workflows Pi package (extension and skill) with your Pi (idempotent).
 
-    Writes <agent dir>/extensions/pi-workflows/index.ts, where the agent directory is
-    $PI_CODING_AGENT_DIR, else ~/.pi/agent. Run it again after moving this installation.
+    Adds this installation's Pi package to `packages` in <agent dir>/settings.json, where the
+    agent directory is $PI_CODING_AGENT_DIR, else ~/.pi/agent, as `pi install PATH` would:
+    `pi list` shows it, `pi remove PATH` removes it. Replaces another installation's
+    pi-workflows package. Run it again after moving this installation.
 
     \b
     Example:
       pi-workflows pi install --json
     """
-    extension = extension_source()
-    cli = cli_executable()
-    agent = agent_dir()
-    current = _read_loader(loader_path(agent))
-    if current.text is not None and not current.ours:
-        raise CliError(
-            f"{current.path} exists and was not written by pi-workflows; move it away first"
-        )
-    wanted = loader_text(extension, cli)
-    changed = current.text != wanted
-    if changed:
-        current.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = current.path.with_name(current.path.name + ".tmp")
-        temporary.write_text(wanted, encoding="utf-8")
-        os.replace(temporary, current.path)
+    package = _package()
+    agent = registration.agent_dir()
+    replaced: list[str] = []
+
+    def change(packages: list[Any]) -> list[Any]:
+        kept: list[Any] = []
+        present = False
+        for entry in packages:
+            if _same_path(entry, agent, package):
+                if not present:
+                    kept.append(entry)
+                present = True
+            elif _is_pi_workflows(entry, agent):
+                replaced.append(str(registration.source_of(entry)))
+            else:
+                kept.append(entry)
+        if not present:
+            kept.append(str(package))
+        return kept
+
+    changed = registration.update_packages(agent, change)
+    loader = _remove_legacy_loader(agent)
+    cli = pi_package.bundled_cli(package)
+    document = {
+        "installed": True,
+        "changed": changed or loader is not None,
+        "package": str(package),
+        "extension": str(package / "extension" / "index.ts"),
+        "skill": str(pi_package.skill_file() or ""),
+        "settings": str(registration.settings_path(agent)),
+        "agentDir": str(agent),
+        "cli": None if cli is None else str(cli),
+        "replaced": replaced,
+        "removedLoader": None if loader is None else str(loader),
+    }
     if as_json:
-        print_json(
-            {
-                "installed": True,
-                "changed": changed,
-                "loader": str(current.path),
-                "extension": str(extension),
-                "cli": str(cli),
-                "agentDir": str(agent),
-            }
-        )
+        print_json(document)
         return
-    what = "installed" if changed else "already installed"
-    click.echo(f"Pi extension {what}: {current.path} (loads {extension}, runs {cli})")
-    if changed:
+    what = "registered" if document["changed"] else "already registered"
+    click.echo(f"Pi package {what}: {package} (in {document['settings']})")
+    for source in replaced:
+        click.echo(f"  replaced another installation's package: {source}")
+    if loader is not None:
+        click.echo(f"  removed the old loader: {loader}")
+    if cli is not None:
+        click.echo(f"  its extension starts servers with {cli}")
+    else:
         click.echo(
-            "Start Pi (or run /reload in a running Pi) to load /workflow and the workflow tool."
+            "  its extension looks for `pi-workflows` on PATH (set PI_WORKFLOWS_CLI in Pi's"
+            " environment to name one)"
+        )
+    if document["changed"]:
+        click.echo(
+            "Start Pi (or run /reload in a running Pi) to load /workflow, the workflow tool"
+            " and the pi-workflows skill."
         )
 
 
 @pi_group.command("uninstall")
 @json_option
 def uninstall(as_json: bool) -> None:
-    """Remove what `pi install` wrote (idempotent); other files are never touched.
+    """Unregister every pi-workflows Pi package from your Pi (idempotent).
+
+    Removes the pi-workflows entries from `packages` in <agent dir>/settings.json (and the
+    loader file earlier versions wrote); other packages and settings are never touched.
 
     \b
     Example:
       pi-workflows pi uninstall
     """
-    agent = agent_dir()
-    current = _read_loader(loader_path(agent))
-    if current.text is not None and not current.ours:
-        raise CliError(f"{current.path} was not written by pi-workflows; leaving it in place")
-    removed = current.text is not None
-    if removed:
-        current.path.unlink()
-        # The directory goes too, unless something else was put in it.
-        with contextlib.suppress(OSError):
-            current.path.parent.rmdir()
+    agent = registration.agent_dir()
+    package = pi_package.package_dir()
+    removed: list[str] = []
+
+    def change(packages: list[Any]) -> list[Any]:
+        kept: list[Any] = []
+        for entry in packages:
+            ours = package is not None and _same_path(entry, agent, package)
+            if ours or _is_pi_workflows(entry, agent):
+                removed.append(str(registration.source_of(entry)))
+            else:
+                kept.append(entry)
+        return kept
+
+    registration.update_packages(agent, change)
+    loader = _remove_legacy_loader(agent)
+    document = {
+        "removed": bool(removed) or loader is not None,
+        "sources": removed,
+        "removedLoader": None if loader is None else str(loader),
+        "settings": str(registration.settings_path(agent)),
+        "agentDir": str(agent),
+    }
     if as_json:
-        print_json({"removed": removed, "loader": str(current.path), "agentDir": str(agent)})
+        print_json(document)
         return
-    if removed:
-        click.echo(f"Pi extension removed: {current.path}")
+    if not document["removed"]:
+        click.echo(f"pi-workflows is not registered with Pi (nothing in {document['settings']})")
+        return
+    for source in removed:
+        click.echo(f"Pi package removed: {source} (from {document['settings']})")
+    if loader is not None:
+        click.echo(f"old loader removed: {loader}")
+
+
+@pi_group.command("doctor")
+@json_option
+@click.pass_context
+def doctor(ctx: click.Context, as_json: bool) -> None:
+    """Check the Pi set-up: Pi is found, its Node is new enough, the pi-workflows package is
+    registered, and Pi has a model. Each failure comes with a one-line fix; exits 1 when a
+    check fails.
+
+    Pi is $PI_WORKFLOWS_PI, else `pi` on PATH. Starts Pi without extensions or a session to
+    ask which model it would use; changes nothing.
+
+    \b
+    Example:
+      pi-workflows pi doctor
+    """
+    agent, checks = pi_doctor.run_checks()
+    ok = all(check.ok for check in checks)
+    if as_json:
+        print_json(
+            {"ok": ok, "agentDir": str(agent), "checks": [check.to_json() for check in checks]}
+        )
     else:
-        click.echo(f"Pi extension is not installed (no {current.path})")
+        click.echo(f"Pi set-up (agent directory {agent}):")
+        width = max(len(check.name) for check in checks)
+        for check in checks:
+            mark = "ok  " if check.ok else "FAIL"
+            click.echo(f"  {mark}  {check.name:<{width}}  {check.detail}")
+            if check.fix:
+                click.echo(f"        {'':<{width}}  fix: {check.fix}")
+        click.echo("all checks passed" if ok else "some checks failed")
+    if not ok:
+        ctx.exit(EXIT_FAILURE)

@@ -1,7 +1,8 @@
 """The ``Workflow`` class: a named, validated, immutable graph of nodes and routes.
 
 Construction validates the whole definition (see ``validation.py``) and raises
-``WorkflowDefinitionError`` naming the workflow and node of the first problem. A built
+``WorkflowDefinitionError`` naming the workflow and node of the first problem, with every
+problem (each at its file and line) in its ``problems``. A built
 ``Workflow`` never changes; the engine and the runner only read it.
 """
 
@@ -11,6 +12,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
+from pi_workflows.authoring.locations import caller_location
 from pi_workflows.authoring.nodes import Node
 from pi_workflows.authoring.routing import Route
 from pi_workflows.authoring.validation import check_definition
@@ -38,7 +40,9 @@ class Workflow:
         edges: Sequence[Route] = (),
         max_steps: int = DEFAULT_MAX_STEPS,
     ) -> None:
-        wf, first, checked, routes, limit = check_definition(name, start, nodes, edges, max_steps)
+        wf, first, checked, routes, limit = check_definition(
+            name, start, nodes, edges, max_steps, location=caller_location()
+        )
         self._name = wf
         self._start = first
         self._nodes: Mapping[str, Node] = MappingProxyType(checked)

@@ -123,23 +123,25 @@ def test_idempotent_actions_shells_and_computes_take_a_policy() -> None:
 )
 def test_interactive_and_notify_nodes_cannot_declare_retry(make: Any) -> None:
     """A model step, an answer, a person's decision or a message is never retried: the
-    constructor refuses ``retry`` and says what to use instead."""
-    with pytest.raises(TypeError, match="cannot declare retry"):
-        make()
+    workflow refuses the node's ``retry`` at load, naming the node and what to use instead
+    (the constructor keeps the problem, so the file's other problems are reported too)."""
+    node = make()
+    with pytest.raises(WorkflowDefinitionError, match=r"node 'a': .* cannot declare retry"):
+        Workflow("w", "a", {"a": node}, [])
 
 
 def test_sleep_takes_exactly_one_of_a_duration_and_until() -> None:
-    """Neither, both, a negative or endless duration, or a non-callable until: refused."""
-    with pytest.raises(TypeError, match="exactly one"):
-        sleep()
-    with pytest.raises(TypeError, match="exactly one"):
-        sleep(seconds(1), until=_noop)
-    with pytest.raises(ValueError, match="sleep duration"):
-        sleep(-1)
-    with pytest.raises(ValueError, match="sleep duration"):
-        sleep(math.nan)
-    with pytest.raises(TypeError, match="callback"):
-        sleep(until="tomorrow")  # type: ignore[arg-type]
+    """Neither, both, a negative or endless duration, or a non-callable until: refused at
+    load, naming the sleep node."""
+    for node, message in (
+        (sleep(), "exactly one"),
+        (sleep(seconds(1), until=_noop), "exactly one"),
+        (sleep(-1), "sleep duration"),
+        (sleep(math.nan), "sleep duration"),
+        (sleep(until="tomorrow"), "callback"),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(WorkflowDefinitionError, match=rf"node 'a': .*{message}"):
+            Workflow("w", "a", {"a": node}, [])
     assert sleep(minutes(10)).duration == 600.0
     assert sleep(0).duration == 0.0
 
@@ -147,8 +149,8 @@ def test_sleep_takes_exactly_one_of_a_duration_and_until() -> None:
 def test_wait_event_names_follow_the_signal_rule() -> None:
     """Names the server would refuse are refused at load; the two patterns are the same."""
     for bad in ("", "9lives", "has space", "x" * 129, "a/b"):
-        with pytest.raises(ValueError, match="event name"):
-            wait_event(bad)
+        with pytest.raises(WorkflowDefinitionError, match="node 'a': event name"):
+            Workflow("w", "a", {"a": wait_event(bad)}, [])
     assert wait_event("ci.done:main-1").name == "ci.done:main-1"
     assert EVENT_NAME_PATTERN_TEXT == SIGNAL_NAME_PATTERN
     with pytest.raises(WorkflowDefinitionError, match="timeout"):

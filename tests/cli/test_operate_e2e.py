@@ -128,7 +128,8 @@ def test_mermaid_lists_edges_in_graph_order(server: ServerProcess) -> None:
 def test_workflows_check_validates_files_for_editors_and_ci(
     server: ServerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One line per file: ok, or its problem; exit 1 when any has one."""
+    """One line per file: ok, or each of its problems, then the count; exit 1 when any has
+    one."""
     workflows_dir = server.project / ".pi" / "workflows"
     monkeypatch.chdir(workflows_dir)
     good = invoke(server, "workflows", "check", "good.workflow.py")
@@ -142,7 +143,8 @@ def test_workflows_check_validates_files_for_editors_and_ci(
     )
     assert both.exit_code == 1
     lines = both.stdout.splitlines()
-    assert len(lines) == 3
+    assert len(lines) == 4
+    assert lines[3] == "2 problems in 2 of 3 files"
     broken, syntax = workflows_dir / "broken.workflow.py", workflows_dir / "syntax.workflow.py"
     assert re.fullmatch(
         rf"{re.escape(str(broken))}:\d+: error: workflow 'broken', node 'a': edge to unknown"
@@ -150,7 +152,7 @@ def test_workflows_check_validates_files_for_editors_and_ci(
         lines[1],
     ), lines[1]
     assert lines[2] == f"{syntax}:2: error: syntax error: '(' was never closed"
-    assert all(line.count(str(workflows_dir)) == 1 for line in lines)  # the path once
+    assert all(line.count(str(workflows_dir)) == 1 for line in lines[:3])  # the path once
 
 
 def test_a_relative_path_and_the_project_are_found_from_the_working_directory(

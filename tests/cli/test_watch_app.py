@@ -66,6 +66,22 @@ workflow = Workflow("step", start="count", nodes={
 }, edges=[edge("count", "done")])
 """
 
+COUNT = """
+import os, time
+from pi_workflows import Workflow, action, idempotent_effect
+
+def count(ctx):
+    for done in range(1, 1001):
+        ctx.publish_update({"done": done, "total": 1000})
+    while not os.path.exists(ctx.input["go"]) and not ctx.cancellation.is_set():
+        time.sleep(0.05)
+    return {"counted": 1000}
+
+workflow = Workflow("count", start="count", nodes={
+    "count": action(count, effect=idempotent_effect("count")),
+})
+"""
+
 SLOWS = """
 from pi_workflows import Workflow, fan_out
 
@@ -82,6 +98,7 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     process.write_workflow("slow", SLOW)
     process.write_workflow("slows", SLOWS)
     process.write_workflow("step", STEP)
+    process.write_workflow("count", COUNT)
     process.start()
     yield process
     process.cleanup()
@@ -327,5 +344,32 @@ def test_the_list_shows_a_parent_with_its_progress_and_its_view_lists_the_childr
         assert len(children) == 3
         assert all(child in details for (child,) in children)
         assert "Child runs that need a person" in details
+
+    drive(app, script)
+
+
+def test_the_run_view_shows_a_nodes_latest_progress_while_it_runs(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """A node that published 1,000 updates and still runs: its run view shows the last value
+    (which history does not keep, so no revision moved for it) with the count; it stays
+    once the run completed."""
+    go = tmp_path / "go"
+    run_id = server.start_run("count", {"go": str(go)})
+    app = WatchApp(server.home, run_id=run_id, client_factory=server.client)
+    latest = '{"done":1000,"total":1000}'
+
+    async def script(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: latest in shown(app, "#run"), "the latest progress value")
+        assert run_status(app) == "running"
+        details = shown(app, "#run")
+        assert f"count: {latest} (1000 published, at " in details
+        updates = server.query(
+            "SELECT COUNT(*) FROM events WHERE run_id = ? AND type = 'node.update'", run_id
+        )
+        assert updates == [(1,)]  # the first value only: the latest came without an event
+        go.touch()
+        await until(pilot, lambda: run_status(app) == "completed", "the run's end")
+        assert f"count: {latest} (1000 published, at " in shown(app, "#run")
 
     drive(app, script)

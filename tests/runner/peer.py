@@ -64,6 +64,7 @@ OPTIONAL: dict[str, set[str]] = {
     "node.wait": {"timeoutMs", "choices", "timeoutChoice"},
     "effect.settle": {"result", "error", "receipt"},
     "node.logs": {"traceback"},
+    "node.update": {"published"},
 }
 READS = {"ready", "state.get", "blob.read"}
 

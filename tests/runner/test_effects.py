@@ -63,7 +63,9 @@ def test_action_body_runs_only_after_an_applying_reservation(project: Project) -
             {"type": "mail", "kind": "manual", "nodeId": "send", "visit": 1}
         ),
     }
-    assert server.sent("node.update") == [{"attemptId": "att-1", "body": {"status": "sending"}}]
+    assert server.sent("node.update") == [
+        {"attemptId": "att-1", "body": {"status": "sending"}, "published": 1}
+    ]
     (settle,) = server.sent("effect.settle")
     assert settle["effectId"] == "eff-2"
     assert settle["status"] == "applied"

@@ -18,7 +18,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pi_workflows.server.app  # noqa: F401 - declares every server commit point
-from pi_workflows.store import children, history, retention, schedules, views, watch_views
+from pi_workflows.store import (
+    children,
+    history,
+    progress,
+    retention,
+    schedules,
+    views,
+    watch_views,
+)
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
 
@@ -49,6 +57,7 @@ BUILDERS: tuple[Callable[[Database, FakeClock], Any], ...] = (
     st.runner_in_node,
     st.runner_applying,
     st.runner_process,
+    st.runner_progress,
     st.scheduled_run,
     st.schedule_queued,
     st.joining,
@@ -88,6 +97,8 @@ def _life(db: Database, clock: FakeClock) -> list[str]:
                 views.run_messages(conn, run_id)
                 history.page(conn, run_id)
                 watch_views.run_watch(conn, run_id)
+                progress.mark(conn, run_id)
+                progress.current(conn, run_id)
             views.list_runs(conn, limit=100)
             views.list_runs_page(conn, statuses=["waiting"], workflow="sample", limit=100)
             views.list_runs_page(conn, schedule=st.SCHEDULE, limit=100)
@@ -103,6 +114,7 @@ def _life(db: Database, clock: FakeClock) -> list[str]:
             schedules.queued_heads(conn, 64)
             schedules.any_active(conn)
             views.list_interactions(conn, st.SESSION)
+            views.list_session_runs(conn, st.SESSION)
             views.list_interactions(conn)
             watch_views.runs_watch(conn)
             views.status_counts(conn, clock.now_ms())

@@ -18,6 +18,7 @@ from pi_workflows.store import (
     agents,
     interaction_writes,
     lifecycle,
+    progress,
     receipts,
     runners,
     schedules,
@@ -373,6 +374,23 @@ def runner_in_node(db: Database, clock: FakeClock) -> Ctx:
     ctx = launched(db, clock)
     started = say(db, ctx, "node.start", {"nodeId": "a"}, "m-start")
     ctx["attempt_id"] = started["attemptId"]
+    return ctx
+
+
+def runner_progress(db: Database, clock: FakeClock) -> Ctx:
+    """A launched runner whose attempt published three progress values (the first sampled
+    into history, the other two kept as the latest only)."""
+    ctx = runner_in_node(db, clock)
+    for pct in (10, 20, 30):
+        payload = {"attemptId": ctx["attempt_id"], "body": {"pct": pct}, "published": pct}
+        say(db, ctx, "node.update", payload, f"m-update-{pct}")
+    return ctx
+
+
+def in_node_progress(db: Database, clock: FakeClock) -> Ctx:
+    """A running attempt that published one progress value (history sampled it)."""
+    ctx = in_node(db, clock)
+    progress.record(db, ctx["claim"], ctx["attempt_id"], {"pct": 10})
     return ctx
 
 

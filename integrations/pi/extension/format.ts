@@ -61,6 +61,8 @@ export function formatRun(view: RunView): string {
 	const reason = view.parkReason ? ` (${view.parkReason})` : "";
 	const lines = [`Run ${view.runId} of ${view.workflow}: ${view.status}${reason}`];
 	if (view.currentNode) lines.push(`node: ${view.currentNode}`);
+	const progress = view.progress;
+	if (progress) lines.push(`progress of ${progress.nodeId}: ${oneLine(progress.text, 300)}`);
 	const waiting = view.waitingOn;
 	if (waiting) {
 		lines.push(`waiting on: ${waiting.kind} ${waiting.requestId} at node ${waiting.nodeId}`);

@@ -66,9 +66,21 @@ export interface RunView {
 	currentNode?: string | null;
 	waitingOn?: WaitingOn | null;
 	wait?: DurableWait | null;
+	/** The run's newest `publish_update` value (its attempt's latest), or null. */
+	progress?: RunProgress | null;
 	input?: JsonValue;
 	output?: JsonValue;
 	error?: JsonValue;
+}
+
+/** A node's latest progress (`ctx.publish_update`): the value as one line, when it came. */
+export interface RunProgress {
+	nodeId: string;
+	/** The value as one line (a string value as it is, else its JSON), at most 200 characters. */
+	text: string;
+	at: number;
+	/** How many values the node published (the server keeps only the latest). */
+	published: number;
 }
 
 /** What `run.start` needs. */
@@ -124,6 +136,8 @@ export interface SessionRun {
 	parentRunId?: string | null;
 	/** For a parent waiting on a join: its children's progress, else null. */
 	children?: ChildProgress | null;
+	/** The latest `publish_update` value of the node it runs now, else null. */
+	progress?: RunProgress | null;
 }
 
 /**

@@ -248,6 +248,16 @@ function progressNote(children: ChildProgress | null | undefined): string {
 	return ` ${children.ended}/${children.total} done${failed}`;
 }
 
+/** Longest progress value the widget shows on a run's line. */
+const MAX_WIDGET_PROGRESS = 80;
+
+/** The node's latest `publish_update` value, on its run's line (`: {"done":40}`). */
+function latestNote(run: SessionRun): string {
+	const progress = run.progress;
+	if (!progress || typeof progress !== "object" || typeof progress.text !== "string") return "";
+	return `: ${oneLine(progress.text, MAX_WIDGET_PROGRESS)}`;
+}
+
 /**
  * What the active request asks for, on the line of the run it belongs to: the run's own, or
  * its parent's (ancestor's) line when the request is a child run's step, naming that child.
@@ -266,7 +276,8 @@ function waitingNote(run: SessionRun, active: ActiveRequest | null, owner: Reado
 
 /**
  * The widget's lines for `view` (undefined clears it: no active runs): one per root run,
- * a parent waiting on children with their progress after its status.
+ * with the latest progress value of the node it runs, and a parent waiting on children
+ * with their progress after its status.
  */
 export function widgetLines(view: SessionView | undefined): string[] | undefined {
 	if (!view) return undefined;
@@ -274,7 +285,7 @@ export function widgetLines(view: SessionView | undefined): string[] | undefined
 	if (runs.length === 0) return undefined;
 	const lines = ["Workflows in this session:"];
 	for (const run of runs.slice(0, MAX_WIDGET_RUNS)) {
-		const node = run.currentNode ? ` at ${run.currentNode}` : "";
+		const node = run.currentNode ? ` at ${run.currentNode}${latestNote(run)}` : "";
 		const progress = progressNote(run.children);
 		lines.push(`  ${run.runId} ${run.workflow} ${run.status}${node}${progress}${waitingNote(run, view.activeRequest, owner)}`);
 	}

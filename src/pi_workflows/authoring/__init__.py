@@ -11,7 +11,8 @@ answer schemas), ``effects`` (effect declarations), ``retries``
 (retry policies), ``composition`` (child runs: subworkflow, fan_out), ``kinds`` (the node
 kinds), ``context``
 (``ctx`` types and cancellation), ``values`` (JSON values, outcomes, durations),
-``validation`` (load-time graph checks), ``errors``.
+``validation`` (load-time graph checks, every problem at once), ``locations`` (the line each
+node and route was written at), ``errors``.
 """
 
 from pi_workflows.authoring.composition import (

@@ -23,6 +23,7 @@ from typing import Final, Protocol, TypeAlias, runtime_checkable
 
 from pi_workflows.authoring.context import NodeContext
 from pi_workflows.authoring.kinds import NodeKind
+from pi_workflows.authoring.locations import remember
 
 MAX_ITEMS: Final = 1000
 """The most children one ``fan_out`` starts."""
@@ -117,7 +118,9 @@ def subworkflow(
         raise TypeError(f"subworkflow input must be a callback input(ctx), got {input!r}")
     if not isinstance(detached, bool):
         raise TypeError(f"subworkflow detached must be True or False, got {detached!r}")
-    return SubworkflowNode(workflow=_check_workflow(workflow), input=input, detached=detached)
+    return remember(
+        SubworkflowNode(workflow=_check_workflow(workflow), input=input, detached=detached)
+    )
 
 
 def fan_out(
@@ -155,11 +158,13 @@ def fan_out(
     for name, flag in (("fail_fast", fail_fast), ("detached", detached)):
         if not isinstance(flag, bool):
             raise TypeError(f"fan_out {name} must be True or False, got {flag!r}")
-    return FanOutNode(
-        workflow=_check_workflow(workflow),
-        items=items,
-        input=input,
-        concurrency=concurrency,
-        fail_fast=fail_fast,
-        detached=detached,
+    return remember(
+        FanOutNode(
+            workflow=_check_workflow(workflow),
+            items=items,
+            input=input,
+            concurrency=concurrency,
+            fail_fast=fail_fast,
+            detached=detached,
+        )
     )

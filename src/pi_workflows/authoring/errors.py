@@ -15,12 +15,28 @@ class WorkflowDefinitionError(ValueError):
     when the name itself is unusable) and ``node`` the offending node id (``None`` for a
     graph-level problem such as an unusable ``max_steps``). ``problem`` is the bare
     description; ``str(error)`` is one line naming both the workflow and the node.
+
+    ``file`` and ``line`` say where the node, edge or ``Workflow(...)`` call the problem
+    concerns was written (``None`` when unknown). The check reports every problem at once:
+    the raised error is the first one found, and ``problems`` holds all of them in the
+    order they were found (the raised one first), each an error of this type.
     """
 
-    def __init__(self, problem: str, *, workflow: str | None, node: str | None = None) -> None:
+    def __init__(
+        self,
+        problem: str,
+        *,
+        workflow: str | None,
+        node: str | None = None,
+        file: str | None = None,
+        line: int | None = None,
+    ) -> None:
         self.problem = problem
         self.workflow = workflow
         self.node = node
+        self.file = file
+        self.line = line
+        self.problems: tuple[WorkflowDefinitionError, ...] = (self,)
         super().__init__(self._render())
 
     def _render(self) -> str:

@@ -1,9 +1,13 @@
 """Node kinds and their constructors: the vocabulary of a workflow graph.
 
-Each node is a frozen dataclass with a ``kind`` field. Constructors only assemble data;
-every semantic check (effects present, timeouts positive, choices declared, ...) runs when
-the ``Workflow`` is built, so errors can name the workflow and the node. Nothing here runs a
-callback or touches the outside world.
+Each node is a frozen dataclass with a ``kind`` field. Constructors only assemble data and
+remember the line that called them (``locations.remember``); every semantic check (effects
+present, timeouts positive, choices declared, a retry where none may be, ...) runs when the
+``Workflow`` is built, so errors can name the workflow and the node and all of a file's
+problems are reported at once. A constructor raises at once only for an argument of the
+wrong shape that no node could hold (``on_timeout`` not a pair, exit codes not a list, a
+notify kind that does not exist). Nothing here runs a callback or touches the outside
+world.
 
 Output shapes the runner produces for the non-callback kinds (documented for authors in
 ``docs/authoring.md``):
@@ -22,12 +26,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 from pi_workflows.authoring.composition import FanOutNode, SubworkflowNode
 from pi_workflows.authoring.context import ActionContext, NodeContext
@@ -35,7 +38,8 @@ from pi_workflows.authoring.contracts import Contract, contract
 from pi_workflows.authoring.effects import Effect
 from pi_workflows.authoring.errors import Rejected
 from pi_workflows.authoring.kinds import NodeKind
-from pi_workflows.authoring.retries import MAX_DELAY_SECONDS, RetryPolicy
+from pi_workflows.authoring.locations import defer, remember
+from pi_workflows.authoring.retries import RetryPolicy
 from pi_workflows.authoring.values import JsonValue, minutes
 
 
@@ -265,9 +269,18 @@ RETRYING_TYPES = (ComputeNode, ActionNode, ShellNode)
 """The node kinds that may declare a retry policy."""
 
 
-def _no_retry(kind: str, retry: object, why: str) -> None:
-    if retry is not None:
-        raise TypeError(f"{kind} nodes cannot declare retry: {why}")
+_N = TypeVar("_N")
+
+
+def _built(node: _N, problem: str | None = None) -> _N:
+    """``node`` with the author's call line, and ``problem`` kept for the Workflow check."""
+    remember(node)
+    return node if problem is None else defer(node, problem)
+
+
+def _no_retry(kind: str, retry: object, why: str) -> str | None:
+    """The problem of a ``retry`` given to a node kind that never retries, or None."""
+    return None if retry is None else f"{kind} nodes cannot declare retry: {why}"
 
 
 def compute(
@@ -277,7 +290,7 @@ def compute(
 
     ``retry=retry(...)`` tries a failed or timed-out attempt again (``retries.retry``).
     """
-    return ComputeNode(run=run, timeout=timeout, retry=retry)
+    return _built(ComputeNode(run=run, timeout=timeout, retry=retry))
 
 
 def action(
@@ -293,7 +306,7 @@ def action(
     ``Workflow`` refuses an action without one. ``retry=retry(...)`` tries a failed attempt
     again under the same effect key (only with ``idempotent_effect``).
     """
-    return ActionNode(run=run, effect=effect, timeout=timeout, retry=retry)
+    return _built(ActionNode(run=run, effect=effect, timeout=timeout, retry=retry))
 
 
 def shell(
@@ -315,8 +328,10 @@ def shell(
     codes = frozenset(allow_exit_codes)
     if isinstance(command, list):
         command = tuple(command)  # a frozen node holds no list the caller could still change
-    return ShellNode(
-        command=command, effect=effect, allow_exit_codes=codes, timeout=timeout, retry=retry
+    return _built(
+        ShellNode(
+            command=command, effect=effect, allow_exit_codes=codes, timeout=timeout, retry=retry
+        )
     )
 
 
@@ -325,12 +340,14 @@ def notify(message: TextSpec, *, kind: str = "progress", retry: None = None) -> 
 
     ``kind`` is ``"progress"`` (along the way) or ``"final"`` (the run's closing message).
     """
-    _no_retry("notify", retry, "a message is recorded once, with nothing to try again")
     try:
         notify_kind = NotifyKind(kind)
     except ValueError:
         raise ValueError(f"notify kind must be 'progress' or 'final', got {kind!r}") from None
-    return NotifyNode(message=message, notify_kind=notify_kind)
+    return _built(
+        NotifyNode(message=message, notify_kind=notify_kind),
+        _no_retry("notify", retry, "a message is recorded once, with nothing to try again"),
+    )
 
 
 def assistant_message() -> AssistantMessage:
@@ -359,16 +376,18 @@ def agent(
     model back with the message. ``timeout`` defaults to 15 minutes; ``None`` disables it.
     ``allowed_tools`` limits the tools the model may use during the step.
     """
-    _no_retry("agent", retry, "a step is asked again through validate (raise Rejected) instead")
     tools = tuple(allowed_tools) if allowed_tools is not None else None
     typed = contract(output, "output")
-    return AgentNode(
-        prompt=prompt,
-        expected_output=_expected(expected_output, typed),
-        validate=validate,
-        timeout=timeout,
-        allowed_tools=tools,
-        output=typed,
+    return _built(
+        AgentNode(
+            prompt=prompt,
+            expected_output=_expected(expected_output, typed),
+            validate=validate,
+            timeout=timeout,
+            allowed_tools=tools,
+            output=typed,
+        ),
+        _no_retry("agent", retry, "a step is asked again through validate (raise Rejected)"),
     )
 
 
@@ -431,14 +450,16 @@ def decision(
         )
     example = {field: route_ids[0] if route_ids else "...", "reason": "..."}
     lines.append(f"Example: {json.dumps(example)}")
-    return AgentNode(
-        prompt=prompt,
-        expected_output="\n".join(lines),
-        validate=check_route,
-        timeout=timeout,
-        allowed_tools=tuple(allowed_tools) if allowed_tools is not None else None,
-        route_field=field,
-        routes=route_ids,
+    return _built(
+        AgentNode(
+            prompt=prompt,
+            expected_output="\n".join(lines),
+            validate=check_route,
+            timeout=timeout,
+            allowed_tools=tuple(allowed_tools) if allowed_tools is not None else None,
+            route_field=field,
+            routes=route_ids,
+        )
     )
 
 
@@ -458,9 +479,11 @@ def checkpoint(
     answer and the schema. ``validate(answer, ctx)`` may raise ``Rejected`` to ask again.
     ``timeout`` (default none) times the node out.
     """
-    _no_retry("checkpoint", retry, "an answer is asked again through validate instead")
-    return CheckpointNode(
-        request=request, validate=validate, timeout=timeout, answer=contract(answer, "answer")
+    return _built(
+        CheckpointNode(
+            request=request, validate=validate, timeout=timeout, answer=contract(answer, "answer")
+        ),
+        _no_retry("checkpoint", retry, "an answer is asked again through validate instead"),
     )
 
 
@@ -484,14 +507,16 @@ def human_decision(
     is cancelled. The output is ``{"choice": id, "decidedBy": "person" | "timeout"}``; route
     it with a ``switch`` on ``$.choice`` that covers every choice.
     """
-    _no_retry("human_decision", retry, "a person's decision is taken once")
     timeout_rule: OnTimeout | None = None
     if on_timeout is not None:
         if not isinstance(on_timeout, tuple) or len(on_timeout) != 2:
             raise TypeError(f"on_timeout must be a (duration, choice_id) pair, got {on_timeout!r}")
         timeout_rule = OnTimeout(after=on_timeout[0], choice=on_timeout[1])
-    return HumanDecisionNode(
-        title=title, choices=tuple(choices), on_timeout=timeout_rule, details=details
+    return _built(
+        HumanDecisionNode(
+            title=title, choices=tuple(choices), on_timeout=timeout_rule, details=details
+        ),
+        _no_retry("human_decision", retry, "a person's decision is taken once"),
     )
 
 
@@ -503,21 +528,11 @@ def sleep(duration: float | None = None, *, until: NodeCallback | None = None) -
     output is ``{"until": ISO-8601 time, "lateMs": how late it woke}``. A server that was
     down when the time came continues the run at its next start.
     """
-    if (duration is None) == (until is None):
-        raise TypeError("sleep needs exactly one of a duration and until=callback")
-    if until is not None and not callable(until):
-        raise TypeError(f"sleep until must be a callback until(ctx), got {until!r}")
-    if duration is not None and (
-        isinstance(duration, bool)
-        or not isinstance(duration, int | float)
-        or not math.isfinite(duration)
-        or not 0 <= duration <= MAX_DELAY_SECONDS
-    ):
-        raise ValueError(
-            f"sleep duration must be a number of seconds from 0 to {MAX_DELAY_SECONDS:.0f},"
-            f" got {duration!r}"
-        )
-    return SleepNode(duration=None if duration is None else float(duration), until=until)
+    # A duration that is no number, or both or neither of duration and until, is kept as
+    # given: the Workflow check reports it with the file's other problems.
+    if isinstance(duration, int | float) and not isinstance(duration, bool):
+        duration = float(duration)
+    return _built(SleepNode(duration=duration, until=until))
 
 
 def wait_event(
@@ -531,9 +546,4 @@ def wait_event(
     ``validate(data, ctx)`` may raise ``Rejected`` to refuse an event (its sender hears the
     message; the event is not consumed).
     """
-    if not isinstance(name, str) or not EVENT_NAME_PATTERN.match(name):
-        raise ValueError(
-            "event name must be 1-128 letters, digits and _.:- starting with a letter,"
-            f" got {name!r}"
-        )
-    return WaitEventNode(name=name, timeout=timeout, validate=validate)
+    return _built(WaitEventNode(name=name, timeout=timeout, validate=validate))

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeAlias
 
+from pi_workflows.authoring.locations import remember
+
 CaseValue: TypeAlias = str | int | bool | None
 """A switch case value: a JSON string, integer, boolean or null."""
 
@@ -155,7 +157,7 @@ Route: TypeAlias = Edge | Switch
 
 def edge(source: str, target: str) -> Edge:
     """Route ``source`` to ``target`` whenever ``source`` succeeds (outcome ``ok``)."""
-    return Edge(source, target)
+    return remember(Edge(source, target))
 
 
 def switch(
@@ -183,11 +185,13 @@ def switch(
             f"switch after {source!r}: cases must be a mapping of value -> node id, "
             f"got {type(cases).__name__}"
         )
-    return Switch(
-        source,
-        on,
-        tuple(Case(value, target) for value, target in cases.items()),
-        default,
-        failed,
-        timed_out,
+    return remember(
+        Switch(
+            source,
+            on,
+            tuple(Case(value, target) for value, target in cases.items()),
+            default,
+            failed,
+            timed_out,
+        )
     )

@@ -1,21 +1,29 @@
 """Load-time checks of a workflow definition; every error names the workflow and the node.
 
 Called by ``Workflow.__init__`` only. Checks run in a fixed order (name and limits, node ids,
-each node, start, edges, switches, reachability) and the first problem raises
-``WorkflowDefinitionError``, so the same broken file always reports the same error. Never
-calls a node callback.
+each node, start, edges, switches, reachability) and every problem is collected (``_Report``)
+before one ``WorkflowDefinitionError`` is raised: the first problem found, with all of them
+in ``problems``, each at the line of the node or edge it concerns (``locations``; the
+``Workflow(...)`` call for the graph's own problems). So the same broken file always reports
+the same problems in the same order, and an author sees all of them at once. A check that
+cannot go on without what failed before it is skipped (no edges are checked when ``nodes``
+is not a mapping, no reachability without a known start), so one mistake is not reported
+again as many. Never calls a node callback.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 from pi_workflows.authoring.contracts import Contract, schema_problem
 from pi_workflows.authoring.effects import Effect, EffectKind
 from pi_workflows.authoring.errors import WorkflowDefinitionError
+from pi_workflows.authoring.locations import Location, deferred, defined_at
 from pi_workflows.authoring.nodes import (
+    EVENT_NAME_PATTERN,
     NODE_TYPES,
     RETRYING_TYPES,
     ActionNode,
@@ -50,29 +58,80 @@ RESERVED_NODE_IDS = frozenset(
 _ROUTABLE_OUTCOMES = frozenset(o.value for o in Outcome)
 
 
+class _Report:
+    """The problems found so far, in the order found, each at the line of what it concerns:
+    the node or route a helper built (``locations.defined_at``), else ``fallback`` (where
+    ``Workflow(...)`` was called)."""
+
+    def __init__(self, fallback: Location | None) -> None:
+        self.fallback = fallback
+        self.found: list[WorkflowDefinitionError] = []
+
+    def add(self, error: WorkflowDefinitionError, concerns: object = None) -> None:
+        """Keep ``error``, placed at ``concerns``'s line."""
+        at = (defined_at(concerns) if concerns is not None else None) or self.fallback
+        error.file, error.line = at if at is not None else (None, None)
+        self.found.append(error)
+
+    @contextmanager
+    def check(self, concerns: object = None) -> Iterator[None]:
+        """Run one check; the problem it raises is kept and the checking goes on."""
+        try:
+            yield
+        except WorkflowDefinitionError as exc:
+            self.add(exc, concerns)
+
+
 def check_definition(
     name: object,
     start: object,
     nodes: object,
     edges: object,
     max_steps: object,
+    *,
+    location: Location | None = None,
 ) -> tuple[str, str, dict[str, Node], tuple[Route, ...], int]:
-    """Check a whole definition and return it in canonical types, or raise the first error."""
-    wf = _check_name(name)
+    """Check a whole definition and return it in canonical types, or raise the first problem
+    with every problem found in its ``problems``. ``location`` is where ``Workflow(...)``
+    was called: the line of the graph's own problems (name, limits, start)."""
+    report = _Report(location)
+    wf: str | None = None
+    with report.check():
+        wf = _check_name(name)
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-        raise WorkflowDefinitionError(
-            f"max_steps must be a positive integer, got {max_steps!r}", workflow=wf
+        report.add(
+            WorkflowDefinitionError(
+                f"max_steps must be a positive integer, got {max_steps!r}", workflow=wf
+            )
         )
-    checked_nodes = _check_nodes(wf, nodes)
-    if not isinstance(start, str) or start not in checked_nodes:
-        raise WorkflowDefinitionError(
-            f"unknown start node {start!r}",
-            workflow=wf,
-            node=start if isinstance(start, str) else None,
-        )
-    routes = _check_edges(wf, checked_nodes, edges)
-    _check_reachable(wf, start, checked_nodes, routes)
-    return wf, start, checked_nodes, routes, max_steps
+    found = _check_nodes(wf, nodes, report)
+    checked: dict[str, Node] | None = None
+    routes: tuple[Route, ...] | None = None
+    if found is not None:
+        checked, known = found
+        start_known = isinstance(start, str) and start in known
+        if not start_known:
+            report.add(
+                WorkflowDefinitionError(
+                    f"unknown start node {start!r}",
+                    workflow=wf,
+                    node=start if isinstance(start, str) else None,
+                )
+            )
+        routes = _check_edges(wf, known, checked, edges, report)
+        if routes is not None and isinstance(start, str) and start_known:
+            _check_reachable(wf, start, known, routes, report)
+    if report.found:
+        first = report.found[0]
+        first.problems = tuple(report.found)
+        raise first
+    # No problem found: every part is known good (the checks above said so).
+    assert wf is not None
+    assert checked is not None
+    assert routes is not None
+    assert isinstance(start, str)
+    assert isinstance(max_steps, int)
+    return wf, start, checked, routes, max_steps
 
 
 def _check_name(name: object) -> str:
@@ -85,45 +144,68 @@ def _check_name(name: object) -> str:
     return name
 
 
-def _check_nodes(wf: str, nodes: object) -> dict[str, Node]:
+def _check_nodes(
+    wf: str | None, nodes: object, report: _Report
+) -> tuple[dict[str, Node], dict[str, object]] | None:
+    """The nodes whose id and type are usable (each checked), and every node given by its
+    id (an edge to a node whose id is malformed is not also "unknown"); None when ``nodes`` is no
+    mapping of nodes at all (nothing that follows can be checked)."""
     if not isinstance(nodes, Mapping) or not nodes:
-        raise WorkflowDefinitionError(
-            "nodes must be a non-empty mapping of node id -> node", workflow=wf
+        report.add(
+            WorkflowDefinitionError(
+                "nodes must be a non-empty mapping of node id -> node", workflow=wf
+            )
         )
+        return None
     checked: dict[str, Node] = {}
+    known = {node_id: node for node_id, node in nodes.items() if isinstance(node_id, str)}
     for node_id, node in nodes.items():
-        if not isinstance(node_id, str) or not NAME_PATTERN.match(node_id):
-            raise WorkflowDefinitionError(
-                f"node id {node_id!r} is malformed: use 1-64 letters, digits, '_' or '-', "
-                "starting with a letter",
-                workflow=wf,
-                node=str(node_id),
-            )
-        if node_id in RESERVED_NODE_IDS:
-            reserved = ", ".join(sorted(RESERVED_NODE_IDS))
-            raise WorkflowDefinitionError(
-                f"node id {node_id!r} is reserved (reserved ids: {reserved})",
-                workflow=wf,
-                node=node_id,
-            )
-        if not isinstance(node, NODE_TYPES):
-            raise WorkflowDefinitionError(
-                "expected a node built with compute(), action(), shell(), notify(), agent(), "
-                "checkpoint(), human_decision(), sleep() or wait_event(), got "
-                f"{type(node).__name__}",
-                workflow=wf,
-                node=node_id,
-            )
-        _check_node(wf, node_id, node)
+        usable = False
+        with report.check(node):
+            _check_node_id(wf, node_id, node)
+            usable = True
+        if not usable:
+            continue
+        for problem in deferred(node):
+            report.add(_fail(wf, node_id, problem), node)
+        with report.check(node):
+            _check_retry(wf, node_id, node)
+        with report.check(node):
+            _check_node(wf, node_id, node)
         checked[node_id] = node
-    return checked
+    return checked, known
 
 
-def _fail(wf: str, node_id: str, problem: str) -> WorkflowDefinitionError:
+def _check_node_id(wf: str | None, node_id: object, node: object) -> None:
+    if not isinstance(node_id, str) or not NAME_PATTERN.match(node_id):
+        raise WorkflowDefinitionError(
+            f"node id {node_id!r} is malformed: use 1-64 letters, digits, '_' or '-', "
+            "starting with a letter",
+            workflow=wf,
+            node=str(node_id),
+        )
+    if node_id in RESERVED_NODE_IDS:
+        reserved = ", ".join(sorted(RESERVED_NODE_IDS))
+        raise WorkflowDefinitionError(
+            f"node id {node_id!r} is reserved (reserved ids: {reserved})",
+            workflow=wf,
+            node=node_id,
+        )
+    if not isinstance(node, NODE_TYPES):
+        raise WorkflowDefinitionError(
+            "expected a node built with compute(), action(), shell(), notify(), agent(), "
+            "checkpoint(), human_decision(), sleep() or wait_event(), got "
+            f"{type(node).__name__}",
+            workflow=wf,
+            node=node_id,
+        )
+
+
+def _fail(wf: str | None, node_id: str, problem: str) -> WorkflowDefinitionError:
     return WorkflowDefinitionError(problem, workflow=wf, node=node_id)
 
 
-def _check_timeout(wf: str, node_id: str, timeout: object, what: str = "timeout") -> None:
+def _check_timeout(wf: str | None, node_id: str, timeout: object, what: str = "timeout") -> None:
     if timeout is None:
         return
     if (
@@ -140,14 +222,14 @@ def _check_timeout(wf: str, node_id: str, timeout: object, what: str = "timeout"
         )
 
 
-def _check_text(wf: str, node_id: str, value: object, what: str) -> None:
+def _check_text(wf: str | None, node_id: str, value: object, what: str) -> None:
     if callable(value):
         return
     if not isinstance(value, str) or not value.strip():
         raise _fail(wf, node_id, f"{what} must be a non-empty string or a callback")
 
 
-def _check_effect(wf: str, node_id: str, effect: object, kind: str) -> None:
+def _check_effect(wf: str | None, node_id: str, effect: object, kind: str) -> None:
     if not isinstance(effect, Effect):
         raise _fail(
             wf,
@@ -157,12 +239,12 @@ def _check_effect(wf: str, node_id: str, effect: object, kind: str) -> None:
         )
 
 
-def _check_validate(wf: str, node_id: str, validate: object) -> None:
+def _check_validate(wf: str | None, node_id: str, validate: object) -> None:
     if validate is not None and not callable(validate):
         raise _fail(wf, node_id, "validate must be a callback validate(output, ctx) or None")
 
 
-def _check_retry(wf: str, node_id: str, node: Node) -> None:
+def _check_retry(wf: str | None, node_id: str, node: Node) -> None:
     if not isinstance(node, RETRYING_TYPES) or node.retry is None:
         return
     if not isinstance(node.retry, RetryPolicy):
@@ -177,8 +259,7 @@ def _check_retry(wf: str, node_id: str, node: Node) -> None:
         )
 
 
-def _check_node(wf: str, node_id: str, node: Node) -> None:
-    _check_retry(wf, node_id, node)
+def _check_node(wf: str | None, node_id: str, node: Node) -> None:
     match node:
         case ComputeNode() | ActionNode():
             if not callable(node.run):
@@ -204,14 +285,40 @@ def _check_node(wf: str, node_id: str, node: Node) -> None:
         case HumanDecisionNode():
             _check_human_decision(wf, node_id, node)
         case SleepNode():
-            if node.until is not None and not callable(node.until):
-                raise _fail(wf, node_id, "sleep until must be a callback until(ctx)")
+            _check_sleep(wf, node_id, node)
         case WaitEventNode():
+            if not isinstance(node.name, str) or not EVENT_NAME_PATTERN.match(node.name):
+                raise _fail(
+                    wf,
+                    node_id,
+                    "event name must be 1-128 letters, digits and _.:- starting with a letter,"
+                    f" got {node.name!r}",
+                )
             _check_validate(wf, node_id, node.validate)
             _check_timeout(wf, node_id, node.timeout)
 
 
-def _check_shell(wf: str, node_id: str, node: ShellNode) -> None:
+def _check_sleep(wf: str | None, node_id: str, node: SleepNode) -> None:
+    if (node.duration is None) == (node.until is None):
+        raise _fail(wf, node_id, "sleep needs exactly one of a duration and until=callback")
+    if node.until is not None and not callable(node.until):
+        raise _fail(wf, node_id, f"sleep until must be a callback until(ctx), got {node.until!r}")
+    duration: object = node.duration
+    if duration is not None and (
+        isinstance(duration, bool)
+        or not isinstance(duration, int | float)
+        or not math.isfinite(duration)
+        or not 0 <= duration <= MAX_DELAY_SECONDS
+    ):
+        raise _fail(
+            wf,
+            node_id,
+            f"sleep duration must be a number of seconds from 0 to {MAX_DELAY_SECONDS:.0f},"
+            f" got {duration!r}",
+        )
+
+
+def _check_shell(wf: str | None, node_id: str, node: ShellNode) -> None:
     _check_effect(wf, node_id, node.effect, "a shell node")
     _check_timeout(wf, node_id, node.timeout)
     command = node.command
@@ -246,7 +353,7 @@ def check_contract(contract: object, what: str) -> str | None:
     return None if problem is None else f"the {what} schema {problem}"
 
 
-def _check_agent(wf: str, node_id: str, node: AgentNode) -> None:
+def _check_agent(wf: str | None, node_id: str, node: AgentNode) -> None:
     _check_text(wf, node_id, node.prompt, "prompt")
     _check_timeout(wf, node_id, node.timeout)
     _check_validate(wf, node_id, node.validate)
@@ -284,7 +391,7 @@ def _check_agent(wf: str, node_id: str, node: AgentNode) -> None:
         _check_ids(wf, node_id, node.routes, "route")
 
 
-def _check_request(wf: str, node_id: str, request: object) -> None:
+def _check_request(wf: str | None, node_id: str, request: object) -> None:
     if callable(request):
         return
     if isinstance(request, str) and request.strip():
@@ -302,7 +409,7 @@ def _check_request(wf: str, node_id: str, request: object) -> None:
     )
 
 
-def _check_ids(wf: str, node_id: str, ids: Sequence[object], what: str) -> None:
+def _check_ids(wf: str | None, node_id: str, ids: Sequence[object], what: str) -> None:
     if not ids:
         raise _fail(wf, node_id, f"declare at least one {what}")
     seen: set[str] = set()
@@ -318,7 +425,7 @@ def _check_ids(wf: str, node_id: str, ids: Sequence[object], what: str) -> None:
         seen.add(item)
 
 
-def _check_human_decision(wf: str, node_id: str, node: HumanDecisionNode) -> None:
+def _check_human_decision(wf: str | None, node_id: str, node: HumanDecisionNode) -> None:
     _check_text(wf, node_id, node.title, "title")
     if node.details is not None:
         _check_text(wf, node_id, node.details, "details")
@@ -339,40 +446,61 @@ def _check_human_decision(wf: str, node_id: str, node: HumanDecisionNode) -> Non
             )
 
 
-def _check_edges(wf: str, nodes: Mapping[str, Node], edges: object) -> tuple[Route, ...]:
+def _check_edges(
+    wf: str | None,
+    known: Mapping[str, object],
+    nodes: Mapping[str, Node],
+    edges: object,
+    report: _Report,
+) -> tuple[Route, ...] | None:
+    """Check every route; return the routes that lead somewhere (a node's first route), or
+    None when ``edges`` is not a list at all."""
     if isinstance(edges, str | bytes) or not isinstance(edges, Sequence):
-        raise WorkflowDefinitionError(
-            "edges must be a list of edge(...) and switch(...)", workflow=wf
+        report.add(
+            WorkflowDefinitionError(
+                "edges must be a list of edge(...) and switch(...)", workflow=wf
+            )
         )
+        return None
     outgoing: dict[str, Route] = {}
     for route in edges:
         if not isinstance(route, Edge | Switch):
-            raise WorkflowDefinitionError(
-                f"edges must be built with edge(...) or switch(...), got {route!r}", workflow=wf
+            report.add(
+                WorkflowDefinitionError(
+                    f"edges must be built with edge(...) or switch(...), got {route!r}",
+                    workflow=wf,
+                ),
+                route,
             )
+            continue
         source = route.source
-        if not isinstance(source, str) or source not in nodes:
-            raise WorkflowDefinitionError(
-                f"edge from unknown node {source!r}",
-                workflow=wf,
-                node=source if isinstance(source, str) else None,
+        if not isinstance(source, str) or source not in known:
+            report.add(
+                WorkflowDefinitionError(
+                    f"edge from unknown node {source!r}",
+                    workflow=wf,
+                    node=source if isinstance(source, str) else None,
+                ),
+                route,
             )
+            continue
         if source in outgoing:
-            raise _fail(
-                wf,
-                source,
-                "more than one outgoing edge; use one switch(...) to branch",
+            report.add(
+                _fail(wf, source, "more than one outgoing edge; use one switch(...) to branch"),
+                route,
             )
-        if isinstance(route, Switch):
-            _check_switch(wf, nodes, route)
-        for target in route.targets():
-            if not isinstance(target, str) or target not in nodes:
-                raise _fail(wf, source, f"edge to unknown node {target!r}")
+            continue
         outgoing[source] = route
-    return tuple(edges)
+        if isinstance(route, Switch):
+            with report.check(route):
+                _check_switch(wf, nodes, route)
+        for target in route.targets():
+            if not isinstance(target, str) or target not in known:
+                report.add(_fail(wf, source, f"edge to unknown node {target!r}"), route)
+    return tuple(outgoing.values())
 
 
-def _check_switch(wf: str, nodes: Mapping[str, Node], route: Switch) -> None:
+def _check_switch(wf: str | None, nodes: Mapping[str, Node], route: Switch) -> None:
     source = route.source
     try:
         path = parse_path(route.on)
@@ -402,7 +530,7 @@ def _check_switch(wf: str, nodes: Mapping[str, Node], route: Switch) -> None:
                     f"switch on $result.outcome routes {outcome!r} twice (a case and"
                     f" {outcome}=); keep one",
                 )  # fmt: skip
-    node = nodes[source]
+    node = nodes.get(source)  # None: the node itself has a problem already reported
     if path.scope is PathScope.OUTPUT:
         replies = isinstance(node, AgentNode) and isinstance(node.expected_output, AssistantMessage)
         if replies and path.segments:
@@ -422,7 +550,7 @@ def _check_switch(wf: str, nodes: Mapping[str, Node], route: Switch) -> None:
             _check_coverage(wf, route, node.routes, "route")
 
 
-def _check_outcome_cases(wf: str, route: Switch) -> None:
+def _check_outcome_cases(wf: str | None, route: Switch) -> None:
     for case in route.cases:
         if case.value == CANCELLED:
             raise _fail(
@@ -440,7 +568,7 @@ def _check_outcome_cases(wf: str, route: Switch) -> None:
             )
 
 
-def _check_coverage(wf: str, route: Switch, declared: Sequence[str], what: str) -> None:
+def _check_coverage(wf: str | None, route: Switch, declared: Sequence[str], what: str) -> None:
     values = [case.value for case in route.cases]
     unknown = [v for v in values if v not in declared]
     if unknown:
@@ -461,7 +589,11 @@ def _check_coverage(wf: str, route: Switch, declared: Sequence[str], what: str) 
 
 
 def _check_reachable(
-    wf: str, start: str, nodes: Mapping[str, Node], routes: Sequence[Route]
+    wf: str | None,
+    start: str,
+    known: Mapping[str, object],
+    routes: Sequence[Route],
+    report: _Report,
 ) -> None:
     outgoing = {route.source: route for route in routes}
     seen = {start}
@@ -471,9 +603,9 @@ def _check_reachable(
         if route is None:
             continue
         for target in route.targets():
-            if target not in seen:
+            if target in known and target not in seen:
                 seen.add(target)
                 frontier.append(target)
-    for node_id in nodes:
+    for node_id, node in known.items():
         if node_id not in seen:
-            raise _fail(wf, node_id, f"unreachable from the start node {start!r}")
+            report.add(_fail(wf, node_id, f"unreachable from the start node {start!r}"), node)

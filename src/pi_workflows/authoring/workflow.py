@@ -1,7 +1,8 @@
 """The ``Workflow`` class: a named, validated, immutable graph of nodes and routes.
 
 Construction validates the whole definition (see ``validation.py``) and raises
-``WorkflowDefinitionError`` naming the workflow and node of the first problem. A built
+``WorkflowDefinitionError`` naming the workflow and node of the first problem, with every
+problem (each at its file and line) in its ``problems``. A built
 ``Workflow`` never changes; the engine and the runner only read it.
 """
 
@@ -13,6 +14,7 @@ from types import MappingProxyType
 
 from pi_workflows.authoring.contracts import Contract, contract
 from pi_workflows.authoring.errors import WorkflowDefinitionError
+from pi_workflows.authoring.locations import caller_location
 from pi_workflows.authoring.nodes import Node
 from pi_workflows.authoring.routing import Route
 from pi_workflows.authoring.validation import check_contract, check_definition
@@ -47,7 +49,9 @@ class Workflow:
         *,
         input: object = None,  # the public name (DESIGN.md section 4a), shadowing the builtin
     ) -> None:
-        wf, first, checked, routes, limit = check_definition(name, start, nodes, edges, max_steps)
+        wf, first, checked, routes, limit = check_definition(
+            name, start, nodes, edges, max_steps, location=caller_location()
+        )
         typed = contract(input, "input")
         problem = check_contract(typed, "input")
         if problem is not None:

@@ -97,7 +97,7 @@ class _Cli(click.Group):
             _error(exc.message, exc.code, as_json)
             code = exc.exit_code
         except ClientError as exc:
-            _error(_client_message(exc), exc.code, as_json)
+            _error(_client_message(exc), exc.code, as_json, _problems_of(exc))
             code = exit_code_for(exc)
         except Exception as exc:  # the boundary: anything else is one line too, never a traceback
             code = _unexpected(exc, as_json)
@@ -141,13 +141,26 @@ def main() -> None:
     cli.main(prog_name=PROG_NAME)
 
 
-def _error(message: str, code: str = "failed", as_json: bool = False) -> None:
-    """One line on stderr; under `--json`, `{"error": {"code", "message"}}` on stdout."""
+def _error(
+    message: str, code: str = "failed", as_json: bool = False, extra: dict[str, Any] | None = None
+) -> None:
+    """One line on stderr; under `--json`, `{"error": {"code", "message", ...extra}}` on
+    stdout."""
     line = " ".join(message.split())
     if as_json:
-        click.echo(json.dumps({"error": {"code": code, "message": line}}, sort_keys=True))
+        error = {"code": code, "message": line, **(extra or {})}
+        click.echo(json.dumps({"error": error}, sort_keys=True))
     else:
         click.echo(f"{ERROR_PREFIX}{line}", err=True)
+
+
+def _problems_of(exc: ClientError) -> dict[str, Any] | None:
+    """`{problems, problemCount}` of a workflow file the server could not load (`run start`
+    of a broken file), for `--json`; the human line already counts them."""
+    details = getattr(exc, "details", None)
+    if isinstance(details, dict) and isinstance(details.get("problems"), list):
+        return {"problems": details["problems"], "problemCount": details.get("problemCount")}
+    return None
 
 
 def _client_message(exc: ClientError) -> str:

@@ -1,6 +1,6 @@
-"""`run show` for people: one run's status, attempts with their timings, errors and
-tracebacks, messages, effects, what it waits on (all that its request asks:
-`cli/requests.py`), and its output.
+"""`run show` for people: one run's status, its latest progress, attempts with their
+timings, errors and tracebacks, messages, effects, what it waits on (all that its request
+asks: `cli/requests.py`), and its output.
 
 Owns the human rendering of a `RunView`. It fits the terminal it is printed to (80 columns
 when not a terminal): ids, statuses and times are never cut; the attempts and effects
@@ -26,7 +26,7 @@ from rich.text import Text
 from pi_workflows.cli.output import format_duration, format_time, plain, records, status_text
 from pi_workflows.cli.requests import request_rows
 
-__all__ = ["render_run", "render_summary"]
+__all__ = ["progress_line", "render_run", "render_summary"]
 
 _SHOWN_MESSAGES: Final = frozenset({"notification", "terminal"})
 """Workflow messages `run show` lists: notify nodes and the run's end (the step and decision
@@ -61,8 +61,22 @@ def _table(title: str) -> Table:
     )
 
 
+def progress_line(progress: Any) -> Text | None:
+    """The run's latest ``publish_update`` value as one line: its node, the value (as the
+    view's one-line ``text``), how many were published and when the latest came."""
+    if not isinstance(progress, Mapping):
+        return None
+    line = Text(f"{plain(progress.get('nodeId'))}: ")
+    line.append(plain(progress.get("text")))
+    count = progress.get("published")
+    many = f"{count} published, " if isinstance(count, int) and count > 1 else ""
+    line.append(f" ({many}at {format_time(progress.get('at'), short=True)})", style="dim")
+    return line
+
+
 def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
-    """The run's fields: id, workflow, status, node, times, execution mode, origin session,
+    """The run's fields: id, workflow, status, node, its latest progress, times, execution
+    mode, origin session,
     the schedule that started it and error (and, with `verbose`, the internal run and queue
     statuses, revision, generation, runner and who started it)."""
     fields = _fields()
@@ -73,6 +87,9 @@ def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
     fields.add_row("workflow", Text(plain(view.get("workflow"))))
     fields.add_row("status", status)
     fields.add_row("node", Text(plain(view.get("currentNode"))))
+    latest = progress_line(view.get("progress"))
+    if latest is not None:
+        fields.add_row("progress", latest)
     fields.add_row("started", Text(format_time(view.get("createdAt"))))
     began = view.get("roundStartedAt") or view.get("createdAt")
     if began != view.get("createdAt"):

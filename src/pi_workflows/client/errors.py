@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import pwd
 from pathlib import Path
+from typing import Any
 
 from pi_workflows.protocol import Outcome, safe_message
 
@@ -77,6 +78,9 @@ class CommandError(ClientError):
         operation: the operation that was refused, e.g. `run.pause`.
         run_id: the run the request named, if any.
         request_id: the id of the request attempt that got this answer.
+        details: what the server sent beside the refusal, if anything, e.g. `{"problems":
+            [{file, line, message}], "problemCount"}` for a workflow file that does not load
+            (`workflowInvalid`, `workflowLoadFailed`), or the answer that won a decision.
     """
 
     outcome: Outcome = Outcome.REJECTED
@@ -89,11 +93,13 @@ class CommandError(ClientError):
         operation: str,
         run_id: str | None = None,
         request_id: str | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message, code=code)
         self.operation = operation
         self.run_id = run_id
         self.request_id = request_id
+        self.details = details
 
 
 class RejectedError(CommandError):

@@ -151,6 +151,7 @@ def receipt_of(operation: str, request: Request, response: Response) -> Receipt:
         operation=operation,
         run_id=request.run_id,
         request_id=request.request_id,
+        details=dict(response.receipt) if response.receipt else None,
     )
 
 

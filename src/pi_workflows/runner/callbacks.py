@@ -133,10 +133,12 @@ class Inbox:
         self._latest: _Update | None = None  # the newest undelivered update
         self._signalled = False  # a marker for ``_latest`` is in the queue
         self._last_delivery = -UPDATE_INTERVAL_SECONDS
+        self.published = 0  # values offered so far (delivered or replaced by a newer one)
 
     def post_update(self, value: JsonValue) -> None:
         """Offer one ``publish_update`` value (any thread; never blocks, never grows)."""
         with self._lock:
+            self.published += 1
             self._latest = _Update(value)
             if self._signalled:
                 return

@@ -4,16 +4,18 @@ Runs in the resolver child; never opens the database. ``answer(request)`` takes 
 request frame (``{"op": "describe", "workflow", "projectDir", "input"}`` or ``{"op":
 "list", "projectDir", "check"?}``, plain JSON; ``check`` loads each listed workflow and
 reports its load error) and returns the one answer frame: ``{"ok": true, ...}``
-or ``{"ok": false, "code", "message"}`` with a stable code (``workflowNotFound``,
-``workflowLoadFailed``, ``workflowInvalid``, ``inputInvalid``, ``badRequest``) and one line
-naming the file and line, or the workflow and node. The user workflow directory is the
-default one (``~/.pi/agent/workflows``).
+or ``{"ok": false, "code", "message", "problems"?, "problemCount"?}`` with a stable code
+(``workflowNotFound``, ``workflowLoadFailed``, ``workflowInvalid``, ``inputInvalid``,
+``badRequest``) and one line naming the file and line, or the workflow and node; a file that
+does not load also lists its problems, ``[{file, line, message}]`` (every problem of an
+invalid graph, at most ``MAX_PROBLEMS``, and how many there are). The user workflow
+directory is the default one (``~/.pi/agent/workflows``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pi_workflows.authoring import WorkflowDefinitionError
 from pi_workflows.protocol import NotJsonError, fingerprint
@@ -31,19 +33,34 @@ from pi_workflows.sources import (
     resolve,
 )
 
+MAX_PROBLEMS: Final = 50
+"""Most problems of one file an answer lists (the first, in file order); the server keeps
+the same bound."""
+
 
 class _RefusedError(Exception):
-    """Internal: the request fails with ``code`` and a one-line ``message``."""
+    """Internal: the request fails with ``code``, a one-line ``message`` and, for a file
+    that does not load, its ``problems``."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, problems: list[dict[str, Any]] | None = None):
         super().__init__(message)
         self.code = code
         self.message = one_line(message)
+        self.problems = problems
 
 
-def refusal(code: str, message: str) -> dict[str, Any]:
+def refusal(
+    code: str, message: str, problems: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """A failure answer."""
-    return {"ok": False, "code": code, "message": one_line(message)}
+    answer: dict[str, Any] = {"ok": False, "code": code, "message": one_line(message)}
+    if problems is not None:
+        answer["problems"] = [
+            {**problem, "message": one_line(str(problem["message"]))}
+            for problem in problems[:MAX_PROBLEMS]
+        ]
+        answer["problemCount"] = len(problems)
+    return answer
 
 
 def _project_dir(request: dict[str, Any]) -> Path | None:
@@ -58,9 +75,12 @@ def _project_dir(request: dict[str, Any]) -> Path | None:
 def _source_error(exc: WorkflowSourceError) -> _RefusedError:
     if isinstance(exc, WorkflowNotFoundError):
         return _RefusedError("workflowNotFound", str(exc))
-    if isinstance(exc, WorkflowLoadError) and isinstance(exc.__cause__, WorkflowDefinitionError):
-        return _RefusedError("workflowInvalid", str(exc))
-    return _RefusedError("workflowLoadFailed", str(exc))
+    if not isinstance(exc, WorkflowLoadError):
+        return _RefusedError("workflowLoadFailed", str(exc))
+    problems = [problem.to_json() for problem in exc.problems]
+    if isinstance(exc.__cause__, WorkflowDefinitionError):
+        return _RefusedError("workflowInvalid", str(exc), problems)
+    return _RefusedError("workflowLoadFailed", str(exc), problems)
 
 
 def _describe(request: dict[str, Any]) -> dict[str, Any]:
@@ -150,4 +170,4 @@ def answer(request: object) -> dict[str, Any]:
             return _list(request)
         raise _RefusedError("badRequest", f"unknown op {op!r} (expected 'describe' or 'list')")
     except _RefusedError as refused:
-        return refusal(refused.code, refused.message)
+        return refusal(refused.code, refused.message, refused.problems)

@@ -106,9 +106,15 @@ def publisher(inbox: Inbox) -> Callable[[JsonValue], None]:
     return publish_update
 
 
-def _deliver(rt: Runtime, attempt: Attempt) -> Callable[[JsonValue], None]:
+def _deliver(rt: Runtime, attempt: Attempt, inbox: Inbox) -> Callable[[JsonValue], None]:
+    """Send one coalesced update as ``node.update``, with how many values the callback had
+    published by then (the server keeps the latest; ``store/progress.py``)."""
+
     def deliver(value: JsonValue) -> None:
-        rt.channel.request("node.update", {"attemptId": attempt.attempt_id, "body": value})
+        rt.channel.request(
+            "node.update",
+            {"attemptId": attempt.attempt_id, "body": value, "published": inbox.published},
+        )
 
     return deliver
 
@@ -196,7 +202,7 @@ def run_action(
     label = f"node {node_id!r} action"
     started = time.monotonic()
     running = spawn(node.run, (action_ctx,), label, inbox)
-    deliver = _deliver(rt, attempt)
+    deliver = _deliver(rt, attempt, inbox)
     outcome = inbox.wait(deadline, deliver)
     late = outcome is None
     if outcome is None:
@@ -269,7 +275,7 @@ def run_shell(
             deadline=deadline,
             cancellation=cancellation,
             inbox=inbox,
-            deliver=_deliver(rt, attempt),
+            deliver=_deliver(rt, attempt, inbox),
         )
     if isinstance(outcome, Raised | TimedOut):
         return failure(outcome, node_id, node, label)

@@ -36,8 +36,20 @@ class RequestError(ServerError):
 
 
 class ResolveError(ServerError):
-    """The resolver child could not describe a workflow (code and message from the child)."""
+    """The resolver child could not describe a workflow (code and message from the child).
 
-    def __init__(self, code: str, message: str) -> None:
+    ``problems`` lists a file's problems when it does not load (``[{file, line, message}]``,
+    bounded by ``resolver.call``), else it is empty; ``problem_count`` counts all of them.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        problems: list[dict[str, Any]] | None = None,
+        problem_count: int | None = None,
+    ) -> None:
         self.code = code
+        self.problems = problems or []
+        self.problem_count = max(len(self.problems), problem_count or 0)
         super().__init__(message)

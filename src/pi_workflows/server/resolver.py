@@ -12,7 +12,7 @@ import asyncio
 import json
 from typing import Any
 
-from pi_workflows.protocol import encode_frame, read_frame
+from pi_workflows.protocol import encode_frame, read_frame, safe_message
 from pi_workflows.protocol.errors import ProtocolError
 from pi_workflows.server import children
 from pi_workflows.server.errors import ResolveError
@@ -52,6 +52,41 @@ async def call(
         raise ResolveError("workflowLoadFailed", "the workflow resolver answered garbage")
     if not reply.get("ok"):
         raise ResolveError(
-            str(reply.get("code", "workflowLoadFailed")), str(reply.get("message", "unknown"))
+            str(reply.get("code", "workflowLoadFailed")),
+            str(reply.get("message", "unknown")),
+            problems(reply.get("problems")),
+            count if isinstance(count := reply.get("problemCount"), int) else None,
         )
     return reply
+
+
+MAX_PROBLEMS = 50
+"""Most problems of one file the server passes on (the resolver lists at most as many)."""
+
+MAX_PROBLEM_CHARS = 500
+"""Longest problem message passed on; longer ones are cut."""
+
+
+def problems(listed: object) -> list[dict[str, Any]]:
+    """The ``[{file, line, message}]`` a resolver listed, checked and bounded (a child's
+    answer is not trusted): at most ``MAX_PROBLEMS``, each message one safe line of at most
+    ``MAX_PROBLEM_CHARS``; malformed entries are left out."""
+    if not isinstance(listed, list):
+        return []
+    kept: list[dict[str, Any]] = []
+    for item in listed[:MAX_PROBLEMS]:
+        if not isinstance(item, dict):
+            continue
+        file, line, message = item.get("file"), item.get("line"), item.get("message")
+        if not isinstance(file, str) or not isinstance(message, str):
+            continue
+        if line is not None and (not isinstance(line, int) or isinstance(line, bool)):
+            line = None
+        kept.append(
+            {
+                "file": safe_message(file, MAX_PROBLEM_CHARS),
+                "line": line,
+                "message": safe_message(message, MAX_PROBLEM_CHARS),
+            }
+        )
+    return kept

@@ -3,8 +3,10 @@
 
 Runs in the server. A run watcher is (run id, peer connection); a list watcher is (filters,
 peer). After any committed change the server marks the views dirty; one task then gathers
-changes for ``DEBOUNCE_SECONDS`` and recomputes: for each watched run whose revision moved
-(one indexed read decides), its ``store.watch_views.run_watch`` view; for each list
+changes for ``DEBOUNCE_SECONDS`` and recomputes: for each watched run whose revision or
+progress mark moved (two indexed reads decide: a progress value that history does not
+sample moves no revision, ``store/progress.py``), its ``store.watch_views.run_watch``
+view; for each list
 watcher, its page. A view that differs from the last one pushed to that key is queued on
 each watcher's connection as the latest event (``run.view`` or ``runs.view``). A connection
 keeps only the newest unsent event per key (``ConnectionPeer``), so a slow watcher gets the
@@ -27,7 +29,7 @@ from typing import Any
 from pi_workflows.protocol import Event
 from pi_workflows.server import pushes
 from pi_workflows.server.peers import Peer
-from pi_workflows.store import watch_views
+from pi_workflows.store import progress, watch_views
 from pi_workflows.store.database import Database
 
 log = logging.getLogger(__name__)
@@ -62,7 +64,8 @@ class RunViews:
         self.db = db
         self._runs: dict[str, list[RunWatcher]] = {}
         self._lists: list[ListWatcher] = []
-        self._revisions: dict[str, int] = {}  # last pushed revision per watched run
+        # The last pushed (revision, progress mark) per watched run.
+        self._revisions: dict[str, tuple[int, int]] = {}
         self._dirty = asyncio.Event()
 
     @property
@@ -143,12 +146,13 @@ class RunViews:
                     watcher.peer.push(f"run:{run_id}", gone)
                     self.unwatch(watcher)
                 return
-            if self._revisions.get(run_id) == row[0]:
+            seen = (int(row[0]), progress.mark(conn, run_id))
+            if self._revisions.get(run_id) == seen:
                 return
             view = watch_views.run_watch(conn, run_id)
         event = Event(name="run.view", payload={"runId": run_id, **view})
         pushes.checked_frame(event)
-        self._revisions[run_id] = int(row[0])
+        self._revisions[run_id] = seen
         for watcher in self._runs.get(run_id, []):
             watcher.peer.push(f"run:{run_id}", event)
 

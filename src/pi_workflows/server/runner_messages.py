@@ -27,6 +27,7 @@ from pi_workflows.store import (
     faults,
     interaction_writes,
     lifecycle,
+    progress,
     runners,
     signals,
     values,
@@ -47,7 +48,6 @@ from pi_workflows.store.errors import (
 from pi_workflows.store.interactions import InteractionDraft
 from pi_workflows.store.lifecycle import Finish, GoTo
 from pi_workflows.store.run_rows import SourceRecord
-from pi_workflows.store.runs import write_run
 from pi_workflows.store.states import AttemptStatus, ParkReason, RunStatus
 
 log = logging.getLogger(__name__)
@@ -584,11 +584,18 @@ def _apply_spawn(db: Database, claim: Claim, message: RunnerMessage) -> dict[str
 
 
 def _record_progress(db: Database, claim: Claim, kind: str, payload: dict[str, Any]) -> None:
-    """``node.update`` (a ``publish_update`` value) or ``node.logs`` (what the attempt
-    printed, logged and ran, and its traceback) of the running attempt."""
+    """``node.update`` (a ``publish_update`` value: the attempt's latest progress, history
+    keeping a bounded sample, ``store/progress.py``; never a message for the session and
+    never the node's output) or ``node.logs`` (what the attempt printed, logged and ran,
+    and its traceback) of the running attempt."""
     attempt_id = _field(payload, "attemptId", str)
     if kind == "node.update":
-        _record_update(db, claim, attempt_id, payload.get("body"))
+        published = payload.get("published")
+        if published is not None and (
+            not isinstance(published, int) or isinstance(published, bool) or published < 1
+        ):
+            raise BadRunnerMessage("payload field 'published' must be a positive integer")
+        progress.record(db, claim, attempt_id, payload.get("body"), published)
         return
     attempt_logs.record(
         db,
@@ -597,18 +604,4 @@ def _record_progress(db: Database, claim: Claim, kind: str, payload: dict[str, A
         str(_field(payload, "text", str)),
         _non_negative(payload, "bytes"),
         _optional_text(payload, "traceback"),
-    )
-
-
-def _record_update(db: Database, claim: Claim, attempt_id: str, body: Any) -> None:
-    """A ``publish_update`` value: progress for viewers, kept as the event's data (it is
-    never a message for the session and never the node's output)."""
-    write_run(
-        db,
-        claim.run_id,
-        name="runner.node.update",
-        event_type="node.update",
-        event_data={"attemptId": attempt_id, "body": body},
-        claim=claim,
-        apply=lambda tx, run: None,
     )

@@ -32,6 +32,7 @@ from pi_workflows.sources.discovery import (
 )
 from pi_workflows.sources.errors import (
     DuplicateWorkflowError,
+    LoadProblem,
     WorkflowLoadError,
     WorkflowNotFoundError,
     WorkflowSourceChanged,
@@ -73,6 +74,7 @@ __all__ = [
     "WorkflowSourceError",
     "WorkflowNotFoundError",
     "DuplicateWorkflowError",
+    "LoadProblem",
     "WorkflowLoadError",
     "WorkflowSourceChanged",
 ]

@@ -7,7 +7,9 @@ server) and structured fields; ``str(error)`` is one line that names the file or
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 class WorkflowSourceError(Exception):
@@ -50,23 +52,56 @@ class DuplicateWorkflowError(WorkflowSourceError, ValueError):
         super().__init__(f"workflow name {name!r} is defined by more than one file: {listed}")
 
 
+@dataclass(frozen=True)
+class LoadProblem:
+    """One problem of a workflow file: where it is (``line`` None when no line applies) and
+    what it is (one line, naming the workflow and node when it concerns one)."""
+
+    file: str
+    line: int | None
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        """``{file, line, message}``."""
+        return {"file": self.file, "line": self.line, "message": self.message}
+
+
 class WorkflowLoadError(WorkflowSourceError):
     """Loading a workflow file failed: it does not compile, raises while it runs, or does not
     define exactly one valid module-level ``workflow``.
 
     ``file`` and ``line`` point at the problem (``line`` is ``None`` when no line applies);
-    ``problem`` is the description. The original exception, if any, is ``__cause__``.
-    Distinct from ``WorkflowSourceChanged``: the code loaded but is wrong, not changed.
+    ``problem`` is the description. ``problems`` lists every problem found (a workflow whose
+    graph check found several has them all, in file order; otherwise the one), the first
+    being ``file``, ``line`` and ``problem``; ``str(error)`` is the first one's line and,
+    when there are more, how many and the command that lists them. The original exception,
+    if any, is ``__cause__``. Distinct from ``WorkflowSourceChanged``: the code loaded but
+    is wrong, not changed.
     """
 
     code = "workflowLoadFailed"
 
-    def __init__(self, file: str, line: int | None, problem: str) -> None:
+    def __init__(
+        self,
+        file: str,
+        line: int | None,
+        problem: str,
+        problems: Sequence[LoadProblem] = (),
+        *,
+        root: str | None = None,
+    ) -> None:
         self.file = file
         self.line = line
         self.problem = problem
+        self.problems = tuple(problems) or (LoadProblem(file, line, problem),)
         where = f"{file}:{line}" if line is not None else file
-        super().__init__(f"{where}: {problem}")
+        more = len(self.problems) - 1
+        if more:
+            plural = "s" if more > 1 else ""
+            listed = f"pi-workflows workflows check {root or file}"
+            super().__init__(f"{where}: {problem} (and {more} more problem{plural}: {listed})")
+        else:
+            super().__init__(f"{where}: {problem}")
 
 
 class WorkflowSourceChanged(WorkflowSourceError):  # noqa: N818 - name fixed by the design

@@ -41,6 +41,7 @@ from pi_workflows.sources.discovery import (
     resolve,
 )
 from pi_workflows.sources.errors import (
+    LoadProblem,
     WorkflowLoadError,
     WorkflowNotFoundError,
     WorkflowSourceChanged,
@@ -240,11 +241,32 @@ def _execute(ref: WorkflowRef, data: bytes, module_name: str, session: ImportSes
             raise session.violation from None
         file, line = _blame(exc, path, session)
         if isinstance(exc, WorkflowDefinitionError):
-            problem = str(exc)  # already names the workflow and the node
-        else:
-            problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            problems = _definition_problems(exc, path, (file, line))
+            first = problems[0]
+            raise WorkflowLoadError(
+                first.file, first.line, first.message, problems, root=str(path)
+            ) from exc
+        problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         raise WorkflowLoadError(file, line, problem) from exc
     return module
+
+
+def _definition_problems(
+    exc: WorkflowDefinitionError, path: Path, blamed: tuple[str, int | None]
+) -> list[LoadProblem]:
+    """Every problem the graph check found, each at the line of the node or edge it
+    concerns (where its helper was called), else at ``blamed`` (the ``Workflow(...)`` call
+    as the traceback shows it), in file order: the workflow file's own first."""
+    found = [
+        LoadProblem(
+            problem.file or blamed[0],
+            problem.line if problem.file else blamed[1],
+            str(problem),  # already names the workflow and the node
+        )
+        for problem in exc.problems
+    ]
+    root = str(path)
+    return sorted(found, key=lambda p: (p.file != root, p.file, p.line or 0))
 
 
 def _syntax_error(exc: SyntaxError, path: Path) -> WorkflowLoadError:

@@ -244,8 +244,10 @@ def _known_detail(event_type: str, data: dict[str, Any]) -> str | None:
         case "interaction.answered":
             choice = data.get("choice")
             return "answered" if choice is None else f"answered: {choice}"
-        case "node.update":
-            return "progress update"
+        case "node.update":  # a sample of the attempt's progress values (store/progress.py)
+            body = data.get("body")
+            shown = body if isinstance(body, str) else jsoncol.dumps(body)
+            return f"progress {data.get('update', 1)}: " + " ".join(shown[:200].split())
         case "node.logs":
             extra = " and a traceback" if data.get("traceback") else ""
             return f"{data.get('bytes', 0)} bytes of output{extra}"

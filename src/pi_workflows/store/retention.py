@@ -41,6 +41,7 @@ _DELETES: Final = (
     "DELETE FROM run_signals WHERE run_id = ?",
     "DELETE FROM run_waits WHERE run_id = ?",
     "DELETE FROM attempt_logs WHERE run_id = ?",
+    "DELETE FROM attempt_progress WHERE run_id = ?",
     "DELETE FROM effect_attempts WHERE effect_id IN (SELECT effect_id FROM effects"
     " WHERE run_id = ?)",
     "DELETE FROM effects WHERE run_id = ?",

@@ -12,7 +12,10 @@ bookkeeping (``PRESENTATION_EVENTS``: a message marked sent or presented again, 
 progress update on an open step): it is what a runner reads its state at and what its
 proposals are fenced by, so such bookkeeping can never make a live runner's next proposal
 conflict. A presentation write takes no claim and may not change anything a runner reads
-(``PresentationWriteError`` otherwise). An event sent to a run that wakes no wait
+(``PresentationWriteError`` otherwise). A runner's own progress value (``PROGRESS_EVENTS``,
+``store/progress.py``) is fenced by its claim yet is read by no runner: it does not move
+the execution revision either, and is refused the same way if it would change what a
+runner reads. An event sent to a run that wakes no wait
 (``signals.RECEIVED_EVENT``) does not move it either: a runner reads events only inside its
 own fenced proposals, never from the state it keeps.
 """
@@ -47,7 +50,11 @@ PRESENTATION_EVENTS = frozenset(
 """Event types of session and presentation bookkeeping: they move ``revision`` but never
 ``execution_revision`` (the module docstring states the rule)."""
 
-OUTSIDE_EXECUTION_EVENTS = PRESENTATION_EVENTS | {"signal.received"}
+PROGRESS_EVENTS = frozenset({"node.update"})
+"""A runner's ``publish_update`` values sampled into history (``store/progress.py``): written
+under the runner's claim, read by no runner, so they leave ``execution_revision`` alone."""
+
+OUTSIDE_EXECUTION_EVENTS = PRESENTATION_EVENTS | PROGRESS_EVENTS | {"signal.received"}
 """Every event type that leaves ``execution_revision`` where it is."""
 
 RULE_OFF_FLAG = "runs.presentation_moves_execution"
@@ -193,7 +200,8 @@ def write_run(
             check_and_renew(tx, claim, db.lease_ms)
         if expected_revision is not None and run.execution_revision != expected_revision:
             raise RevisionConflictError(run_id, expected_revision, run.execution_revision)
-        facts = _execution_facts(tx.conn, run_id) if presentation else None
+        checked = presentation or event_type in PROGRESS_EVENTS
+        facts = _execution_facts(tx.conn, run_id) if checked else None
         apply(tx, run)
         if facts is not None and _execution_facts(tx.conn, run_id) != facts:
             raise PresentationWriteError(run_id, event_type, "it changed what a runner reads")

@@ -366,6 +366,25 @@ CREATE TABLE attempt_logs (
 ) STRICT;
 CREATE INDEX attempt_logs_by_run ON attempt_logs (run_id);
 
+-- The latest ``ctx.publish_update`` value of one node attempt (``store/progress.py``): kept
+-- as the attempt's one value, replaced by each newer one, never one row per update. At
+-- most ``MAX_PROGRESS_BYTES`` of canonical JSON. ``updates`` counts the values the runner
+-- delivered, ``published`` the values the callback published (the runner coalesces them),
+-- ``sampled`` those history kept as ``node.update`` events, the last at ``sampled_at``.
+-- Written by the attempt's runner under its claim.
+CREATE TABLE attempt_progress (
+    attempt_id TEXT PRIMARY KEY REFERENCES node_attempts (attempt_id),
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    value_json TEXT NOT NULL,
+    updated_at INTEGER NOT NULL,
+    updates INTEGER NOT NULL CHECK (updates >= 1),
+    published INTEGER NOT NULL CHECK (published >= updates),
+    sampled INTEGER NOT NULL CHECK (sampled BETWEEN 0 AND updates),
+    sampled_at INTEGER,
+    CHECK ((sampled = 0) = (sampled_at IS NULL))
+) STRICT;
+CREATE INDEX attempt_progress_by_run ON attempt_progress (run_id, updated_at);
+
 -- Durable command receipts: a retry with the same client and idempotency key gets the
 -- stored receipt; the fingerprint (which excludes the request id) detects a changed payload.
 CREATE TABLE server_commands (

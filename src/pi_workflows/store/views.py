@@ -14,6 +14,7 @@ from pi_workflows.store import (
     effects,
     interactions,
     jsoncol,
+    progress,
     schedules,
     signals,
     tree_view,
@@ -120,14 +121,21 @@ def list_session_runs(conn: sqlite3.Connection, session_id: str, limit: int = 20
     """Summaries of the session's runs: every unfinished one and the newest finished ones;
     a parent waiting on its children carries their progress (``children``), and a child
     run its ``parentRunId``; root runs come before children, so a fan_out's children never
-    push their parent out of the list (the widget shows the parent's progress)."""
+    push their parent out of the list (the widget shows the parent's progress); a run whose
+    unfinished attempt published progress carries it (``progress``: ``{nodeId, text, at,
+    updates, published}``, else None)."""
     rows = conn.execute(
         f"SELECT {SUMMARY_COLUMNS} FROM viewer_runs WHERE run_id IN (SELECT run_id FROM runs"
         " WHERE origin_session = ?) ORDER BY finished_at IS NOT NULL, parent_run_id IS NOT NULL,"
         " created_at DESC LIMIT ?",
         (session_id, limit),
     ).fetchall()
-    return _with_children(conn, [_summary(row) for row in rows])
+    runs = _with_children(conn, [_summary(row) for row in rows])
+    for run in runs:
+        run["progress"] = (
+            None if run["finishedAt"] is not None else progress.current(conn, str(run["runId"]))
+        )
+    return runs
 
 
 def list_interactions(
@@ -194,6 +202,7 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         (run_id, VIEW_MAX_ITEMS),
     ).fetchall()
     logs = attempt_logs.summaries(conn, run_id)
+    progressed = progress.of_attempts(conn, run_id)
     newest_failures = [r[0] for r in reversed(attempt_rows) if logs.get(r[0], {}).get("traceback")]
     shown_tracebacks = set(newest_failures[:VIEW_MAX_TRACEBACKS])
     effect_rows = effects.list_for_run(conn, run_id)
@@ -241,6 +250,7 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         "outputRef": output_ref,
         "error": run.error,
         "stepCount": run.step_count,
+        "progress": progress.latest(conn, run_id),
         "attempts": [
             {
                 "attemptId": row[0],
@@ -255,6 +265,7 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
                 "tryNo": row[10],
                 "retryOutcome": row[11],
                 **_attempt_log_fields(logs.get(row[0]), row[0] in shown_tracebacks),
+                "progress": progressed.get(row[0]),
             }
             for row in attempt_rows
         ],

@@ -3,9 +3,9 @@ graph, and validating a file without running it, all as the server's resolver se
 
 from __future__ import annotations
 
-import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any
 
 import click
 
@@ -16,19 +16,14 @@ from pi_workflows.cli.output import console, plain, print_json, render_workflows
 
 __all__ = ["problem_line", "workflows"]
 
-_AT_LINE: Final = re.compile(r"(\d+):\s*(.*)", re.DOTALL)
 
-
-def problem_line(path: str, message: str) -> str:
-    """One problem as editors read it: `PATH:LINE: error: MESSAGE`, or `PATH: error:
-    MESSAGE`; a message that already starts with the path (and line) names it once."""
-    if message.startswith(f"{path}:"):
-        rest = message[len(path) + 1 :].lstrip()
-        at_line = _AT_LINE.fullmatch(rest)
-        if at_line is not None:
-            return f"{path}:{at_line.group(1)}: error: {at_line.group(2)}"
-        return f"{path}: error: {rest}"
-    return f"{path}: error: {message}"
+def problem_line(path: str, problem: Mapping[str, Any]) -> str:
+    """One problem as editors read it: `FILE:LINE: error: MESSAGE`, or `FILE: error:
+    MESSAGE` when no line applies (`FILE` is the problem's own file, `path` without one)."""
+    file = plain(problem.get("file") or path)
+    line = problem.get("line")
+    where = f"{file}:{line}" if isinstance(line, int) and not isinstance(line, bool) else file
+    return f"{where}: error: {plain(problem.get('message'))}"
 
 
 @click.group()
@@ -93,8 +88,9 @@ def show_workflow(
 def check_workflow(ctx: click.Context, paths: tuple[Path, ...], as_json: bool) -> None:
     """Validate workflow files without running them: each loads and its graph is valid.
 
-    Prints one line per problem (`PATH:LINE: error: MESSAGE`, or `PATH: error: MESSAGE`
-    when no line is known) or `PATH: ok`, and exits 1 when any file has a problem; for
+    Prints `PATH: ok`, or every problem of the file, one line each at the line of the node
+    or edge it concerns (`PATH:LINE: error: MESSAGE`, or `PATH: error: MESSAGE` when no
+    line applies), then a count of the problems; exits 1 when any file has one. For
     editors and CI.
 
     \b
@@ -106,10 +102,20 @@ def check_workflow(ctx: click.Context, paths: tuple[Path, ...], as_json: bool) -
     if as_json:
         print_json({"results": results})
     else:
+        total, files = 0, 0
         for result in results:
             if result.get("ok"):
                 click.echo(f"{result['path']}: ok (workflow {result.get('workflow')})")
-            for problem in result.get("problems", []):
-                click.echo(problem_line(str(result["path"]), plain(problem.get("message"))))
+            listed = result.get("problems") or []
+            for problem in listed:
+                click.echo(problem_line(str(result["path"]), problem))
+            count = result.get("problemCount")
+            if isinstance(count, int) and count > len(listed):
+                click.echo(f"{result['path']}: {count - len(listed)} more problems not listed")
+            total += count if isinstance(count, int) and count > len(listed) else len(listed)
+            files += 1 if listed else 0
+        if total:
+            problems = f"{total} problem{'s' if total != 1 else ''}"
+            click.echo(f"{problems} in {files} of {len(results)} file{'s' * (len(results) != 1)}")
     if not all(result.get("ok") for result in results):
         ctx.exit(EXIT_FAILURE)

@@ -139,7 +139,11 @@ async def dispatch(server: ServerContext, request: Request) -> Response:
     except RequestError as exc:
         return error_response(request, Outcome(exc.outcome), exc.code, str(exc), exc.receipt)
     except ResolveError as exc:
-        return error_response(request, Outcome.REJECTED, exc.code, str(exc))
+        # A file that does not load lists its problems beside the one line (``run.start``).
+        listed = (
+            {"problems": exc.problems, "problemCount": exc.problem_count} if exc.problems else None
+        )
+        return error_response(request, Outcome.REJECTED, exc.code, str(exc), listed)
     except DecisionResolvedError as exc:
         winner = {
             "requestId": exc.request_id,

@@ -50,18 +50,33 @@ async def workflows_show(server: ServerContext, request: Request) -> dict[str, A
 
 @operation("workflows.check")
 async def workflows_check(server: ServerContext, request: Request) -> dict[str, Any]:
-    """``{path}`` (absolute): ``{path, ok, workflow, problems: [{code, message}]}``; a file
-    that does not load or whose graph is invalid is ``ok: false`` with its problem."""
+    """``{path}`` (absolute): ``{path, ok, workflow, problems: [{code, file, line, message}],
+    problemCount}``; a file that does not load or whose graph is invalid is ``ok: false``
+    with every problem the resolver found (at most ``resolver.MAX_PROBLEMS``; ``line`` null
+    when none applies, ``message`` without the file and line)."""
     path = _absolute(request.payload, "path")
     if path is None:
         raise bad("payload field 'path' must be an absolute path")
     try:
         reply = await _describe(server, path, None)
     except ResolveError as exc:
+        listed = exc.problems or [{"file": path, "line": None, "message": _bare(str(exc), path)}]
         return {
             "path": path,
             "ok": False,
             "workflow": None,
-            "problems": [{"code": exc.code, "message": str(exc)}],
+            "problems": [{"code": exc.code, **problem} for problem in listed],
+            "problemCount": max(exc.problem_count, len(listed)),
         }
-    return {"path": path, "ok": True, "workflow": reply.get("workflow"), "problems": []}
+    return {
+        "path": path,
+        "ok": True,
+        "workflow": reply.get("workflow"),
+        "problems": [],
+        "problemCount": 0,
+    }
+
+
+def _bare(message: str, path: str) -> str:
+    """``message`` without a leading ``PATH:`` (the problem names its file apart)."""
+    return message[len(path) + 1 :].lstrip() if message.startswith(f"{path}:") else message

@@ -12,6 +12,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -227,12 +229,23 @@ def test_a_server_killed_mid_fan_out_finishes_the_tree_after_a_restart(
         "fan", {"items": list(range(6)), "witness": str(witness), "sleep": 0.5}
     )
     wait_for(lambda: len(_starts(witness)) >= 3, 60, "the first children to start")
+    killed_at = time.time()
     server.kill()
     server.start()
     done = server.wait_status(parent, "completed", timeout=120)
     assert done["output"] == {"total": 2 * sum(range(6))}
-    ended = sorted(m["item"] for m in witnessed(witness) if m["e"] == "end")
-    assert ended == list(range(6)), "every item completed once"
+    marks = witnessed(witness)
+    ended = Counter(m["item"] for m in marks if m["e"] == "end")
+    assert set(ended) == set(range(6)), "every item completed"
+    # A compute body is at least once: a child's runner orphaned by the kill may finish its
+    # body (and write its end) after its server is gone, and the next server runs that node
+    # again. Only those in flight at the kill may end twice, and never more.
+    in_flight = {m["item"] for m in marks if m["e"] == "start" and m["at"] < killed_at}
+    twice = {item for item, count in ended.items() if count > 1}
+    assert twice <= in_flight, (twice, in_flight)
+    assert max(ended.values()) <= 2
+    runs = {item: {m["run"] for m in marks if m["item"] == item} for item in range(6)}
+    assert all(len(ids) == 1 for ids in runs.values()), runs  # one child run per item
     assert server.query(
         "SELECT COUNT(*) FROM events WHERE run_id = ? AND type = 'children.joined'", parent
     ) == [(1,)]

@@ -60,6 +60,7 @@ from pi_workflows.authoring.nodes import (
     choice,
     compute,
     decision,
+    env_problem,
     human_decision,
     notify,
     shell,
@@ -163,6 +164,7 @@ __all__ = [
     "ActionCallback",
     "Validator",
     "TextSpec",
+    "env_problem",
     # route classes and paths
     "Route",
     "Edge",

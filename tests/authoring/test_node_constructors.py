@@ -164,6 +164,39 @@ def test_shell_allow_exit_codes_become_a_frozenset() -> None:
     assert node.allow_exit_codes == frozenset({0, 1})
 
 
+def test_shell_env_keeps_an_immutable_sorted_copy_and_a_callback_as_it_is() -> None:
+    """`env` is copied into sorted pairs (a later change to the dict does not leak in, and
+    the node stays hashable); a callback is kept; no `env` is None, as before."""
+    added: dict[str, str | None] = {"B": "2", "A": None}
+    node = shell(["x"], effect=idempotent_effect("e"), env=added)
+    added["C"] = "3"
+    assert node.env == (("A", None), ("B", "2"))
+    assert hash(node)
+
+    def callback(ctx: object) -> dict[str, str]:
+        return {}
+
+    assert shell(["x"], effect=idempotent_effect("e"), env=callback).env is callback
+    assert shell(["x"], effect=idempotent_effect("e")).env is None
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (["A=1"], "env must be a mapping of variable names to strings, got list"),
+        ({"1A": "x"}, "env has '1A', which is not a variable name"),
+        ({"A B": "x"}, "env has 'A B', which is not a variable name"),
+        ({"A": 1}, "env['A'] must be a string without NUL (or None to remove it)"),
+        ({"A": "x\0y"}, "env['A'] must be a string without NUL"),
+    ],
+)
+def test_a_bad_shell_env_is_refused_when_the_node_is_made(env: object, message: str) -> None:
+    """A mapping that is not names to strings (or None) is a TypeError saying what is wrong."""
+    with pytest.raises(TypeError) as refused:
+        shell(["x"], effect=idempotent_effect("e"), env=env)  # type: ignore[arg-type]
+    assert message in str(refused.value)
+
+
 def test_switch_cases_must_be_a_mapping() -> None:
     """A list of cases is a TypeError naming the source node."""
     with pytest.raises(TypeError, match="after 'a'"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from click.testing import Result
 
 from client.scripted_peer import Reply, ok, refuse, scripted_peer
 from pi_workflows.protocol import Outcome, Request
+from pi_workflows.protocol.environment import snapshot
 
 Invoke = Callable[..., Result]
 
@@ -76,10 +78,11 @@ def test_run_start_prints_the_run_id(invoke: Invoke, home: Path) -> None:
         as_json = invoke("run", "start", "demo", "--json")
     assert (human.exit_code, human.stdout) == (0, "run_1\n")
     assert (as_json.exit_code, json.loads(as_json.stdout)) == (0, {"runId": "run_1"})
+    recorded = {"environment": snapshot(os.environ), "workingDirectory": os.getcwd()}
     payloads = [r.payload for _, r in peer.requests]
     assert payloads == [
-        {"workflow": "demo", "input": {"items": [1]}},
-        {"workflow": "demo", "input": {}},
+        {"workflow": "demo", "input": {"items": [1]}, **recorded},
+        {"workflow": "demo", "input": {}, **recorded},
     ]
     assert all(r.idempotency_key for _, r in peer.requests)
     assert {r.client_id for _, r in peer.requests} == {"cli"}

@@ -96,10 +96,11 @@ def test_a_peer_that_never_says_hello_times_out_as_a_lost_connection(tmp_path: P
 
 
 def test_a_request_over_the_frame_cap_is_refused_before_sending(tmp_path: Path) -> None:
-    """An oversized request raises `RequestTooLargeError`; the server never sees it."""
+    """An oversized request raises `RequestTooLargeError`; the server never sees it (an
+    event's data is bounded by the frame; only a run's input is uploaded in slices)."""
     with serving(tmp_path, lambda _i, r: ok(r)) as (client, peer):
         with pytest.raises(RequestTooLargeError) as caught:
-            client.start_run("demo", {"blob": "x" * MAX_FRAME_BYTES})
+            client.signal("run_1", "big", {"blob": "x" * MAX_FRAME_BYTES})
         assert client.status() == {}, "the connection is still usable"
     assert caught.value.limit == MAX_FRAME_BYTES
     assert peer.operations == ["server.status"]

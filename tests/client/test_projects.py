@@ -3,12 +3,14 @@ CLI and both clients."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from pi_workflows.client import find_project, resolve_project, workflow_spec
 from pi_workflows.client.payloads import start_payload
+from pi_workflows.protocol.environment import snapshot
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -45,11 +47,18 @@ def test_a_workflow_path_is_made_absolute_and_a_name_is_kept(project: Path) -> N
 def test_the_start_payload_carries_what_the_cli_would_send(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`run.start` from a project subdirectory names the file and the project absolutely."""
+    """`run.start` from a project subdirectory names the file and the project absolutely,
+    and records this process's default variables and its current directory."""
     monkeypatch.chdir(project / "src" / "deep")
-    payload = start_payload("./local.workflow.py", None, None, None, False)
+    monkeypatch.setenv("LC_TIME", "C")
+    monkeypatch.setenv("PWF_NOT_LISTED", "x")
+    payload = start_payload("./local.workflow.py", None, None, None, False, {"PWF_ADD": "y"})
     assert payload == {
         "workflow": str(project / "src" / "deep" / "local.workflow.py"),
         "input": {},
         "projectDir": str(project),
+        "environment": {**snapshot(os.environ), "PWF_ADD": "y"},
+        "workingDirectory": str(project / "src" / "deep"),
     }
+    assert payload["environment"]["LC_TIME"] == "C"
+    assert "PWF_NOT_LISTED" not in payload["environment"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from client.scripted_peer import DROP, SILENCE, Reply, ok, serving
 from pi_workflows.client import MAX_RETRIES, Client, ConnectionLostError
 from pi_workflows.protocol import Outcome, Request
+from pi_workflows.protocol.environment import snapshot
 
 
 def test_a_reply_lost_after_the_server_received_the_request_is_retried_as_the_same_command(
@@ -41,7 +43,13 @@ def test_a_reply_lost_after_the_server_received_the_request_is_retried_as_the_sa
         second.operation,
         second.payload,
     )
-    assert first.payload == {"workflow": "demo", "input": {"n": 1}, "projectDir": str(tmp_path)}
+    assert first.payload == {
+        "workflow": "demo",
+        "input": {"n": 1},
+        "projectDir": str(tmp_path),
+        "environment": snapshot(os.environ),
+        "workingDirectory": os.getcwd(),
+    }
     assert receipt.idempotency_key == first.idempotency_key
 
 

@@ -39,8 +39,10 @@ recorded = db.execute("SELECT COUNT(*) FROM agent_processes WHERE pid = ? AND st
                       (os.getpid(),)).fetchone()[0] == 1
 db.close()
 with open({record!r}, "a") as out:
+    seen = {{name: os.environ.get(name) for name in ("PWF_X", "PWF_SERVER_ONLY", "PI_SETTING",
+                                                   "PI_WORKFLOWS_IDLE_EXIT_SECONDS")}}
     out.write(json.dumps({{"pid": os.getpid(), "argv": sys.argv[1:], "cwd": os.getcwd(),
-                          "home": home, "recorded": recorded}}) + "\\n")
+                          "home": home, "recorded": recorded, "env": seen}}) + "\\n")
 if {exit_code!r} is not None:
     sys.exit({exit_code!r})
 while True:
@@ -100,6 +102,36 @@ def test_a_detached_run_gets_a_supervised_agent_that_goes_with_its_run(
         "the agent's record to end",
     )
     assert server_process.diagnose() == []
+
+
+def test_the_agent_gets_the_runs_environment_and_pis_settings_not_the_servers(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    """The headless Pi runs with the environment recorded from the starting client (with its
+    added variables) and in its working directory, plus Pi's own ``PI_*`` settings and
+    ``PI_WORKFLOWS_HOME`` from the server, never the server's other variables or settings."""
+    program, record = _stand_in(tmp_path)
+    server_process.write_workflow("step", STEP)
+    server_process.start(PI_WORKFLOWS_PI=str(program), PWF_SERVER_ONLY="server", PI_SETTING="pi's")
+    with server_process.client() as client:
+        run_id = str(
+            client.start_run(
+                "step", {}, project_dir=server_process.project, detached=True,
+                env={"PWF_X": "the client's"},
+            )["runId"]
+        )  # fmt: skip
+    wait_for(lambda: _starts(record), 30, "the agent to start")
+    [start] = _starts(record)
+    assert start["env"] == {
+        "PWF_X": "the client's",
+        "PWF_SERVER_ONLY": None,
+        "PI_SETTING": "pi's",
+        "PI_WORKFLOWS_IDLE_EXIT_SECONDS": None,
+    }
+    assert start["home"] == str(server_process.home)
+    assert start["cwd"] == str(server_process.project)
+    with server_process.client() as client:
+        client.cancel(run_id)
 
 
 def test_a_missing_pi_parks_the_run_with_the_reason(server_process: ServerProcess) -> None:

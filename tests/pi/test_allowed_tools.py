@@ -615,7 +615,9 @@ def test_a_detached_runs_headless_pi_starts_with_only_the_tools_its_steps_allow(
     finish_rules(provider)
     with server.client() as client:
         run_id = str(
-            client.start_run("limited", {}, project_dir=server.project, detached=True)["runId"]
+            client.start_run(
+                "limited", {}, project_dir=server.project, detached=True, env=server.user_env()
+            )["runId"]
         )
 
     done = server.wait_status(run_id, {"completed", "failed"})
@@ -670,7 +672,9 @@ def test_a_headless_pi_serving_two_steps_enforces_each_steps_own_tools(
     provider.on(user_text_contains(TERMINAL_MARK), text("The run finished."))
     with server.client() as client:
         run_id = str(
-            client.start_run("two", {}, project_dir=server.project, detached=True)["runId"]
+            client.start_run(
+                "two", {}, project_dir=server.project, detached=True, env=server.user_env()
+            )["runId"]
         )
 
     done = server.wait_status(run_id, {"completed", "failed"})

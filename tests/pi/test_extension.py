@@ -27,6 +27,7 @@ from pi.support.pi_rpc import MakePi, PiProcess, Record
 from pi.support.records import result_text, tool_results
 from pi_workflows.client import Client, NotFoundError, ServerUnavailableError
 from pi_workflows.protocol import Request
+from pi_workflows.protocol.environment import snapshot
 
 from support.server import ServerProcess, wait_for
 
@@ -470,10 +471,17 @@ def test_a_command_whose_reply_is_lost_is_retried_with_the_same_key(
             provider,
             cwd=project,
             session_id="retry-session",
-            env={"PI_WORKFLOWS_HOME": str(home), "PI_WORKFLOWS_CLI": "/bin/false"},
+            env={
+                "PI_WORKFLOWS_HOME": str(home),
+                "PI_WORKFLOWS_CLI": "/bin/false",
+                "LC_TIME": "C",
+                "VIRTUAL_ENV": str(root / "venv"),
+                "PWF_NOT_LISTED": "x",
+            },
         )
         with pi:
             note = pi.slash('/workflow start quick {"n": 1}')
+        pi_environment = pi.prepare()
 
     assert note["notifyType"] == "info", note
     assert note["message"] == "Started run run_retried of workflow quick."
@@ -489,5 +497,10 @@ def test_a_command_whose_reply_is_lost_is_retried_with_the_same_key(
         "input": {"n": 1},
         "projectDir": str(project),
         "originSession": "retry-session",
+        # Pi's default variables, by the same rule as the Python clients' (never the rest)
+        "environment": snapshot(pi_environment),
+        "workingDirectory": str(project),
     }
+    assert first.payload["environment"]["LC_TIME"] == "C"
+    assert "PWF_NOT_LISTED" not in first.payload["environment"]
     assert peer.connections >= 2

@@ -15,6 +15,8 @@ it. An operation added to the registry without a row here fails the test.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -245,6 +247,18 @@ def _blob(case: Case) -> None:
         client.call("blob.read", {"digest": shown["definitionDigest"], "length": 64})
 
 
+def _upload(case: Case) -> None:
+    """A whole upload (held in memory for its connection), then forgotten with it."""
+    data = b'{"uploaded": true}'
+    payload = {
+        "digest": hashlib.sha256(data).hexdigest(),
+        "bytes": len(data),
+        "offset": 0,
+        "data": base64.b64encode(data).decode(),
+    }
+    assert _call(case, "upload.put", payload)["complete"] is True
+
+
 def _message_get(case: Case) -> None:
     _call(case, "workflowMessage.get", {"workflowMessageId": case.notification})
 
@@ -357,6 +371,7 @@ OPERATIONS: dict[str, Apply] = {
     "runs.watch": _watch_runs,
     "effect.list": _read("effect.list"),
     "blob.read": _blob,
+    "upload.put": _upload,
     "interaction.list": _read("interaction.list"),
     "session.get": _read("session.get", lambda c: {"sessionId": SESSION}),
     "session.watch": _watch_session,

@@ -31,7 +31,7 @@ from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
 from pi_workflows.store.effect_writes import reserve_effect
 from pi_workflows.store.interactions import InteractionDraft
-from pi_workflows.store.lifecycle import Finish
+from pi_workflows.store.lifecycle import Finish, RunEnvironment
 from pi_workflows.store.receipts import CommandRequest
 from pi_workflows.store.schedules import Catchup, Overlap, ScheduleAction, ScheduleDraft
 from pi_workflows.store.states import AttemptStatus, ParkReason, RunStatus
@@ -547,6 +547,7 @@ def schedule_draft(name: str = SCHEDULE, overlap: Overlap = Overlap.SKIP) -> Sch
         timezone="UTC",
         overlap=overlap,
         catchup=Catchup.LATEST,
+        environment=RunEnvironment(None, {"PATH": "/usr/bin:/bin"}),
     )
 
 

@@ -174,8 +174,16 @@ class ServerProcess:
         path.write_text(textwrap.dedent(source))
         return path
 
+    def user_env(self) -> dict[str, str]:
+        """What a client in a shell of the server's user records besides the test's own
+        environment: that user's ``HOME`` and the server's ``PATH`` (a run records its
+        starting client's environment, never the server's: docs/authoring.md)."""
+        return {"HOME": str(self.user_home), "PATH": self.env.get("PATH", "")}
+
     def start_run(self, workflow: str, run_input: Any = None, **kwargs: Any) -> str:
-        """Start a run of a project workflow and return its id."""
+        """Start a run of a project workflow, as a client in the server user's shell
+        (``user_env``), and return its id."""
+        kwargs.setdefault("env", self.user_env())
         with self.client() as client:
             receipt = client.start_run(
                 workflow, run_input or {}, project_dir=self.project, **kwargs

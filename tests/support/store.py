@@ -12,7 +12,7 @@ from pi_workflows.store.claims import Claim
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database, open_database
 from pi_workflows.store.diagnose import diagnose
-from pi_workflows.store.lifecycle import NewRun, SourceRecord
+from pi_workflows.store.lifecycle import NewRun, RunEnvironment, SourceRecord
 
 LEASE_MS = 30_000
 
@@ -34,6 +34,7 @@ def new_run(name: str = "sample", value: Any = None) -> NewRun:
         input=run_input,
         input_hash=hashlib.sha256(json.dumps(run_input).encode()).hexdigest(),
         source=SourceRecord("builtin", f"builtin:{name}", "test-1", None, {}),
+        environment=RunEnvironment(None, {"PATH": "/usr/bin:/bin"}),
     )
 
 

@@ -83,6 +83,36 @@ export interface RunProgress {
 	published: number;
 }
 
+/**
+ * The variables a run records from the process that starts it, when they are set, besides
+ * every `LC_*` one (docs/authoring.md, "Environment"): the same rule as the Python clients'
+ * `pi_workflows.protocol.environment`, so a run started from Pi gets Pi's `PATH`, `HOME`,
+ * language and time zone, never the server's environment.
+ */
+export const DEFAULT_VARIABLES: readonly string[] = [
+	"HOME",
+	"LANG",
+	"LANGUAGE",
+	"LOGNAME",
+	"PATH",
+	"SHELL",
+	"TERM",
+	"TMPDIR",
+	"TZ",
+	"USER",
+	"VIRTUAL_ENV",
+];
+
+/** The environment `run.start` records from `env` (default this Pi's): the default variables. */
+export function recordedEnvironment(env: NodeJS.ProcessEnv = process.env): Record<string, string> {
+	const recorded: Record<string, string> = {};
+	for (const [name, value] of Object.entries(env)) {
+		if (value === undefined || name.startsWith("PI_WORKFLOWS_")) continue;
+		if (DEFAULT_VARIABLES.includes(name) || name.startsWith("LC_")) recorded[name] = value;
+	}
+	return recorded;
+}
+
 /** What `run.start` needs. */
 export interface StartSpec {
 	workflow: string;
@@ -223,10 +253,17 @@ export class WorkflowOperations {
 	/**
 	 * `run.start`; the receipt holds `runId`, `workflow`, `originSession` and `revision`. A
 	 * detached run is sent with `detached: true` and without `originSession` (the server
-	 * refuses both together).
+	 * refuses both together). The run records this Pi's default variables
+	 * (`recordedEnvironment`) and works in the project directory.
 	 */
 	startRun(spec: StartSpec, idempotencyKey: string): Promise<Receipt> {
-		const payload: JsonObject = { workflow: spec.workflow, input: spec.input, projectDir: spec.projectDir };
+		const payload: JsonObject = {
+			workflow: spec.workflow,
+			input: spec.input,
+			projectDir: spec.projectDir,
+			environment: recordedEnvironment(),
+			workingDirectory: spec.projectDir,
+		};
 		if (spec.detached) payload.detached = true;
 		else payload.originSession = spec.originSession;
 		return this.client.call({ operation: "run.start", payload, idempotencyKey });

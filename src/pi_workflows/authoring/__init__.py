@@ -63,6 +63,7 @@ from pi_workflows.authoring.nodes import (
     choice,
     compute,
     decision,
+    env_problem,
     human_decision,
     notify,
     shell,
@@ -167,6 +168,7 @@ __all__ = [
     "Validator",
     "TextSpec",
     "Contract",
+    "env_problem",
     # route classes and paths
     "Route",
     "Edge",

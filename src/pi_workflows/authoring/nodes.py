@@ -102,6 +102,10 @@ class ShellNode:
     allow_exit_codes: frozenset[int] = frozenset({0})
     timeout: float | None = None
     retry: RetryPolicy | None = None
+    # Variables added to (a value) or removed from (None) the run's environment for this
+    # command only: (name, value) pairs sorted by name, or a callback returning a mapping.
+    # None: the run's environment as it is.
+    env: tuple[tuple[str, str | None], ...] | ActionCallback | None = None
     kind: NodeKind = dataclasses.field(default=NodeKind.SHELL, init=False)
 
 
@@ -316,23 +320,58 @@ def shell(
     allow_exit_codes: Iterable[int] = (0,),
     timeout: float | None = None,
     retry: RetryPolicy | None = None,
+    env: Mapping[str, str | None] | ActionCallback | None = None,
 ) -> ShellNode:
     """Run a command (an argument list, or ``command(ctx)`` returning one) as an action.
 
     The output is ``{"exitCode", "stdout", "stderr"}``; an exit code not in
     ``allow_exit_codes`` fails the node. ``effect`` is required, as for ``action``;
-    ``retry`` as for ``action``.
+    ``retry`` as for ``action``. The command runs with the run's environment
+    (docs/authoring.md, "Environment"); ``env`` (a mapping, or ``env(ctx)`` returning one)
+    adds variables to it for this command, and a ``None`` value removes one.
     """
     if isinstance(allow_exit_codes, str | bytes) or not isinstance(allow_exit_codes, Iterable):
         raise TypeError(f"allow_exit_codes must be a list of integers, got {allow_exit_codes!r}")
     codes = frozenset(allow_exit_codes)
     if isinstance(command, list):
         command = tuple(command)  # a frozen node holds no list the caller could still change
+    added = env if env is None or callable(env) else _env_pairs(env)
     return _built(
         ShellNode(
-            command=command, effect=effect, allow_exit_codes=codes, timeout=timeout, retry=retry
+            command=command,
+            effect=effect,
+            allow_exit_codes=codes,
+            timeout=timeout,
+            retry=retry,
+            env=added,
         )
     )
+
+
+ENV_NAME_PATTERN = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
+"""What a variable name in ``shell(env=...)`` may be."""
+
+
+def env_problem(env: object) -> str | None:
+    """Why ``env`` cannot be a shell command's added variables (a mapping of names to
+    strings, or to None to remove one), or None. The runner applies the same check to what
+    an ``env(ctx)`` callback returns."""
+    if not isinstance(env, Mapping):
+        return f"env must be a mapping of variable names to strings, got {type(env).__name__}"
+    for name, value in env.items():
+        if not isinstance(name, str) or not ENV_NAME_PATTERN.match(name):
+            return f"env has {name!r}, which is not a variable name (letters, digits and _)"
+        if value is not None and (not isinstance(value, str) or "\0" in value):
+            return f"env[{name!r}] must be a string without NUL (or None to remove it)"
+    return None
+
+
+def _env_pairs(env: object) -> tuple[tuple[str, str | None], ...]:
+    problem = env_problem(env)
+    if problem is not None:
+        raise TypeError(problem)
+    assert isinstance(env, Mapping)
+    return tuple(sorted(env.items()))  # a frozen node holds nothing the caller could change
 
 
 def notify(message: TextSpec, *, kind: str = "progress", retry: None = None) -> NotifyNode:

@@ -2,7 +2,7 @@
 
 Owns how a command finds its state directory (`--home`, else the `PI_WORKFLOWS_HOME` rule),
 the `JSON` option type (parsed and checked before any server is contacted), the
-`--project` option, and the client id the CLI uses. A workflow path and the project are
+`--project` and `--env` options, and the client id the CLI uses. A workflow path and the project are
 resolved by the client (`pi_workflows.client.projects`, the same rule for programs). It
 never contacts a server by itself.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -22,15 +23,18 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import click
 
 from pi_workflows.client import Client, state_home
+from pi_workflows.protocol.environment import name_problem
 
 __all__ = [
     "CLI_CLIENT_ID",
     "RUN_STATUSES",
     "CliState",
     "Duration",
+    "EnvVariable",
     "JsonValue",
     "Since",
     "cli_state",
+    "env_option",
     "json_option",
     "make_client",
     "parse_duration",
@@ -114,6 +118,40 @@ class JsonValue(_ParamBase):
             )
         except ValueError as exc:
             self.fail(f"not valid JSON: {exc}", param, ctx)
+
+
+class EnvVariable(_ParamBase):
+    """An `--env` value: `NAME` (its value taken from this command's environment) or
+    `NAME=VALUE`; a pair `(NAME, VALUE)`. A name that is not a variable name, one of the
+    server's `PI_WORKFLOWS_*` settings, or a `NAME` that is not set is a usage error."""
+
+    name = "NAME[=VALUE]"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        name, has_value, given = value.partition("=")
+        problem = name_problem(name)
+        if problem is not None:
+            self.fail(problem, param, ctx)
+        if has_value:
+            return name, given
+        if name not in os.environ:
+            self.fail(f"{name} is not set here; give its value as {name}=VALUE", param, ctx)
+        return name, os.environ[name]
+
+
+def env_option(function: F) -> F:
+    """Add `--env NAME[=VALUE]` (repeatable): variables the run records besides the default
+    ones (docs/authoring.md, "Environment")."""
+    return click.option(
+        "--env",
+        "env_items",
+        multiple=True,
+        type=EnvVariable(),
+        help="Also give the run this environment variable: NAME (its value here) or"
+        " NAME=VALUE; repeat for more. PATH, HOME, LANG, LC_*, TZ, ... are given anyway.",
+    )(function)
 
 
 def _refuse_constant(name: str) -> Any:

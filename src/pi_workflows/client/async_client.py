@@ -187,10 +187,13 @@ class AsyncClient(AsyncInteractionMethods, AsyncRunMethods, AsyncScheduleMethods
         *,
         origin_session: str | None = None,
         detached: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> Receipt:
         """`run.start`; the receipt (see `Client.start_run`)."""
         return await self._run(
-            ops.start_run(workflow, input, project_dir, idempotency_key, origin_session, detached)
+            ops.start_run(
+                workflow, input, project_dir, idempotency_key, origin_session, detached, env
+            )
         )
 
     async def list_runs(

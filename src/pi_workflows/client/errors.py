@@ -9,12 +9,13 @@ Two families:
   `ServerStartError` (auto-start failed), `ProtocolMismatchError` (the server speaks another
   protocol), `ServerProtocolError` (the server sent something invalid), `ConnectionLostError`
   (the connection kept breaking and the retries ran out), `StopTimeoutError` (a stopping
-  server did not exit in time), `RequestTooLargeError` and
-  `InvalidPayloadError` (the request could not be sent at all), `WatchUnavailableError`
-  (the server ended a watch it could not push).
+  server did not exit in time), `RequestTooLargeError`, `InputTooLargeError`,
+  `RunEnvironmentError` and `InvalidPayloadError` (the request could not be sent at all),
+  `WatchUnavailableError` (the server ended a watch it could not push).
 
 Messages are one printable line, never a payload, a token or a traceback, so a CLI can print
-`str(error)` as it is. This module imports nothing internal except `protocol.safe_message`.
+`str(error)` as it is. This module imports nothing internal except `protocol.safe_message`
+and the input bound (`protocol.uploads`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pwd
 from pathlib import Path
 from typing import Any
 
-from pi_workflows.protocol import Outcome, safe_message
+from pi_workflows.protocol import MAX_INPUT_BYTES, Outcome, input_too_large, safe_message
 
 __all__ = [
     "ClientError",
@@ -42,6 +43,8 @@ __all__ = [
     "ConnectionLostError",
     "StopTimeoutError",
     "RequestTooLargeError",
+    "InputTooLargeError",
+    "RunEnvironmentError",
     "InvalidPayloadError",
     "WaitTimeoutError",
     "RunFailedError",
@@ -338,6 +341,40 @@ class RequestTooLargeError(ClientError):
         )
         self.operation = operation
         self.limit = limit
+
+
+class InputTooLargeError(ClientError):
+    """The run's input is over the bound on a run's whole state (16 MiB of canonical JSON);
+    nothing was sent. Unlike `RequestTooLargeError`, no frame limit is involved: an input up
+    to the bound is uploaded in slices.
+
+    Attributes:
+        size: the input's canonical JSON size in bytes.
+        limit: the bound in bytes.
+    """
+
+    code = "inputTooLarge"
+
+    def __init__(self, size: int) -> None:
+        super().__init__(input_too_large(size))
+        self.size = size
+        self.limit = MAX_INPUT_BYTES
+
+
+class RunEnvironmentError(ClientError):
+    """The environment a run would record is refused (a name that is not a variable name or
+    is one of the server's `PI_WORKFLOWS_*` settings, a value with NUL, a variable asked for
+    that is not set, or more than the bounds); nothing was sent.
+
+    Attributes:
+        name: the variable concerned, when there is one.
+    """
+
+    code = "badRequest"
+
+    def __init__(self, message: str, name: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 class InvalidPayloadError(ClientError):

@@ -24,6 +24,8 @@ from pi_workflows.client.errors import (
     ClaimLostError,
     CommandError,
     ConflictError,
+    InputTooLargeError,
+    InvalidPayloadError,
     NotFoundError,
     RejectedError,
     RunFailedError,
@@ -38,7 +40,17 @@ from pi_workflows.client.payloads import (
     start_payload,
 )
 from pi_workflows.client.projects import resolve_project, workflow_spec
-from pi_workflows.protocol import Outcome, Request, Response, sha256_hex
+from pi_workflows.protocol import (
+    INLINE_INPUT_BYTES,
+    MAX_INPUT_BYTES,
+    UPLOAD_CHUNK_BYTES,
+    NotJsonError,
+    Outcome,
+    Request,
+    Response,
+    canonical_json,
+    sha256_hex,
+)
 
 __all__ = [
     "SUBMIT_POLL_SECONDS",
@@ -159,16 +171,21 @@ def receipt_of(operation: str, request: Request, response: Response) -> Receipt:
 
 
 def run_blocking(program: Program[T], send: Callable[[Call], Receipt]) -> T:
-    """Run `program`, sending each call with `send` and sleeping through each pause."""
+    """Run `program`, sending each call with `send` and sleeping through each pause; a
+    `CommandError` a call raises is raised inside the program (which may handle it)."""
     reply: Receipt | None = None
+    refused: CommandError | None = None
     try:
         while True:
-            step = program.send(reply)
+            step = program.send(reply) if refused is None else program.throw(refused)
+            reply, refused = None, None
             if isinstance(step, Pause):
                 time.sleep(step.seconds)
-                reply = None
-            else:
+                continue
+            try:
                 reply = send(step)
+            except CommandError as exc:
+                refused = exc
     except StopIteration as done:
         result: T = done.value
         return result
@@ -177,16 +194,21 @@ def run_blocking(program: Program[T], send: Callable[[Call], Receipt]) -> T:
 
 
 async def run_async(program: Program[T], send: Callable[[Call], Awaitable[Receipt]]) -> T:
-    """Run `program`, awaiting each call sent with `send` and each pause."""
+    """Run `program`, awaiting each call sent with `send` and each pause (a `CommandError`
+    is raised inside the program, as by `run_blocking`)."""
     reply: Receipt | None = None
+    refused: CommandError | None = None
     try:
         while True:
-            step = program.send(reply)
+            step = program.send(reply) if refused is None else program.throw(refused)
+            reply, refused = None, None
             if isinstance(step, Pause):
                 await _sleep(step.seconds)
-                reply = None
-            else:
+                continue
+            try:
                 reply = await send(step)
+            except CommandError as exc:
+                refused = exc
     except StopIteration as done:
         result: T = done.value
         return result
@@ -248,10 +270,57 @@ def start_run(
     idempotency_key: str | None,
     origin_session: str | None,
     detached: bool,
+    env: Mapping[str, str] | None = None,
 ) -> Program[Receipt]:
-    """`run.start`, with the workflow path and the project resolved from the cwd."""
-    payload = start_payload(workflow, run_input, project_dir, origin_session, detached)
-    return (yield from call("run.start", payload, None, idempotency_key))
+    """`run.start`, with the workflow path and the project resolved from the cwd and the
+    environment recorded from this process. An input over `INLINE_INPUT_BYTES` of canonical
+    JSON is uploaded first (`upload`) and named by digest; if the server no longer holds it
+    when the start arrives (the connection was lost in between), it is uploaded again once.
+
+    Raises:
+        InputTooLargeError: the input is over the 16 MiB bound (nothing is sent).
+    """
+    payload = start_payload(workflow, run_input, project_dir, origin_session, detached, env)
+    try:
+        data = canonical_json(payload["input"])
+    except NotJsonError as exc:
+        raise InvalidPayloadError("run.start", "$.input" + exc.path[1:], exc.reason) from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputTooLargeError(len(data))
+    if len(data) <= INLINE_INPUT_BYTES:
+        return (yield from call("run.start", payload, None, idempotency_key))
+    digest = sha256_hex(data)
+    del payload["input"]
+    payload["inputRef"] = {"digest": digest, "bytes": len(data)}
+    key = idempotency_key or new_key()  # the same for the start sent again after a re-upload
+    for again in (False, True):
+        yield from upload(data, digest)
+        try:
+            return (yield from call("run.start", payload, None, key))
+        except RejectedError as exc:
+            if exc.code != "inputNotUploaded" or again:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def upload(data: bytes, digest: str) -> Program[None]:
+    """Send `data` (whose sha256 is `digest`) with `upload.put`, `UPLOAD_CHUNK_BYTES` at a
+    time, each slice from where the server says it holds the upload up to; a connection
+    lost meanwhile makes the server start over at 0 on the next one, so the upload does."""
+    received = sent = 0
+    while received < len(data):
+        if sent > 4 * len(data):
+            raise ServerProtocolError("the upload of the input makes no progress; try again")
+        piece = data[received : received + UPLOAD_CHUNK_BYTES]
+        payload: JsonObject = {
+            "digest": digest,
+            "bytes": len(data),
+            "offset": received,
+            "data": base64.b64encode(piece).decode("ascii"),
+        }
+        answer = (yield from call("upload.put", payload)).body
+        sent += len(piece)
+        received = int(answer.get("received", 0))
 
 
 def list_runs(status: Iterable[str] | str | None, limit: int | None) -> Program[list[JsonObject]]:

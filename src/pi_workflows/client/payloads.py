@@ -3,22 +3,27 @@
 Owns how a program's arguments become the payload of an operation (absolute paths, the
 workflow and project resolved from the caller's directory, optional fields left out) and
 which statuses a wait stops at, so `Client` and `AsyncClient` send exactly the same
-requests. No I/O beyond looking for the project directory (`projects`).
+requests. No I/O beyond looking for the project directory (`projects`) and reading this
+process's environment and current directory (the run's recorded environment).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from pi_workflows.client.errors import RunEnvironmentError
 from pi_workflows.client.projects import resolve_project, workflow_spec
+from pi_workflows.protocol import environment
 
 __all__ = [
     "SETTLED_STATUSES",
     "TERMINAL_STATUSES",
     "absolute",
+    "environment_fields",
     "history_payload",
     "list_payload",
     "logs_payload",
@@ -55,19 +60,41 @@ def absolute(path: Path | str) -> str:
     return os.path.abspath(Path(path).expanduser())
 
 
+def environment_fields(env: Mapping[str, str] | None) -> dict[str, Any]:
+    """`{environment, workingDirectory}` of a `run.start` or `schedule.add`: this process's
+    default variables (`protocol.environment.DEFAULT_VARIABLES`, `LC_*`) with `env` over
+    them, and its current directory (docs/authoring.md, "Environment").
+
+    Raises:
+        RunEnvironmentError: a name or value is refused, or the bounds are passed.
+    """
+    if env is not None and not isinstance(env, Mapping):
+        raise RunEnvironmentError("env must be a mapping of variable names to strings")
+    variables = environment.snapshot(os.environ, env)
+    problem = environment.environment_problem(variables)
+    if problem is not None:
+        raise RunEnvironmentError(problem)
+    fields: dict[str, Any] = {"environment": variables}
+    with contextlib.suppress(OSError):  # a removed current directory: / unless a project
+        fields["workingDirectory"] = os.getcwd()
+    return fields
+
+
 def start_payload(
     workflow: str,
     run_input: Any,
     project_dir: Path | str | None,
     origin_session: str | None,
     detached: bool,
+    env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The `run.start` payload: a workflow path made absolute against the current directory,
-    the project given (made absolute) or found from the current directory (`projects`), and
-    the input (default `{}`)."""
+    the project given (made absolute) or found from the current directory (`projects`), the
+    input (default `{}`) and the environment the run records (`environment_fields`)."""
     payload: dict[str, Any] = {
         "workflow": workflow_spec(workflow),
         "input": {} if run_input is None else run_input,
+        **environment_fields(env),
     }
     project = resolve_project(project_dir)
     if project is not None:

@@ -12,7 +12,7 @@ each client's driver, so both flavours send the same requests and return the sam
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Collection, Iterable, Iterator
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -69,16 +69,18 @@ class RunMethods:
         session: str | None = None,
         detached: bool = False,
         idempotency_key: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> str:
         """Start `workflow` (a name, `builtin:NAME` or a path, relative to the current
         directory) with `input`; its run id.
 
         Without `project`, the project is the nearest directory from the current one upwards
         that contains `.pi/workflows`. The same `idempotency_key` (with the same client id
-        and arguments) returns the same run instead of starting another.
+        and arguments) returns the same run instead of starting another. The run's
+        environment is recorded as `start_run` says (`env` adds variables).
         """
         receipt = self._run(
-            ops.start_run(workflow, input, project, idempotency_key, session, detached)
+            ops.start_run(workflow, input, project, idempotency_key, session, detached, env)
         )
         return str(receipt["runId"])
 
@@ -251,10 +253,11 @@ class AsyncRunMethods:
         session: str | None = None,
         detached: bool = False,
         idempotency_key: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> str:
         """Start `workflow` with `input`; its run id (see `Client.start`)."""
         receipt = await self._run(
-            ops.start_run(workflow, input, project, idempotency_key, session, detached)
+            ops.start_run(workflow, input, project, idempotency_key, session, detached, env)
         )
         return str(receipt["runId"])
 

@@ -11,10 +11,12 @@ the workflow path and the project are resolved from the caller's directory as fo
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pi_workflows.client import operations as ops
+from pi_workflows.client.payloads import environment_fields
 from pi_workflows.client.projects import resolve_project, workflow_spec
 
 if TYPE_CHECKING:
@@ -40,14 +42,17 @@ def schedule_payload(
     overlap: str,
     catchup: str,
     project: Path | str | None,
+    env: Mapping[str, str] | None = None,
 ) -> JsonObject:
-    """The `schedule.add` payload (the server checks every field)."""
+    """The `schedule.add` payload (the server checks every field), with the environment
+    every run of the schedule gets (`payloads.environment_fields`)."""
     payload: JsonObject = {
         "name": name,
         "workflow": workflow_spec(workflow),
         "input": {} if run_input is None else run_input,
         "overlap": overlap,
         "catchup": catchup,
+        **environment_fields(env),
     }
     if every is not None:
         payload["every"] = _every(every)
@@ -90,15 +95,17 @@ class ScheduleMethods:
         catchup: str = "latest",
         project: Path | str | None = None,
         idempotency_key: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> Receipt:
         """`schedule.add`: start `workflow` with `input` at every fire time, while a server
         runs. Exactly one of `every` (`"30s"`, `"1h30m"`, or a `timedelta`) and `cron` (five
         fields, read in `timezone`, default this machine's zone). `overlap` (`skip`, `queue`,
         `allow`) says what a fire does while the previous run is active, `catchup` (`latest`,
-        `all`, `none`) what happens to fire times missed while no server ran. The receipt
-        holds `schedule` (the `Schedule`) and `serverPid`."""
+        `all`, `none`) what happens to fire times missed while no server ran. Every run it
+        starts gets the environment recorded now, as `start_run` records one (`env` adds
+        variables). The receipt holds `schedule` (the `Schedule`) and `serverPid`."""
         payload = schedule_payload(
-            name, workflow, every, cron, input, timezone, overlap, catchup, project
+            name, workflow, every, cron, input, timezone, overlap, catchup, project, env
         )
         return self._run(ops.call("schedule.add", payload, None, idempotency_key))
 
@@ -144,10 +151,11 @@ class AsyncScheduleMethods:
         catchup: str = "latest",
         project: Path | str | None = None,
         idempotency_key: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> Receipt:
         """`schedule.add` (see `Client.add_schedule`)."""
         payload = schedule_payload(
-            name, workflow, every, cron, input, timezone, overlap, catchup, project
+            name, workflow, every, cron, input, timezone, overlap, catchup, project, env
         )
         return await self._run(ops.call("schedule.add", payload, None, idempotency_key))
 

@@ -55,6 +55,7 @@ MAX_RETRIES: Final = 3
 READ_OPERATIONS: Final = frozenset(
     {
         "server.status",
+        "upload.put",
         "workflows.list",
         "run.list",
         "run.get",
@@ -78,8 +79,8 @@ READ_OPERATIONS: Final = frozenset(
         "schedule.get",
     }
 )
-"""Operations sent without an idempotency key: reads, and the idempotent session reports.
-Everything else carries one."""
+"""Operations sent without an idempotency key: reads, the idempotent session reports, and
+`upload.put` (it changes no durable state). Everything else carries one."""
 
 RETRY_BACKOFF: Final = (0.05, 0.1, 0.2)
 """Seconds to wait before each resend after a lost connection."""
@@ -294,17 +295,29 @@ class Client(InteractionMethods, RunMethods, ScheduleMethods):
         *,
         origin_session: str | None = None,
         detached: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> Receipt:
         """`run.start`: start `workflow` (a name, `builtin:NAME` or a file path, relative to
         the current directory) with `input`.
 
-        `input` defaults to `{}`; `project_dir` defaults to the nearest directory from the
+        `input` defaults to `{}` and may be up to 16 MiB of JSON (over 512 KiB it is
+        uploaded in slices first); `project_dir` defaults to the nearest directory from the
         current one upwards with `.pi/workflows`; `origin_session` names the Pi session that
         presents the run's requests and messages; `detached` runs them in a headless Pi the
-        server runs. The receipt holds `runId`, `workflow`, `originSession` and `revision`.
+        server runs. The run records this process's default environment variables (`PATH`,
+        `HOME`, `LANG`, `LC_*`, ...; docs/authoring.md, "Environment") with `env` over them,
+        and runs in the project directory (else this process's current directory). The
+        receipt holds `runId`, `workflow`, `originSession` and `revision`.
+
+        Raises:
+            InputTooLargeError: the input is over 16 MiB of canonical JSON.
+            RunEnvironmentError: a variable of `env` is refused, or the environment is over
+                its bounds.
         """
         return self._run(
-            ops.start_run(workflow, input, project_dir, idempotency_key, origin_session, detached)
+            ops.start_run(
+                workflow, input, project_dir, idempotency_key, origin_session, detached, env
+            )
         )
 
     def list_runs(

@@ -10,6 +10,8 @@ Layout:
 - `effects`: the effect key derivation and result markers the server and runner share.
 - `process_start`: how a recorded process's start time is measured (ticks since boot).
 - `fields`: bounded identifier and name types and their limits.
+- `environment`: the variables a run records by default from its client, and their bounds.
+- `uploads`: the bound on a run's input and the slices an input over a frame travels in.
 - `times`: epoch milliseconds as ISO-8601 text.
 - `json_schema`: a value's first problem against a typed contract's JSON Schema, with its
   path (imported by its users as a submodule; it loads `jsonschema` on first use).
@@ -21,6 +23,7 @@ beyond reading frames from streams it is handed and `/proc/PID/stat` for a start
 
 from pi_workflows.protocol.canonical import MAX_JSON_DEPTH, canonical_json, fingerprint, sha256_hex
 from pi_workflows.protocol.effects import REQUEST_ID_PLACEHOLDER, TIMED_OUT_RESULT, effect_key
+from pi_workflows.protocol.environment import environment_problem
 from pi_workflows.protocol.errors import FrameError, FrameTooLarge, NotJsonError, ProtocolError
 from pi_workflows.protocol.fields import (
     MAX_ID_CHARS,
@@ -56,6 +59,13 @@ from pi_workflows.protocol.runner import (
     decode_server_to_runner,
 )
 from pi_workflows.protocol.times import iso_ms
+from pi_workflows.protocol.uploads import (
+    INLINE_INPUT_BYTES,
+    MAX_INPUT_BYTES,
+    MAX_RUN_STATE_BYTES,
+    UPLOAD_CHUNK_BYTES,
+    input_too_large,
+)
 
 __all__ = [
     # canonical JSON
@@ -106,6 +116,14 @@ __all__ = [
     "Name",
     "Revision",
     "Count",
+    # a run's environment
+    "environment_problem",
+    # large inputs
+    "INLINE_INPUT_BYTES",
+    "MAX_INPUT_BYTES",
+    "MAX_RUN_STATE_BYTES",
+    "UPLOAD_CHUNK_BYTES",
+    "input_too_large",
     # errors
     "ProtocolError",
     "FrameTooLarge",

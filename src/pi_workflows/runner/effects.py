@@ -30,6 +30,7 @@ the child exits (``EffectOutcomeUnknownError``) for the server to settle the eff
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import fields
@@ -46,6 +47,7 @@ from pi_workflows.authoring import (
     NodeCancelledError,
     NodeContext,
     ShellNode,
+    env_problem,
 )
 from pi_workflows.engine import (
     NodeResult,
@@ -282,6 +284,25 @@ def run_shell(
     command = _command(node_id, outcome.value)
     if isinstance(command, NodeResult):
         return command
+    added: object = dict(node.env) if isinstance(node.env, tuple) else None
+    if callable(node.env):
+        env_label = f"node {node_id!r} env"
+        env_outcome = call(
+            node.env,
+            (command_ctx,),
+            label=env_label,
+            deadline=deadline,
+            cancellation=cancellation,
+            inbox=inbox,
+            deliver=_deliver(rt, attempt, inbox),
+        )
+        if isinstance(env_outcome, Raised | TimedOut):
+            return failure(env_outcome, node_id, node, env_label)
+        problem = env_problem(env_outcome.value)
+        if problem is not None:
+            return NodeResult.failed(f"the {env_label} callback returned a bad value: {problem}")
+        added = env_outcome.value
+    env = _environment(added)
     reservation = _reserve(rt, attempt, node.effect, command)
     if reservation.status == "applied":
         return _adopt_shell(node_id, node, reservation)
@@ -289,6 +310,7 @@ def run_shell(
         return _adopted_rejection(reservation)
     run = run_command(
         command,
+        env=env,
         deadline=deadline,
         groups=rt.groups,
         termination=rt.termination,
@@ -324,6 +346,21 @@ def run_shell(
     output: JsonObject = {"exitCode": run.returncode, "stdout": stdout, "stderr": stderr}
     _settle(rt, reservation, "applied", result=output, receipt=receipt)
     return shell_result(node, run.returncode, stdout, stderr)
+
+
+def _environment(added: object) -> dict[str, str] | None:
+    """The command's environment: the runner's (the run's recorded one) with ``added``
+    (a checked mapping) laid over it, a None value removing a variable; None when nothing
+    is added."""
+    if not isinstance(added, dict):
+        return None
+    env = dict(os.environ)
+    for name, value in added.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
 
 
 def _register(rt: Runtime, pid: int, start: float, program: str) -> None:

@@ -46,6 +46,10 @@ class LaunchEnvelope(_Wire, frozen=True, kw_only=True):
     input_hash: str | None = None
     lease_ms: int | None = None
     validate_ms: int | None = None  # the bound of a wait_event validate on one event
+    # The run's recorded environment (docs/authoring.md, "Environment"): its working
+    # directory (None: ``/``) and exactly the variables workflow code and commands get.
+    working_directory: str | None = None
+    environment: dict[str, str] | None = None
 
 
 class ValueRef(_Wire, frozen=True, kw_only=True):

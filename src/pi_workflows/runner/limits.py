@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from pi_workflows.protocol import CHANNEL_FD_ENV as PROTOCOL_CHANNEL_FD_ENV
+from pi_workflows.protocol import MAX_RUN_STATE_BYTES as PROTOCOL_MAX_RUN_STATE_BYTES
 
 ENV_PREFIX: Final = "PI_WORKFLOWS_"
 """Every variable with this prefix is removed before workflow code runs."""
@@ -21,7 +22,7 @@ CHANNEL_FD_ENV: Final = PROTOCOL_CHANNEL_FD_ENV
 MAX_VALUE_BYTES: Final = 256 * 1024
 """Largest canonical JSON of one output, request or effect result the runner proposes."""
 
-MAX_RUN_STATE_BYTES: Final = 16 * 1024 * 1024
+MAX_RUN_STATE_BYTES: Final = PROTOCOL_MAX_RUN_STATE_BYTES
 """Largest total canonical JSON of a run's state: its input plus the latest output of every
 node in the current round. A node whose output would exceed it fails instead."""
 

@@ -7,9 +7,12 @@ never knows its path. Phases, in order:
    make the fd non-inheritable, install the SIGTERM handler;
 2. **handshake**: read ``launch`` (the ``LaunchEnvelope``), send ``ready {pid}``, read its
    reply, read exactly one command (``start``, ``resume`` or ``restart``);
-3. **load**: verify and load the recorded sources before any workflow code runs; a changed
+3. **environment**: replace the process environment with the run's recorded variables
+   and enter its working directory (``/`` when none was recorded); a working directory that
+   no longer exists parks the run;
+4. **load**: verify and load the recorded sources before any workflow code runs; a changed
    or broken source sends ``run.park`` and ends the child;
-4. **run**: ``state.get`` once, then the execution loop (``loop.py``).
+5. **run**: ``state.get`` once, then the execution loop (``loop.py``).
 
 Exit codes: 0 when the child ended on its own terms (run finished, waiting, parked,
 ``claimLost``, a ``cancel``/``stop`` command); 70 when it could not continue (protocol
@@ -24,7 +27,6 @@ import contextlib
 import os
 import sys
 import traceback
-from pathlib import Path
 from typing import Any
 
 from pi_workflows.protocol import PROTOCOL_VERSION, RunnerCommandKind
@@ -44,9 +46,10 @@ from pi_workflows.runner.errors import (
     RunnerError,
     RunnerTerminated,
     StopCommandError,
+    one_line,
 )
 from pi_workflows.runner.limits import EFFECT_UNKNOWN_EXIT, RUNNER_FAILURE_EXIT, TERMINATED_EXIT
-from pi_workflows.runner.load import Park, load_recorded
+from pi_workflows.runner.load import LOAD_FAILED, Park, load_recorded
 from pi_workflows.runner.loop import Loop
 from pi_workflows.runner.runtime import Runtime
 from pi_workflows.runner.scheduling import become_batch
@@ -88,23 +91,38 @@ def _handshake(connection: Connection) -> tuple[LaunchEnvelope, Channel, dict[st
     return envelope, channel, state if isinstance(state, dict) else None
 
 
-def _enter_project(envelope: LaunchEnvelope) -> None:
-    """Workflow code runs in the run's project directory, when it has one."""
-    if envelope.project_dir and Path(envelope.project_dir).is_dir():
-        os.chdir(envelope.project_dir)
+def _enter_environment(envelope: LaunchEnvelope) -> Park | None:
+    """Phase 3: workflow code, its shell commands and every process it starts see exactly
+    the run's recorded variables, in its working directory (``/`` when none was recorded).
+    Why the run cannot continue when that directory is gone."""
+    if envelope.environment is not None:
+        os.environ.clear()
+        os.environ.update(envelope.environment)
+    directory = envelope.working_directory or "/"
+    try:
+        os.chdir(directory)
+    except OSError as exc:
+        return Park(
+            LOAD_FAILED,
+            one_line(
+                f"the run's working directory {directory} cannot be entered"
+                f" ({exc.strerror or exc}); create it again, then 'pi-workflows run resume"
+                f" {envelope.run_id}'"
+            ),
+        )
+    return None
 
 
 def _run(connection: Connection, termination: Termination, groups: ProcessGroups) -> None:
-    """Phases 2 to 4."""
+    """Phases 2 to 5."""
     envelope, channel, state = _handshake(connection)
-    loaded = load_recorded(envelope)
+    loaded = _enter_environment(envelope) or load_recorded(envelope)
     if isinstance(loaded, Park):
         channel.request("run.park", loaded.payload())
         return
     if state is None:
         state = channel.request("state.get", {})
     view = resolve(channel, convert(state, StateView, "state.get"))
-    _enter_project(envelope)
     runtime = Runtime(
         channel=channel,
         workflow=loaded.workflow,
@@ -122,7 +140,7 @@ def _run(connection: Connection, termination: Termination, groups: ProcessGroups
 
 
 def _guarded(termination: Termination, groups: ProcessGroups) -> int:
-    """Phases 1 to 4, with every ending but SIGTERM turned into an exit code."""
+    """Phases 1 to 5, with every ending but SIGTERM turned into an exit code."""
     try:
         fd = take_channel_fd()
         termination.install()

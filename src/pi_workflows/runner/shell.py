@@ -24,7 +24,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -294,15 +294,17 @@ class _Pump:
                 pipe.close()
 
 
-def _not_runnable(program: str) -> str | None:
-    """Why ``program`` cannot be executed (as ``execvp`` would find it), or None."""
+def _not_runnable(program: str, env: Mapping[str, str] | None) -> str | None:
+    """Why ``program`` cannot be executed (as ``execvp`` would find it on the ``PATH`` of
+    ``env``, default the runner's), or None."""
     if "/" in program:
         if not os.path.exists(program):
             return os.strerror(errno.ENOENT)
         if os.path.isdir(program) or not os.access(program, os.X_OK):
             return os.strerror(errno.EACCES)
         return None
-    return None if shutil.which(program) is not None else os.strerror(errno.ENOENT)
+    path = (os.environ if env is None else env).get("PATH", os.defpath)
+    return None if shutil.which(program, path=path) is not None else os.strerror(errno.ENOENT)
 
 
 def _failed_to_start(argv: tuple[str, ...], reason: str, started: float) -> ShellRun:
@@ -320,8 +322,12 @@ def run_command(
     termination: Termination,
     register: Callable[[int, float], None],
     ended: Callable[[int], None],
+    env: Mapping[str, str] | None = None,
 ) -> ShellRun:
     """Run ``command`` to completion or to ``deadline`` and report what it did.
+
+    It runs with ``env`` (default: the runner's environment, which is the run's) in the
+    runner's working directory (the run's).
 
     The command's process is spawned held at a gate (a ``/bin/sh`` that waits for one line
     on its stdin, then ``exec``s the command with stdin from ``/dev/null``, keeping its pid,
@@ -333,7 +339,7 @@ def run_command(
     """
     argv = tuple(command)
     started = time.monotonic()
-    problem = _not_runnable(argv[0])
+    problem = _not_runnable(argv[0], env)
     if problem is not None:
         return _failed_to_start(argv, problem, started)
     gate_read, gate_write = os.pipe()
@@ -346,6 +352,7 @@ def run_command(
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 close_fds=True,
+                env=env,
             )
             groups.add(proc)
     except OSError as exc:

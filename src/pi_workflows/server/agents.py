@@ -1,10 +1,11 @@
 """Headless Pi agents for detached runs: spawn, supervise and stop ``pi --mode rpc``.
 
 Runs in the server. A detached run (``run start --detached``) has no person's Pi session:
-its session is a headless Pi the server runs in the run's project directory, with the
-pi-workflows extension loaded and the user's own Pi model configuration, on the session id
-``detached-<run id>``. The extension in it attaches to that session like any origin
-session and presents and submits the run's steps.
+its session is a headless Pi the server runs in the run's working directory, with the run's
+recorded environment (``agent_environment``), the pi-workflows extension loaded and the
+user's own Pi model configuration, on the session id ``detached-<run id>``. The extension
+in it attaches to that session like any origin session and presents and submits the run's
+steps.
 
 The agent is a supervised process like a runner: its own process group; its pid and start
 time committed right after the exec, before the server handles anything from it (the
@@ -41,7 +42,7 @@ from pi_workflows.protocol.process_start import process_start
 from pi_workflows.server import children
 from pi_workflows.server.children import Process
 from pi_workflows.server.config import ServerConfig
-from pi_workflows.store import agents, interactions, jsoncol, lifecycle
+from pi_workflows.store import agents, interactions, jsoncol, lifecycle, run_rows
 from pi_workflows.store.database import Database
 from pi_workflows.store.errors import StoreError
 from pi_workflows.store.states import ParkReason
@@ -132,6 +133,27 @@ def run_tool_flags(db: Database, run_id: str) -> list[str]:
     if row is None:
         raise ValueError(f"run {run_id} has no stored definition")
     return tool_flags(jsoncol.loads(bytes(row[0]).decode("utf-8")))
+
+
+def agent_environment(
+    variables: dict[str, str], home: Path, cli: str | None, environ: dict[str, str] | None = None
+) -> dict[str, str]:
+    """A headless Pi's environment (docs/authoring.md, "Environment"): Pi's own settings
+    from the server's environment (every ``PI_*`` variable but the server's own
+    ``PI_WORKFLOWS_*``: ``PI_CODING_AGENT_DIR``, ``PI_OFFLINE``, ...), the run's recorded
+    variables over them, then what its pi-workflows extension needs to reach this server
+    (``PI_WORKFLOWS_HOME``, and ``PI_WORKFLOWS_CLI`` when the CLI is found)."""
+    server = os.environ if environ is None else environ
+    env = {
+        name: value
+        for name, value in server.items()
+        if name.startswith("PI_") and not name.startswith("PI_WORKFLOWS_")
+    }
+    env.update(variables)
+    env["PI_WORKFLOWS_HOME"] = str(home)
+    if cli is not None:
+        env["PI_WORKFLOWS_CLI"] = cli
+    return env
 
 
 AGENTS_DIR = "agents"
@@ -242,13 +264,12 @@ class HeadlessAgents:
             extension,
             *tools,
         ]
-        env = dict(os.environ)
-        env["PI_WORKFLOWS_HOME"] = str(self.config.home)
-        cli = _cli_path()
-        if cli is not None:
-            env["PI_WORKFLOWS_CLI"] = cli
-        cwd = want.project_dir if want.project_dir and os.path.isdir(want.project_dir) else None
-        return argv, env, cwd
+        recorded = run_rows.read_environment(self.db.conn, want.run_id)
+        env = agent_environment(recorded.variables, self.config.home, _cli_path())
+        directory = recorded.working_dir or "/"
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(f"the run's working directory {directory} is gone")
+        return argv, env, directory
 
     async def _spawn(self, want: agents.Wanted) -> None:
         argv, env, cwd = self._command(want)

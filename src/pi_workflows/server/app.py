@@ -28,6 +28,7 @@ from pi_workflows.server.schedules import ScheduleFirer
 from pi_workflows.server.session_views import SessionViews
 from pi_workflows.server.supervisor import Supervisor
 from pi_workflows.server.template import RunnerTemplate
+from pi_workflows.server.uploads import Uploads
 from pi_workflows.store import faults, interactions, receipts, retention, runners, takeover, waits
 from pi_workflows.store.database import Database
 from pi_workflows.store.errors import StoreError
@@ -82,6 +83,7 @@ class Server:
         self.views = SessionViews(db)
         self.run_views = RunViews(db)
         self.descriptions = DescriptionCache()
+        self.uploads = Uploads()
         self.schedules = ScheduleFirer(self)
         self._stop = asyncio.Event()
         self._drain_abort = asyncio.Event()  # a second stop, or SIGINT: stop without draining

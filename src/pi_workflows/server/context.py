@@ -2,10 +2,10 @@
 
 Runs in the server. ``ServerContext`` is a ``Protocol`` that ``app.Server`` satisfies: the
 store, the clock (through the store), the settings, the supervisor, the view pushers, the
-description cache, the runner template, and the few signals a handler sends (wake the
-scheduler and held answers, wait for a run's next change, begin a stop). Handlers and
-``connections`` are typed against it, so ``app`` imports them without them importing
-``app`` back: the server package has no import circle.
+description cache, the uploads held for connections, the runner template, and the few
+signals a handler sends (wake the scheduler and held answers, wait for a run's next change,
+begin a stop). Handlers and ``connections`` are typed against it, so ``app`` imports them
+without them importing ``app`` back: the server package has no import circle.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pi_workflows.server.run_views import RunViews
 from pi_workflows.server.session_views import SessionViews
 from pi_workflows.server.supervisor import Supervisor
 from pi_workflows.server.template import RunnerTemplate
+from pi_workflows.server.uploads import Uploads
 from pi_workflows.store.database import Database
 
 
@@ -36,6 +37,7 @@ class ServerContext(Protocol):
     views: SessionViews
     run_views: RunViews
     descriptions: DescriptionCache
+    uploads: Uploads
     slow_clients_dropped: int
     stopping: bool
 

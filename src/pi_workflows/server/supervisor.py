@@ -45,6 +45,7 @@ from pi_workflows.store import (
     interactions,
     jsoncol,
     lifecycle,
+    run_rows,
     runners,
     takeover,
     views,
@@ -160,6 +161,14 @@ def _envelope(
     return build
 
 
+def _environment(db: Database, run_id: str) -> dict[str, Any]:
+    """The run's recorded environment for its launch envelope (``workingDirectory`` and
+    ``environment``). It is sent to the child but not kept in ``run_runners.launch_json``:
+    it never changes for a run, and a copy per runner would store its values again."""
+    recorded = run_rows.read_environment(db.conn, run_id)
+    return {"workingDirectory": recorded.working_dir, "environment": recorded.variables}
+
+
 class Supervisor:
     """Owns every runner child of this server and the claims held for them."""
 
@@ -200,7 +209,7 @@ class Supervisor:
         handle = RunnerHandle(
             identity=RunnerIdentity(run_id, launch.runner_epoch, launch.claim),
             command=launch.command.value,
-            envelope=launch.envelope,
+            envelope={**launch.envelope, **_environment(self.db, run_id)},
             root_id=str(root[0]) if root else run_id,
         )
         if interactions.validating_of(self.db.conn, run_id) is not None:

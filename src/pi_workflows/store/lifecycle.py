@@ -32,7 +32,13 @@ from pi_workflows.store.node_steps import (
     start_node,
     wait,
 )
-from pi_workflows.store.reservations import NewRun, SourceRecord, reserve, restart
+from pi_workflows.store.reservations import (
+    NewRun,
+    RunEnvironment,
+    SourceRecord,
+    reserve,
+    restart,
+)
 from pi_workflows.store.runs import RunRow, WriteResult, read_run, write_run
 from pi_workflows.store.states import (
     TERMINAL_STATUSES,
@@ -286,6 +292,7 @@ __all__ = [
     "Finish",
     "GoTo",
     "NewRun",
+    "RunEnvironment",
     "NodeFinished",
     "NodeStarted",
     "SourceRecord",

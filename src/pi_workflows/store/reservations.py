@@ -16,7 +16,13 @@ from pi_workflows.store.claims import Claim
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import InvalidTransitionError
 from pi_workflows.store.ids import new_id
-from pi_workflows.store.run_rows import NewRun, SourceRecord, insert_run, store_definition
+from pi_workflows.store.run_rows import (
+    NewRun,
+    RunEnvironment,
+    SourceRecord,
+    insert_run,
+    store_definition,
+)
 from pi_workflows.store.runs import RunRow, WriteResult, write_run
 from pi_workflows.store.states import AttemptStatus, NextCommand, Operation
 from pi_workflows.store.transitions import apply_transition
@@ -122,4 +128,4 @@ def restart(
         return result
 
 
-__all__ = ["NewRun", "SourceRecord", "reserve", "restart"]
+__all__ = ["NewRun", "RunEnvironment", "SourceRecord", "reserve", "restart"]

@@ -1,4 +1,5 @@
-"""The rows of a new run: its definition snapshot, input, sources, queue row and first event.
+"""The rows of a new run: its definition snapshot, input, sources and environment, queue row
+and first event.
 
 Owns how a run comes to exist, inside a caller's transaction: ``reservations.reserve`` (a
 client's or a schedule's run) and ``children`` (a parent's child runs) both insert through
@@ -7,6 +8,7 @@ client's or a schedule's run) and ``children`` (a parent's child runs) both inse
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +31,15 @@ class SourceRecord:
 
 
 @dataclass(frozen=True)
+class RunEnvironment:
+    """What a run's processes run with (docs/authoring.md, "Environment"): the working
+    directory (None: ``/``) and the variables, already checked by the caller."""
+
+    working_dir: str | None
+    variables: dict[str, str]
+
+
+@dataclass(frozen=True)
 class NewRun:
     """Everything ``reserve`` needs to create a queued run."""
 
@@ -48,6 +59,27 @@ class NewRun:
     parent_run_id: str | None = None
     root_run_id: str | None = None
     depth: int = 0
+    # What its runners, shell commands and headless Pi run with; None only for a child run,
+    # which gets its parent's.
+    environment: RunEnvironment | None = None
+
+
+def _parent_environment(tx: Transaction, parent_run_id: str | None) -> RunEnvironment:
+    """The environment a child run gets: its parent's, as recorded."""
+    if parent_run_id is None:
+        raise ValueError("a run that is not a child needs its environment")
+    return read_environment(tx.conn, parent_run_id)
+
+
+def read_environment(conn: sqlite3.Connection, run_id: str) -> RunEnvironment:
+    """The recorded environment of run ``run_id`` (``LookupError`` when it has none)."""
+    row = conn.execute(
+        "SELECT working_dir, environment_json FROM run_sources WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    if row is None:
+        raise LookupError(f"run {run_id} has no recorded sources")
+    variables = jsoncol.loads(row[1])
+    return RunEnvironment(row[0], dict(variables) if isinstance(variables, dict) else {})
 
 
 def input_columns(tx: Transaction, value: Any) -> tuple[str | None, str | None]:
@@ -93,9 +125,13 @@ def insert_run(tx: Transaction, new_run: NewRun, run_id: str) -> WriteResult:
         ),
     )
     source = new_run.source
+    environment = new_run.environment
+    if environment is None:
+        environment = _parent_environment(tx, new_run.parent_run_id)
     tx.conn.execute(
         "INSERT INTO run_sources (run_id, source_kind, source_ref, source_revision,"
-        " project_dir, mounted_json) VALUES (?, ?, ?, ?, ?, ?)",
+        " project_dir, mounted_json, working_dir, environment_json)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
             run_id,
             source.kind,
@@ -103,6 +139,8 @@ def insert_run(tx: Transaction, new_run: NewRun, run_id: str) -> WriteResult:
             source.revision,
             source.project_dir,
             jsoncol.dumps(source.mounted),
+            environment.working_dir,
+            jsoncol.dumps(environment.variables),
         ),
     )
     tx.conn.execute(

@@ -35,7 +35,7 @@ from pi_workflows.store.errors import (
     ScheduleNotFoundError,
 )
 from pi_workflows.store.ids import new_id
-from pi_workflows.store.reservations import NewRun, reserve
+from pi_workflows.store.reservations import NewRun, RunEnvironment, reserve
 from pi_workflows.store.schedule_times import Cadence, format_every
 from pi_workflows.store.states import TERMINAL_STATUSES, RunStatus
 
@@ -132,7 +132,7 @@ QUEUED_SETTLES: Final = frozenset({FireOutcome.STARTED, FireOutcome.FAILED, Fire
 _COLUMNS = (
     "schedule_id, name, workflow_spec, workflow_name, project_dir, input_json, every_ms, cron,"
     " timezone, anchor_at, overlap, catchup, status, next_fire_at, last_fire_at, origin,"
-    " created_at, updated_at, deleted_at"
+    " created_at, updated_at, deleted_at, working_dir, environment_json"
 )
 
 
@@ -159,6 +159,8 @@ class ScheduleRow:
     created_at: int
     updated_at: int
     deleted_at: int | None
+    working_dir: str | None
+    environment_json: str
 
     @property
     def cadence(self) -> Cadence:
@@ -169,6 +171,11 @@ class ScheduleRow:
     def input(self) -> Any:
         """The input each of its runs starts with."""
         return jsoncol.loads(self.input_json)
+
+    @property
+    def environment(self) -> RunEnvironment:
+        """The environment each of its runs gets (recorded from the client that added it)."""
+        return RunEnvironment(self.working_dir, dict(jsoncol.loads(self.environment_json)))
 
 
 def _row(row: sqlite3.Row) -> ScheduleRow:
@@ -193,6 +200,7 @@ class ScheduleDraft:
     timezone: str
     overlap: Overlap
     catchup: Catchup
+    environment: RunEnvironment  # what its runs run with (the adding client's)
     origin: str | None = None
 
 
@@ -358,12 +366,13 @@ def add(db: Database, draft: ScheduleDraft) -> ScheduleRow:
         schedule_id = new_id("sch")
         tx.conn.execute(
             f"INSERT INTO schedules ({_COLUMNS}) VALUES"
-            " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, NULL, ?, ?, ?, NULL)",
+            " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, NULL, ?, ?, ?, NULL, ?, ?)",
             (
                 schedule_id, draft.name, draft.workflow_spec, draft.workflow_name,
                 draft.project_dir, input_json, draft.every_ms, draft.cron, draft.timezone,
                 anchor, draft.overlap.value, draft.catchup.value, first, draft.origin,
-                tx.now, tx.now,
+                tx.now, tx.now, draft.environment.working_dir,
+                jsoncol.dumps(draft.environment.variables),
             ),
         )  # fmt: skip
         return read(tx.conn, schedule_id)
@@ -504,6 +513,7 @@ def _started_run(db: Database, row: ScheduleRow, fire_at: int, new_run: NewRun) 
         detached=False,
         schedule_id=row.schedule_id,
         schedule_fire_at=fire_at,
+        environment=row.environment,
     )
     return reserve(db, run).run_id
 

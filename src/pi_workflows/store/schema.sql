@@ -115,7 +115,14 @@ CREATE TABLE run_sources (
     source_ref TEXT NOT NULL,
     source_revision TEXT NOT NULL,
     project_dir TEXT,
-    mounted_json TEXT NOT NULL
+    mounted_json TEXT NOT NULL,
+    -- The run's environment (docs/authoring.md, "Environment"), recorded once when the run
+    -- is reserved and never changed: the working directory of its runners, shell commands
+    -- and headless Pi (the project directory, else the starting client's directory; NULL:
+    -- '/'), and the variables they get (canonical JSON object of strings; the client's
+    -- default variables and those it added, a schedule's, or a child's parent's).
+    working_dir TEXT,
+    environment_json TEXT NOT NULL
 ) STRICT;
 
 -- The scheduler's view of a run. Its status is a function of runs.status.
@@ -692,6 +699,10 @@ CREATE TABLE schedules (
     workflow_name TEXT NOT NULL,
     project_dir TEXT,
     input_json TEXT NOT NULL,
+    -- The environment every run it starts gets, recorded from the client that added it
+    -- (as run_sources records a client's run's): working directory and variables.
+    working_dir TEXT,
+    environment_json TEXT NOT NULL,
     -- The cadence, exactly one of: every_ms (fire times anchor_at + k * every_ms, k >= 1) or
     -- cron (five fields, read in timezone, an IANA zone name always stored explicitly).
     every_ms INTEGER CHECK (every_ms IS NULL OR every_ms >= 1000),

@@ -19,6 +19,7 @@ from pi_workflows.cli.options import (
     RUN_STATUSES,
     JsonValue,
     Since,
+    env_option,
     json_option,
     make_client,
     project_option,
@@ -79,6 +80,7 @@ def run() -> None:
     is_flag=True,
     help="Run its agent steps in a headless Pi the server starts (no session needed).",
 )
+@env_option
 @click.option("--idempotency-key", help="Key that makes a repeated start return the same run.")
 @click.option("--wait", is_flag=True, help="Follow the run until it completes, fails or waits.")
 @click.option(
@@ -96,6 +98,7 @@ def start(
     project: Path | None,
     session_id: str | None,
     detached: bool,
+    env_items: tuple[tuple[str, str], ...],
     idempotency_key: str | None,
     wait: bool,
     timeout: float | None,
@@ -103,12 +106,17 @@ def start(
 ) -> None:
     """Start WORKFLOW (a name, builtin:NAME, or a path to NAME.workflow.py); print its run id.
 
+    The input may be up to 16 MiB of JSON. The run records this command's PATH, HOME, LANG,
+    LANGUAGE, LC_*, TZ, TERM, USER, LOGNAME, SHELL, TMPDIR and VIRTUAL_ENV (those set), plus
+    each --env, and runs in the project directory (else the current one), whatever the
+    server's own environment.
+
     With --wait, follow the run until it is completed, failed, timed out, cancelled, paused,
     ambiguous or waiting for an answer, print it, and exit 0 for completed or waiting, else 1.
 
     \b
     Example:
-      pi-workflows run start triage --input @input.json --wait --timeout 600
+      pi-workflows run start triage --input @input.json --env GITHUB_TOKEN --wait
     """
     client = make_client(ctx)
     receipt = client.start_run(
@@ -118,6 +126,7 @@ def start(
         idempotency_key=idempotency_key,
         origin_session=session_id,
         detached=detached,
+        env=dict(env_items),
     )
     run_id = str(receipt["runId"])
     if not wait:

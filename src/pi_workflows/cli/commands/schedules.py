@@ -19,7 +19,13 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from pi_workflows.cli.options import JsonValue, json_option, make_client, project_option
+from pi_workflows.cli.options import (
+    JsonValue,
+    env_option,
+    json_option,
+    make_client,
+    project_option,
+)
 from pi_workflows.cli.output import console, format_time, plain, print_json, records, whole_width
 from pi_workflows.client import Receipt
 
@@ -90,6 +96,7 @@ def schedule() -> None:
     help="Fire times missed while no server ran: fire the latest, all, or none.",
 )
 @project_option
+@env_option
 @click.option("--idempotency-key", help="Key that makes a repeated add return the same schedule.")
 @json_option
 @click.pass_context
@@ -104,6 +111,7 @@ def add(
     overlap: str,
     catchup: str,
     project: Path | None,
+    env_items: tuple[tuple[str, str], ...],
     idempotency_key: str | None,
     as_json: bool,
 ) -> None:
@@ -111,7 +119,8 @@ def add(
     time, given by exactly one of --every and --cron.
 
     The workflow is resolved once with the input, so a workflow that does not load or an
-    input it refuses is refused now, and nothing is stored.
+    input it refuses is refused now, and nothing is stored. Every run it starts gets the
+    environment recorded now, as 'run start' records one (--env adds variables).
 
     \b
     Example:
@@ -130,6 +139,7 @@ def add(
         catchup=catchup,
         project=project,
         idempotency_key=idempotency_key,
+        env=dict(env_items),
     )
     note = SERVER_NOTE.format(pid=receipt.get("serverPid", "?"))
     added = dict(receipt.get("schedule") or {})

@@ -5,7 +5,7 @@ workflows, runs, values), ``interactions`` (checkpoint and decision answers, sub
 ``sessions`` (origin-session coordination), ``effects``, ``state``, ``history`` (event log
 and attempt logs), ``watch`` (live run and run-list views), ``retention`` (``state.prune``),
 ``workflows`` (show and check one workflow), ``signals`` (events sent to runs),
-``schedules`` (durable schedules).
+``schedules`` (durable schedules), ``uploads`` (large inputs sent before ``run.start``).
 """
 
 from pi_workflows.server.handlers import (
@@ -18,6 +18,7 @@ from pi_workflows.server.handlers import (
     sessions,
     signals,
     state,
+    uploads,
     watch,
     workflows,
 )
@@ -26,4 +27,4 @@ from pi_workflows.server.peers import current_peer
 
 __all__ = ["current_peer", "dispatch", "effects", "interactions", "operation", "runs",
            "schedules", "sessions", "signals", "state",
-           "history", "retention", "watch", "workflows"]  # fmt: skip
+           "history", "retention", "uploads", "watch", "workflows"]  # fmt: skip

@@ -13,7 +13,17 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pi_workflows.protocol import NotJsonError, Outcome, Request, fingerprint, json_schema
+from pi_workflows.protocol import (
+    MAX_INPUT_BYTES,
+    NotJsonError,
+    Outcome,
+    Request,
+    canonical_json,
+    environment,
+    fingerprint,
+    input_too_large,
+    json_schema,
+)
 from pi_workflows.server import resolver
 from pi_workflows.server.context import ServerContext
 from pi_workflows.server.errors import RequestError, ResolveError
@@ -28,10 +38,11 @@ from pi_workflows.server.handlers.registry import (
     stored_receipt,
     text,
 )
+from pi_workflows.server.handlers.uploads import uploaded_input
 from pi_workflows.store import children, lifecycle, values, views
 from pi_workflows.store.claims import Claim
 from pi_workflows.store.errors import StoreError
-from pi_workflows.store.lifecycle import NewRun, SourceRecord
+from pi_workflows.store.lifecycle import NewRun, RunEnvironment, SourceRecord
 from pi_workflows.store.runs import read_run
 from pi_workflows.store.states import ParkReason, RunStatus
 
@@ -58,6 +69,7 @@ async def server_status(server: ServerContext, request: Request) -> dict[str, An
             "hits": server.descriptions.hits,
             "misses": server.descriptions.misses,
         },
+        "uploads": server.uploads.status(),
         "runners": [
             {
                 "runId": handle.run_id,
@@ -117,26 +129,29 @@ async def describe(
     server: ServerContext, spec: str, project: str | None, run_input: Any, *, fresh: bool = False
 ) -> NewRun:
     """The run ``spec`` would start: the cached description while its sources are unchanged
-    (``DescriptionCache``; the input is hashed here), else (and always when ``fresh``) a
-    resolver child's, which then replaces the cached one. An input that does not match the
-    workflow's input schema (``Workflow(input=...)``, carried in the definition) is refused
-    with ``inputInvalid`` naming the first wrong field, before anything is stored. Used by
+    (``DescriptionCache``), else (and always when ``fresh``) a resolver child's, which then
+    replaces the cached one. The input is hashed here and never sent to the resolver (it
+    may be 16 MiB; one frame is 1 MiB). An input that does not match the workflow's input
+    schema (``Workflow(input=...)``, carried in the definition) is refused with
+    ``inputInvalid`` naming the first wrong field, before anything is stored. Used by
     ``run.start``, ``run.restart``, ``schedule.add`` and every schedule fire
     (``server/schedules.py``)."""
+    try:
+        input_hash = fingerprint(run_input)  # here, not in the resolver: an input may be 16 MiB
+    except NotJsonError as exc:
+        raise ResolveError("inputInvalid", f"the input is not JSON: {exc}") from None
     cached = None if fresh else server.descriptions.get(spec, project)
     if cached is not None:
-        try:
-            reply = {**cached, "inputHash": fingerprint(run_input)}
-        except NotJsonError as exc:
-            raise ResolveError("inputInvalid", f"the input is not JSON: {exc}") from None
+        reply = {**cached, "inputHash": input_hash}
     else:
         reply = await resolver.call(
-            {"op": "describe", "workflow": spec, "projectDir": project, "input": run_input},
+            {"op": "describe", "workflow": spec, "projectDir": project, "input": None},
             limit_seconds=server.config.resolve_seconds,
             tail_bytes=server.config.runner_output_tail_bytes,
             template=server.template,
         )
         server.descriptions.put(spec, project, reply)
+        reply = {**reply, "inputHash": input_hash}
     _check_input(reply, run_input)
     source = reply["source"]
     return NewRun(
@@ -170,6 +185,45 @@ def _check_input(reply: dict[str, Any], run_input: Any) -> None:
         )
 
 
+def run_environment(payload: dict[str, Any], project: str | None) -> RunEnvironment:
+    """The environment a run records from ``{environment?, workingDirectory?}`` (the client's
+    recorded variables and current directory; docs/authoring.md, "Environment"): those
+    variables, checked (a client that sends none gets the server's own default variables),
+    and the project directory as its working directory, else the client's directory."""
+    raw = payload.get("environment")
+    if raw is None:
+        variables = environment.snapshot(os.environ)
+    elif not isinstance(raw, dict):
+        raise bad("payload field 'environment' must be an object of strings")
+    else:
+        problem = environment.environment_problem(raw)
+        if problem is not None:
+            raise bad(problem)
+        variables = {str(name): str(value) for name, value in raw.items()}
+    directory = text(payload, "workingDirectory", required=False, limit=MAX_PATH_CHARS)
+    if directory is not None and not Path(directory).is_absolute():
+        raise bad("payload field 'workingDirectory' must be an absolute path")
+    return RunEnvironment(project or directory, variables)
+
+
+def _start_input(server: ServerContext, payload: dict[str, Any]) -> Any:
+    """The input of ``run.start``: inline (``input``) or uploaded first (``inputRef``), at
+    most ``MAX_INPUT_BYTES`` of canonical JSON."""
+    if "inputRef" in payload:
+        if "input" in payload:
+            raise bad("send the input inline ('input') or uploaded ('inputRef'), not both")
+        run_input = uploaded_input(server, payload["inputRef"])
+    else:
+        run_input = payload.get("input")
+    try:
+        size = len(canonical_json(run_input))
+    except NotJsonError as exc:
+        raise ResolveError("inputInvalid", f"the input is not JSON: {exc}") from None
+    if size > MAX_INPUT_BYTES:
+        raise RequestError(Outcome.REJECTED.value, "inputTooLarge", input_too_large(size))
+    return run_input
+
+
 @operation("run.start", command=True)
 async def run_start(server: ServerContext, request: Request) -> dict[str, Any]:
     """Resolve the workflow in a child, then reserve the run with its receipt."""
@@ -181,14 +235,20 @@ async def run_start(server: ServerContext, request: Request) -> dict[str, Any]:
     session = text(request.payload, "originSession", required=False)
     if session is not None and (len(session) > 200 or not session.isprintable()):
         raise bad("payload field 'originSession' must be a session id of at most 200 characters")
-    new_run = await describe(server, spec, _project(request.payload), request.payload.get("input"))
+    project = _project(request.payload)
+    recorded = run_environment(request.payload, project)
     detached = request.payload.get("detached", False)
     if not isinstance(detached, bool):
         raise bad("payload field 'detached' must be true or false")
     if detached and session is not None:
         raise bad("a run is either detached or presented in an origin session, not both")
+    new_run = await describe(server, spec, project, _start_input(server, request.payload))
     new_run = dataclasses.replace(
-        new_run, origin=f"client:{request.client_id}", origin_session=session, detached=detached
+        new_run,
+        origin=f"client:{request.client_id}",
+        origin_session=session,
+        detached=detached,
+        environment=recorded,
     )
 
     def change() -> tuple[str | None, dict[str, Any]]:

@@ -26,7 +26,7 @@ from pi_workflows.server.handlers.registry import (
     stored_receipt,
     text,
 )
-from pi_workflows.server.handlers.runs import describe
+from pi_workflows.server.handlers.runs import describe, run_environment
 from pi_workflows.store import schedule_times, schedules
 from pi_workflows.store.errors import InvalidScheduleError
 from pi_workflows.store.schedules import Catchup, Overlap, ScheduleAction, ScheduleDraft
@@ -81,9 +81,10 @@ def _project(payload: dict[str, Any]) -> str | None:
 
 @operation("schedule.add", command=True)
 async def schedule_add(server: ServerContext, request: Request) -> dict[str, Any]:
-    """``{name, workflow, every | cron, input?, timezone?, overlap?, catchup?, projectDir?}``:
-    check every field, resolve the workflow once with the input, then store the schedule
-    with its receipt. The receipt is ``{schedule: Schedule, serverPid}``."""
+    """``{name, workflow, every | cron, input?, timezone?, overlap?, catchup?, projectDir?,
+    environment?, workingDirectory?}``: check every field, resolve the workflow once with the
+    input, then store the schedule, with the environment its runs get (recorded like
+    ``run.start``'s), and its receipt. The receipt is ``{schedule: Schedule, serverPid}``."""
     stored = stored_receipt(server, request)
     if stored is not None:
         return stored
@@ -99,6 +100,7 @@ async def schedule_add(server: ServerContext, request: Request) -> dict[str, Any
     run_input = payload.get("input", {})
     schedules.check_input(run_input)
     project = _project(payload)
+    recorded = run_environment(payload, project)
     new_run = await describe(server, spec, project, run_input)
     draft = ScheduleDraft(
         name=name,
@@ -111,6 +113,7 @@ async def schedule_add(server: ServerContext, request: Request) -> dict[str, Any
         timezone=timezone,
         overlap=overlap,
         catchup=catchup,
+        environment=recorded,
         origin=f"client:{request.client_id}",
     )
 

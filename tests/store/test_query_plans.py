@@ -18,7 +18,16 @@ from collections.abc import Callable
 from typing import Any
 
 import pi_workflows.server.app  # noqa: F401 - declares every server commit point
-from pi_workflows.store import children, history, retention, schedules, views, watch_views
+from pi_workflows.server.trace_builder import Builder
+from pi_workflows.store import (
+    children,
+    history,
+    retention,
+    schedules,
+    telemetry,
+    views,
+    watch_views,
+)
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
 
@@ -106,6 +115,13 @@ def _life(db: Database, clock: FakeClock) -> list[str]:
             views.list_interactions(conn)
             watch_views.runs_watch(conn)
             views.status_counts(conn, clock.now_ms())
+            # The OpenTelemetry exporter's pass over every event (server/telemetry.py).
+            events = telemetry.events_after(conn, 0, 100_000)
+            batch = Builder(conn, payloads=True).build(events, events[-1].event_id)
+            assert batch.spans, "the exporter's reads were not exercised"
+            telemetry.read_cursor(conn, "otlp")
+            telemetry.last_event_id(conn)
+        telemetry.save_cursor(db, "otlp", batch.last_event_id)
         clock.advance(400 * 86_400_000)
         report = retention.prune(db, clock.now_ms() - 30 * 86_400_000)
     finally:

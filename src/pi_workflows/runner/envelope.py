@@ -46,6 +46,7 @@ class LaunchEnvelope(_Wire, frozen=True, kw_only=True):
     input_hash: str | None = None
     lease_ms: int | None = None
     validate_ms: int | None = None  # the bound of a wait_event validate on one event
+    trace_id: str | None = None  # the run tree's trace id, 32 hex digits (otel.ids)
 
 
 class ValueRef(_Wire, frozen=True, kw_only=True):

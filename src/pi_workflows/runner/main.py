@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pi_workflows.protocol import PROTOCOL_VERSION, RunnerCommandKind
+from pi_workflows.runner import tracing
 from pi_workflows.runner.blobs import resolve
 from pi_workflows.runner.channel import (
     Channel,
@@ -117,6 +118,7 @@ def _run(connection: Connection, termination: Termination, groups: ProcessGroups
         child_specs=dict(loaded.child_specs),
         project_dir=envelope.project_dir,
         depth=view.depth,
+        trace_id=tracing.trace_id_for(envelope.trace_id, envelope.run_id),
     )
     Loop(runtime, view).run()
 
@@ -164,6 +166,7 @@ def run_process() -> None:
     threads that workflow code may have left running."""
     become_batch()  # a spawned runner; one forked from the template already is
     code = main()
+    tracing.flush()  # spans the workflow code made (only if trace export is on)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()

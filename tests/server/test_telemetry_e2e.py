@@ -181,6 +181,14 @@ def test_a_run_that_crashes_parks_and_resumes_is_one_trace_with_no_span_twice(
     assert "pi_workflows.interaction.answer" not in asked.attributes  # no payloads by default
     assert "pi_workflows.node.output" not in asked.attributes
     assert_settlements_match_events(server)
+    applied = "pi_workflows.effect.outcome"
+    wait_for(
+        lambda: any(
+            p.attributes.get(applied) == "applied" and p.value == 1
+            for p in receiver.points("pi_workflows.effects.outcomes")
+        ),
+        30, "the effect outcome metric",
+    )  # fmt: skip
 
 
 STEP = """

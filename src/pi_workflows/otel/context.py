@@ -17,19 +17,42 @@ from opentelemetry import context, trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 _installed: list[object] = []  # the tracer provider this module installed, if any
+_resources: dict[str, object] = {}  # version -> the resource, made once per process tree
+
+
+def _resource(version: str) -> object:
+    if version not in _resources:
+        from pi_workflows.otel.resource import resource  # noqa: PLC0415 - with the SDK
+
+        _resources[version] = resource(version)
+    return _resources[version]
+
+
+def prepare(version: str) -> None:
+    """Do now, before a fork, what installing a provider would do slowly in every child:
+    import the exporter's transport (it imports lazily) and build the resource."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
+        OTLPSpanExporter,
+    )
+
+    _resource(version)
+    OTLPSpanExporter().shutdown()  # type: ignore[no-untyped-call]
 
 
 def install_provider(version: str) -> None:
     """Install an exporting tracer provider once, unless one is installed already."""
     if _installed or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         return
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: PLC0415 - only when export is on
-    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415 - only when export is on
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: PLC0415 - only when export is on
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # noqa: PLC0415
+        OTLPSpanExporter,
+    )
+    from opentelemetry.sdk.resources import Resource  # noqa: PLC0415
+    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: PLC0415
 
-    from pi_workflows.otel.resource import resource  # noqa: PLC0415 - only when export is on
-
-    provider = TracerProvider(resource=resource(version))
+    found = _resource(version)
+    assert isinstance(found, Resource)
+    provider = TracerProvider(resource=found)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
     _installed.append(provider)

@@ -63,24 +63,27 @@ def scope(ctx: object) -> contextlib.AbstractContextManager[None]:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415 - only when export is on
+    if "version" not in _state:
+        from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415 - only when export is on
 
-    try:
-        return version("pi-workflows")
-    except PackageNotFoundError:
-        return "0"
+        try:
+            _state["version"] = version("pi-workflows")
+        except PackageNotFoundError:
+            _state["version"] = "0"
+    return str(_state["version"])
 
 
 def preload() -> None:
-    """Import the trace modules now (the runner template, before it forks) when export is
+    """Prepare the trace modules now (the runner template, before it forks) when export is
     on, so each runner forked from it starts warm; nothing when it is off."""
     if not _settings().traces:
         return
-    with contextlib.suppress(ImportError):
-        import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: PLC0415 - only when export is on
-        import opentelemetry.sdk.trace  # noqa: F401, PLC0415 - only when export is on
+    try:
+        from pi_workflows.otel import context  # noqa: PLC0415 - only when export is on
 
-        from pi_workflows.otel import context, resource  # noqa: F401, PLC0415 - only when export is on
+        context.prepare(_version())
+    except Exception as exc:  # the first callback's scope reports it, in the runner
+        del exc
     _state.pop("settings", None)  # a forked runner reads its own environment again
 
 

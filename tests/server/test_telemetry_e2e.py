@@ -378,3 +378,52 @@ def test_payloads_are_exported_only_when_asked(server: ServerProcess, receiver: 
     assert json.loads(root.attributes["pi_workflows.run.input"]) == {"topic": "cats"}
     (ask,) = by_name(spans, "node ask")
     assert json.loads(ask.attributes["pi_workflows.node.output"]) == {"ok": True}
+
+
+PARENT = """
+from pi_workflows import Workflow, compute, edge, subworkflow
+
+workflow = Workflow(
+    "parent",
+    start="plan",
+    nodes={
+        "plan": subworkflow("child", input=lambda ctx: {"n": 2}),
+        "done": compute(lambda ctx: {"child": ctx.outputs["plan"]}),
+    },
+    edges=[edge("plan", "done")],
+)
+"""
+
+CHILD = """
+from pi_workflows import Workflow, compute
+
+def traced(ctx):
+    return {"trace": ctx.trace_id}
+
+workflow = Workflow("child", start="work", nodes={"work": compute(traced)}, edges=[])
+"""
+
+
+def test_a_child_run_is_in_its_root_runs_trace_under_the_node_that_started_it(
+    server: ServerProcess, receiver: Receiver
+) -> None:
+    """A subworkflow's child run: its run span is a child of the parent's ``plan`` attempt
+    span, in the parent's trace, and its node callbacks see that trace id."""
+    server.write_workflow("parent", PARENT)
+    server.write_workflow("child", CHILD)
+    server.start()
+    run_id = server.start_run("parent")
+    done = server.wait_status(run_id, "completed")
+    spans = receiver.wait_spans(
+        lambda s: bool(by_name(s, "run parent") and by_name(s, "run child")), what="both runs"
+    )
+    trace = trace_of(run_id)
+    assert {s.trace_id for s in spans} == {trace}
+    (plan,) = by_name(spans, "node plan")
+    (child,) = by_name(spans, "run child")
+    (parent,) = by_name(spans, "run parent")
+    assert child.parent_id == plan.span_id
+    assert child.attributes["pi_workflows.run.parent_id"] == run_id
+    assert by_name(spans, "node work")[0].parent_id == child.span_id
+    assert plan.parent_id == parent.span_id
+    assert done["output"] == {"child": {"trace": trace}}

@@ -427,3 +427,55 @@ def test_a_child_run_is_in_its_root_runs_trace_under_the_node_that_started_it(
     assert by_name(spans, "node work")[0].parent_id == child.span_id
     assert plan.parent_id == parent.span_id
     assert done["output"] == {"child": {"trace": trace}}
+
+
+HEADLESS = """#!{python}
+# Stands in for the headless `pi --mode rpc` of a detached run: it plays the extension (the
+# session's coordinator) and a model whose first turn ends without submitting.
+import os, sys, time
+from pi_workflows.client import Client
+
+session = sys.argv[sys.argv.index("--session-id") + 1]
+with Client(os.environ["PI_WORKFLOWS_HOME"], autostart=False, timeout=30) as client:
+    epoch = client.attach_session(session)
+    while not (view := client.get_session(session))["activeRequest"]:
+        time.sleep(0.02)
+    active = view["activeRequest"]
+    present = {{m["workflowMessageId"]: f"entry-{{i}}" for i, m in enumerate(view["messages"])}}
+    client.report_messages(session, epoch, present)
+    message = active["workflowMessageId"]
+    client.report_turn(session, epoch, "started", workflow_message_id=message)
+    time.sleep(0.05)
+    client.report_turn(session, epoch, "ended", stop_reason="completed")
+    client.report_turn(session, epoch, "started", workflow_message_id=message)
+    client.submit(active["requestId"], {{"route": "fix"}}, run_id=active["runId"])
+    client.report_turn(session, epoch, "ended", stop_reason="completed")
+while True:
+    time.sleep(0.05)
+"""
+
+
+def test_a_detached_agent_step_follows_the_genai_conventions_with_its_model_turns(
+    server: ServerProcess, receiver: Receiver, tmp_path: Path
+) -> None:
+    """A detached run's headless agent (a stand-in playing the extension and the model):
+    the step's ``invoke_agent`` span names the session as the conversation, says it was
+    detached, and carries the model turns the session reported, with their time."""
+    program = tmp_path / "fake-pi"
+    program.write_text(HEADLESS.format(python=sys.executable))
+    program.chmod(0o755)
+    server.write_workflow("step", STEP)
+    server.start(PI_WORKFLOWS_PI=str(program))
+    run_id = server.start_run("step", detached=True)
+    server.wait_status(run_id, "completed")
+    spans = receiver.wait_spans(lambda s: bool(by_name(s, "run step")), what="the run span")
+    (model,) = by_name(spans, "invoke_agent pi")
+    assert model.attributes["gen_ai.conversation.id"] == f"detached-{run_id}"
+    assert model.attributes["pi_workflows.agent.detached"] is True
+    assert model.attributes["pi_workflows.agent.turns"] == 2
+    assert "completed" in model.attributes["gen_ai.response.finish_reasons"]
+    assert model.attributes["pi_workflows.agent.model_ms"] >= 50
+    turns = [event for event in model.events if event[0] == "pi_workflows.model_turn"]
+    assert len(turns) == 2
+    (root,) = by_name(spans, "run step")
+    assert root.attributes["pi_workflows.run.detached"] is True

@@ -26,7 +26,18 @@ from bench.context import FULL, QUICK, Context, Sizes
 from bench.machine import facts
 from bench.peers import PEER_VENV, REQUIREMENTS, PeerEnv, ensure_peer_env
 from bench.processes import Processes, install_signal_handlers
-from bench.sections import children, nodes, parked, pi, profile, recovery, start, throughput, timers
+from bench.sections import (
+    children,
+    nodes,
+    otel,
+    parked,
+    pi,
+    profile,
+    recovery,
+    start,
+    throughput,
+    timers,
+)
 
 SCHEMA = "pi-workflows.bench.v1"
 SECTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
@@ -38,6 +49,7 @@ SECTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "children": children.run,
     "throughput": throughput.run,
     "pi": pi.run,
+    "otel": otel.run,
     "profile": profile.run,
 }
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.sections import otel
+
 NAMES = {"ours": "pi-workflows", "dbos": "DBOS", "langgraph": "LangGraph", "floor": "floor"}
 DURABLE_SYNC = ("FULL", "EXTRA")
 
@@ -596,6 +598,10 @@ def _profile(section: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _otel(section: dict[str, Any]) -> list[str]:
+    return otel.render(section, fmt)
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The whole ``latest.md``."""
     lines = [
@@ -619,6 +625,7 @@ def markdown(results: dict[str, Any]) -> str:
         ("timers", _timers),
         ("throughput", _throughput),
         ("pi", _pi),
+        ("otel", _otel),
         ("profile", _profile),
     ):
         if name in results:

@@ -60,6 +60,7 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
         "children",
         "throughput",
         "pi",
+        "otel",
         "profile",
     ]
     assert _positive(results["machine"]["cores"])
@@ -184,6 +185,14 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
     assert rows["fanOut100"]["status"] == rows["joinWakes"]["status"] == "not measured"
     assert rows["joinWakes"]["value"] == 1
     assert "## Targets" in (out / "latest.md").read_text()
+
+    otel = results["otel"]  # export off and on, side by side
+    for side in ("off", "on"):
+        for key in ("fixedMs", "steadyPerNodeMs", "serverCpuPerNodeMs"):
+            assert _positive_figure(otel[side][key]), (side, key)
+        assert isinstance(otel[side]["netPerNodeMs"]["median"], float)
+    assert otel["exporter"]["requests"] > 0
+    assert "## OpenTelemetry export" in (out / "latest.md").read_text()
 
     profile = results["profile"]
     assert _positive(profile["server"]["perNodeMs"]["commit"])

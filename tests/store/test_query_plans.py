@@ -18,12 +18,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pi_workflows.server.app  # noqa: F401 - declares every server commit point
+from pi_workflows.server.trace_builder import Builder
 from pi_workflows.store import (
     children,
     history,
     progress,
     retention,
     schedules,
+    telemetry,
     views,
     watch_views,
 )
@@ -118,6 +120,13 @@ def _life(db: Database, clock: FakeClock) -> list[str]:
             views.list_interactions(conn)
             watch_views.runs_watch(conn)
             views.status_counts(conn, clock.now_ms())
+            # The OpenTelemetry exporter's pass over every event (server/telemetry.py).
+            events = telemetry.events_after(conn, 0, 100_000)
+            batch = Builder(conn, payloads=True).build(events, events[-1].event_id)
+            assert batch.spans, "the exporter's reads were not exercised"
+            telemetry.read_cursor(conn, "otlp")
+            telemetry.last_event_id(conn)
+        telemetry.save_cursor(db, "otlp", batch.last_event_id)
         clock.advance(400 * 86_400_000)
         report = retention.prune(db, clock.now_ms() - 30 * 86_400_000)
     finally:

@@ -46,6 +46,7 @@ from pi_workflows.store import (
     sessions,
     signals,
     takeover,
+    telemetry,
 )
 from pi_workflows.store.claims import renew
 from pi_workflows.store.clock import FakeClock
@@ -492,6 +493,9 @@ SCENARIOS: list[Scenario] = [
       lambda db, c, x: receipts.prune(db, c.now_ms()), again=True),
     S("retention_prune", "retention.prune", "store", st.ended_long_ago,
       lambda db, c, x: retention.prune(db, c.now_ms()), again=True),
+    # OpenTelemetry export (the server's exporter saves its cursor after a batch).
+    S("telemetry_cursor", "telemetry.cursor", "store", st.completed,
+      lambda db, c, x: telemetry.save_cursor(db, "otlp", 2), again=True),
     # Schedules.
     S("schedule_add", "schedules.change", "store", lambda db, c: {},
       lambda db, c, x: schedules.add(db, st.schedule_draft()), again=True),

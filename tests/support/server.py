@@ -57,6 +57,9 @@ def written_pid(path: Path, timeout: float = 30.0, what: str = "a pid") -> int:
 class ServerProcess:
     """One server for one temp state directory; can be killed and started again."""
 
+    # How the interpreter starts the server; a test may run it under a probe (``-c CODE``).
+    python_args: tuple[str, ...] = ("-m", "pi_workflows.server")
+
     def __init__(self, root: Path, env: dict[str, str] | None = None) -> None:
         self.root = root
         self.home = root / "state"
@@ -89,7 +92,7 @@ class ServerProcess:
             env["PI_WORKFLOWS_FAULTS"] = faults
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "pi_workflows.server", "run", "--home", str(self.home)],
+                [sys.executable, *self.python_args, "run", "--home", str(self.home)],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

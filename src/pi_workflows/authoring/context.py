@@ -65,6 +65,9 @@ class NodeContext:
     result record of its latest visit (``{"outcome": "ok" | "failed" | "timed_out", "error":
     str | None, ...}``). ``visit`` counts executions of this node in the run, starting at 1.
     ``attempt_id`` identifies this attempt; a crash retry of the same visit gets a new one.
+    ``trace_id`` is the run's OpenTelemetry trace id (32 hex digits; a child run shares its
+    root run's), for logs: with trace export on (docs/observability.md) the attempt's span
+    is the current span while the callback runs.
     """
 
     workflow: str
@@ -76,6 +79,7 @@ class NodeContext:
     outputs: Mapping[str, JsonValue]
     results: Mapping[str, Mapping[str, JsonValue]]
     cancellation: CancellationSignal
+    trace_id: str = ""
 
 
 def _discard_update(update: JsonValue) -> None:

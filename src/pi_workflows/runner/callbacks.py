@@ -27,7 +27,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from pi_workflows.authoring import CancellationSignal, JsonValue
+from pi_workflows.authoring import CancellationSignal, JsonValue, NodeContext
+from pi_workflows.runner import tracing
 from pi_workflows.runner.logs import capture
 
 
@@ -216,12 +217,15 @@ def spawn(
     decides whether an exception is a failure worth a traceback (``log_exception``).
     """
     handle = _AsyncHandle()
+    # The node attempt's span is current in the callback's thread (when export is on).
+    traced = tracing.scope(next((a for a in args if isinstance(a, NodeContext)), None))
 
     def target() -> None:
         try:
-            value = callback(*args)
-            if inspect.isawaitable(value):
-                value = _run_async(value, handle)
+            with traced:
+                value = callback(*args)
+                if inspect.isawaitable(value):
+                    value = _run_async(value, handle)
         except BaseException as exc:  # every failure is reported; none escapes the thread
             inbox.post_outcome(Raised(exc))
             return

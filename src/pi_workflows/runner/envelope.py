@@ -50,6 +50,7 @@ class LaunchEnvelope(_Wire, frozen=True, kw_only=True):
     # directory (None: ``/``) and exactly the variables workflow code and commands get.
     working_directory: str | None = None
     environment: dict[str, str] | None = None
+    trace_id: str | None = None  # the run tree's trace id, 32 hex digits (otel.ids)
 
 
 class ValueRef(_Wire, frozen=True, kw_only=True):

@@ -8,7 +8,8 @@ never knows its path. Phases, in order:
 2. **handshake**: read ``launch`` (the ``LaunchEnvelope``), send ``ready {pid}``, read its
    reply, read exactly one command (``start``, ``resume`` or ``restart``);
 3. **environment**: replace the process environment with the run's recorded variables
-   and enter its working directory (``/`` when none was recorded); a working directory that
+   (plus the server's ``OTEL_*`` settings, which the run's own values override) and enter
+   its working directory (``/`` when none was recorded); a working directory that
    no longer exists parks the run;
 4. **load**: verify and load the recorded sources before any workflow code runs; a changed
    or broken source sends ``run.park`` and ends the child;
@@ -30,6 +31,7 @@ import traceback
 from typing import Any
 
 from pi_workflows.protocol import PROTOCOL_VERSION, RunnerCommandKind
+from pi_workflows.runner import tracing
 from pi_workflows.runner.blobs import resolve
 from pi_workflows.runner.channel import (
     Channel,
@@ -91,13 +93,21 @@ def _handshake(connection: Connection) -> tuple[LaunchEnvelope, Channel, dict[st
     return envelope, channel, state if isinstance(state, dict) else None
 
 
+TELEMETRY_PREFIX = "OTEL_"
+"""Variables of the server's environment a runner keeps beside the run's recorded ones."""
+
+
 def _enter_environment(envelope: LaunchEnvelope) -> Park | None:
     """Phase 3: workflow code, its shell commands and every process it starts see exactly
     the run's recorded variables, in its working directory (``/`` when none was recorded).
     Why the run cannot continue when that directory is gone."""
     if envelope.environment is not None:
+        # The server's OpenTelemetry settings are the operator's, not the run's: spans the
+        # workflow code makes go where the server sends the run's own (the run's value of
+        # one wins, as for a headless agent's PI_* settings).
+        telemetry = {k: v for k, v in os.environ.items() if k.startswith(TELEMETRY_PREFIX)}
         os.environ.clear()
-        os.environ.update(envelope.environment)
+        os.environ.update({**telemetry, **envelope.environment})
     directory = envelope.working_directory or "/"
     try:
         os.chdir(directory)
@@ -135,6 +145,7 @@ def _run(connection: Connection, termination: Termination, groups: ProcessGroups
         child_specs=dict(loaded.child_specs),
         project_dir=envelope.project_dir,
         depth=view.depth,
+        trace_id=tracing.trace_id_for(envelope.trace_id, envelope.run_id),
     )
     Loop(runtime, view).run()
 
@@ -182,6 +193,7 @@ def run_process() -> None:
     threads that workflow code may have left running."""
     become_batch()  # a spawned runner; one forked from the template already is
     code = main()
+    tracing.flush()  # spans the workflow code made (only if trace export is on)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()

@@ -48,6 +48,7 @@ class Runtime:
     child_specs: Mapping[str, str] = dataclasses.field(default_factory=dict)
     project_dir: str | None = None  # where child workflow names are looked up
     depth: int = 0  # how deep this run nests in its tree (a root is 0)
+    trace_id: str = ""  # the run's trace id, 32 hex digits (``runner/tracing.py``)
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ def node_context(
         outputs=MappingProxyType(dict(state.outputs)),
         results=MappingProxyType({k: MappingProxyType(dict(v)) for k, v in state.results.items()}),
         cancellation=cancel,
+        trace_id=rt.trace_id,
     )
 
 

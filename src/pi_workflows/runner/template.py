@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 
 from pi_workflows.protocol import runner as protocol_runner
-from pi_workflows.runner import envelope
+from pi_workflows.runner import envelope, tracing
 from pi_workflows.runner import main as runner_main
 from pi_workflows.runner import resolve as resolver_main
 from pi_workflows.runner.channel import take_channel_fd
@@ -135,6 +135,7 @@ def _warm_decoders() -> None:
 def main() -> int:
     """The template's entry: warm up, take the control channel and serve it."""
     _warm_decoders()
+    tracing.preload()  # the trace modules, only when trace export is on
     become_batch()  # every child forked from here inherits it
     control = socket.socket(fileno=take_channel_fd())
     control.setblocking(True)

@@ -17,6 +17,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from pi_workflows.otel import settings as otel_settings
 from pi_workflows.protocol import MAX_FRAME_BYTES
 from pi_workflows.server import recovery
 from pi_workflows.server.agents import HeadlessAgents, remove_pruned_session_dirs
@@ -95,6 +96,8 @@ class Server:
         self._no_clients = asyncio.Event()
         self._no_clients.set()
         self._idle_since = asyncio.get_running_loop().time()
+        # The OpenTelemetry exporter (server/telemetry.py), only while export is on.
+        self.telemetry: Any = None
 
     # --- signals from handlers and children ------------------------------------------------
 
@@ -197,6 +200,8 @@ class Server:
         ]
         for task in tasks:
             task.add_done_callback(self._task_ended)
+        if self.telemetry is not None:  # never stops the server: it logs its own failures
+            self.telemetry.start()
         await self._stop.wait()
         await self._shutdown(server, tasks)
         return self.exit_code
@@ -234,12 +239,37 @@ class Server:
         self.agents = HeadlessAgents(self.db, self.config, self.epoch)
         self.views.begin_epoch(self.epoch)
         await recovery.recover(self.db, self.epoch, self.config.kill_grace_seconds)
+        self._start_telemetry()  # after recovery: its commits are the next to export
         remove_pruned_session_dirs(self.config.home, self.db)  # a prune stopped half-way
         if self.template is not None:
             await self.template.wait_ready()  # so the first resumed node forks warm
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()  # we hold the lock: any socket file here is stale
         self.wake()  # recovered work starts at the scheduler's first pass, not a tick later
+
+    def _start_telemetry(self) -> None:
+        """Start the OpenTelemetry exporter when the environment asks for export; without
+        that, nothing of OpenTelemetry is imported (docs/observability.md)."""
+        wanted = otel_settings.from_environment()
+        if wanted.refused:
+            log.warning("OpenTelemetry export is off: %s", wanted.refused)
+        if not wanted.enabled:
+            return
+        try:
+            from pi_workflows.server.telemetry import TelemetryExporter  # noqa: PLC0415 - opt-in
+        except ImportError as exc:
+            log.warning(
+                "OpenTelemetry export is off: the OTEL_EXPORTER_OTLP_* variables are set but"
+                " the otel extra is not installed (%s); install 'pi-workflows[otel]'", exc,
+            )  # fmt: skip
+            return
+        try:
+            exporter = TelemetryExporter(self.db, wanted, self.version)
+            exporter.begin()
+        except Exception:
+            log.exception("OpenTelemetry export is off: its set-up failed")
+            return
+        self.telemetry = exporter
 
     async def _shutdown(self, server: asyncio.Server, tasks: list[asyncio.Task[None]]) -> None:
         """Shutdown, in order, each step bounded."""
@@ -268,6 +298,9 @@ class Server:
         await self.agents.stop_all()
         if self.template is not None:
             self.template.close()
+        #    Then the OpenTelemetry exporter's last pass (those parks), bounded.
+        if self.telemetry is not None:
+            await self.telemetry.stop()
         # 5. Close client connections (their last responses were already written).
         for writer in list(self._clients):
             writer.close()

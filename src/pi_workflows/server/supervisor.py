@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pi_workflows.otel import ids
 from pi_workflows.protocol import (
     PROTOCOL_VERSION,
     RUNNER_SCHEMA,
@@ -132,7 +133,8 @@ def _envelope(
     def build(tx: Transaction, runner_epoch: int, generation: int) -> dict[str, Any]:
         row = tx.conn.execute(
             "SELECT r.run_id, r.workflow_name, r.definition_digest, r.input_hash, s.source_kind,"
-            " s.source_ref, s.source_revision, s.project_dir, s.mounted_json"
+            " s.source_ref, s.source_revision, s.project_dir, s.mounted_json,"
+            " COALESCE(r.root_run_id, r.run_id)"
             " FROM runs r JOIN run_sources s USING (run_id) WHERE r.run_id = (SELECT run_id"
             " FROM run_runners WHERE runner_epoch = ?)",
             (runner_epoch,),
@@ -156,6 +158,9 @@ def _envelope(
             "leaseMs": config.lease_ms,
             # How long the runner lets a wait_event node's validate run on one event.
             "validateMs": int(config.validate_seconds * 1000),
+            # The run tree's OpenTelemetry trace id: a node's ``ctx.trace_id``, and the
+            # parent of what workflow code traces while export is on (otel.ids).
+            "traceId": ids.trace_hex(ids.trace_id(row[9])),
         }
 
     return build

@@ -49,6 +49,11 @@ def _attempt(row: sqlite3.Row) -> Attempt:
     )
 
 
+SETTLING_REVISION = "(SELECT r.revision + 1 FROM runs r WHERE r.run_id = node_attempts.run_id)"
+"""The revision the settling write's event will have: a settle runs inside a run write,
+before ``runs.finish_change`` bumps the revision (once per run per commit)."""
+
+
 def unfinished(conn: sqlite3.Connection, run_id: str) -> Attempt | None:
     """The run's unfinished (running or waiting) attempt, if any."""
     row = conn.execute(
@@ -160,7 +165,8 @@ def settle_for_retry(
     status = AttemptStatus.EXHAUSTED if exhausted else AttemptStatus.RETRIED
     cursor = tx.conn.execute(
         "UPDATE node_attempts SET status = ?, retry_outcome = ?, output_json = NULL,"
-        " output_ref = NULL, error = ?, finished_at = COALESCE(finished_at, ?)"
+        " output_ref = NULL, error = ?, finished_at = COALESCE(finished_at, ?),"
+        f" finished_revision = COALESCE(finished_revision, {SETTLING_REVISION})"
         " WHERE attempt_id = ? AND (status IN ('running', 'waiting')"
         " OR (status = 'timed_out' AND ? = 'timed_out'))",
         (status.value, outcome.value, error, tx.now, attempt.attempt_id, outcome.value),
@@ -184,7 +190,8 @@ def settle(
     inline, ref = values.store(tx, output)
     cursor = tx.conn.execute(
         "UPDATE node_attempts SET status = ?, output_json = ?, output_ref = ?, error = ?,"
-        " finished_at = ? WHERE attempt_id = ? AND status IN ('running', 'waiting')",
+        f" finished_at = ?, finished_revision = {SETTLING_REVISION}"
+        " WHERE attempt_id = ? AND status IN ('running', 'waiting')",
         (
             status.value,
             inline,

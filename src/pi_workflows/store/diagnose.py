@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_workflows.store import diagnose_tree, effects, interactions, waits
+from pi_workflows.store import attempts, diagnose_tree, effects, interactions, waits
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.projection import expected_view, project_run, stored_view
 from pi_workflows.store.runs import RunRow, write_run
@@ -475,7 +475,8 @@ def _repair_run(db: Database, run_id: str, run_problems: list[Problem]) -> None:
         closable = ("running", "waiting") if terminal else ("running",)
         if run.status is not RunStatus.RUNNING:
             tx.conn.execute(
-                "UPDATE node_attempts SET status = 'interrupted', finished_at = ?"
+                "UPDATE node_attempts SET status = 'interrupted', finished_at = ?,"
+                f" finished_revision = {attempts.SETTLING_REVISION}"
                 f" WHERE run_id = ? AND status IN ({', '.join('?' for _ in closable)})",
                 (tx.now, run_id, *closable),
             )

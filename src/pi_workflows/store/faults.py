@@ -88,6 +88,8 @@ COMMIT_POINTS: Final[Mapping[str, str]] = MappingProxyType(
         "repair.project": "a stale viewer row is rebuilt from the run rows",
         "repair.run": "a run's queue, claim, attempts and effects are made consistent again",
         "receipts.prune": "receipts of ended runs past their retention are deleted",
+        # OpenTelemetry export (store/telemetry.py).
+        "telemetry.cursor": "an OpenTelemetry exporter's read position in the events is saved",
     }
 )
 """The store's transaction names and what each commit makes durable."""

@@ -182,8 +182,12 @@ CREATE TABLE node_attempts (
     deadline_at INTEGER,
     started_at INTEGER NOT NULL,
     finished_at INTEGER,
+    -- The run revision whose event settled it (set with finished_at, never changed): the
+    -- trace exporter (server/telemetry.py) finds the attempts a batch of events settled.
+    finished_revision INTEGER,
     UNIQUE (run_id, round, node_id, visit, attempt_no),
     CHECK ((status IN ('running', 'waiting')) = (finished_at IS NULL)),
+    CHECK ((finished_at IS NULL) = (finished_revision IS NULL)),
     CHECK ((status IN ('retried', 'exhausted')) = (retry_outcome IS NOT NULL))
 ) STRICT;
 CREATE UNIQUE INDEX node_attempts_one_unfinished
@@ -332,6 +336,15 @@ CREATE TRIGGER events_are_immutable_update BEFORE UPDATE ON events
 BEGIN
     SELECT RAISE(ABORT, 'events are immutable');
 END;
+
+-- How far each OpenTelemetry exporter of the server has read the events (server/telemetry.py):
+-- the event id after which its next batch starts. Written after the batch was exported, in
+-- its own transaction, so it commits in the same order as the events it covers.
+CREATE TABLE telemetry_cursors (
+    name TEXT PRIMARY KEY,
+    event_id INTEGER NOT NULL CHECK (event_id >= 0),
+    updated_at INTEGER NOT NULL
+) STRICT;
 
 -- Runs removed by retention (``state prune`` and the server's daily prune): what is kept of
 -- each is this row. A row can only be written for a run that has ended.

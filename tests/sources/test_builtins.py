@@ -665,14 +665,16 @@ def test_watch_tells_the_first_result_and_each_change_and_stops_on_its_condition
     tmp_path: Path,
 ) -> None:
     """The first check is told; an unchanged check only sleeps; a changed output is told;
-    the check that meets ``until`` ends the run with a final message and a report."""
+    the check that meets ``until`` (here also a change, told first) ends the run with a
+    final message and a report."""
     workflow = _workflow("watch")
     command = _counter(tmp_path, ["waiting", "waiting", "building", "done"])
     run_input = {"command": command, "everySeconds": 5, "until": {"outputContains": "done"}}
     transition, state, visited = drive(workflow, run_input)
     assert visited == [
-        "setup", "check", "judge", "started", "pause", "check", "judge", "pause",
-        "check", "judge", "changed", "pause", "check", "judge", "finished", "report",
+        "setup", "check", "judge", "started", "go_on", "pause", "check", "judge", "pause",
+        "check", "judge", "changed", "go_on", "pause", "check", "judge", "changed", "go_on",
+        "finished", "report",
     ]  # fmt: skip
     assert isinstance(transition, Complete)
     assert transition.output == {
@@ -686,7 +688,7 @@ def test_watch_tells_the_first_result_and_each_change_and_stops_on_its_condition
     name = " ".join(command)
     assert state.outputs["finished"] == {
         "message": f"Stopped watching `{name}` after 4 check(s): the stop condition holds."
-        " Last result (it changed at this check): exit code 0, output:\ndone",
+        " Last result: exit code 0, output:\ndone",
         "kind": "final",
     }
 
@@ -699,8 +701,8 @@ def test_watch_tells_an_exit_code_change_and_stops_after_its_count(tmp_path: Pat
     run_input = {"command": command, "maxChecks": 3}
     transition, state, visited = drive(workflow, run_input)
     assert visited == [
-        "setup", "check", "judge", "started", "pause", "check", "judge", "changed", "pause",
-        "check", "judge", "finished", "report",
+        "setup", "check", "judge", "started", "go_on", "pause", "check", "judge", "changed",
+        "go_on", "pause", "check", "judge", "finished", "report",
     ]  # fmt: skip
     changed = state.outputs["changed"]
     assert isinstance(changed, dict)
@@ -737,8 +739,12 @@ def test_watch_sleeps_no_later_than_its_deadline_and_stops_there(tmp_path: Path)
     assert wait(context(workflow, "pause", {}, setup=setup(later))) == 60.0
     past = datetime.now(UTC) - timedelta(seconds=1)
     check_output = {"exitCode": 0, "stdout": "x\n", "stderr": ""}
+    before = {"digest": run_compute(workflow, "judge", context(
+        workflow, "judge", {}, setup=setup(later), check=check_output))["digest"]}  # fmt: skip
     verdict = run_compute(
-        workflow, "judge", context(workflow, "judge", {}, setup=setup(past), check=check_output)
+        workflow,
+        "judge",
+        context(workflow, "judge", {}, setup=setup(past), check=check_output, judge=before),
     )
     assert (verdict["stop"], verdict["route"], verdict["output"]) == ("deadline", "stop", "x")
 

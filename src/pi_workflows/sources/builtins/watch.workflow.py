@@ -8,7 +8,8 @@ failure (it could not start, was killed, or ran over five minutes: exit code 126
 every change become a message to the session (``started``, ``changed``); ``pause`` sleeps
 durably (no process waits) until the next check. It stops when ``until`` holds, after
 ``maxChecks`` checks (default 100) or at the deadline (``forMinutes``, default a day), with
-a final message; the run's output is ``report``.
+a final message (after the change's message when that check changed); the run's output is
+``report``.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ def judge(ctx: NodeContext) -> dict[str, Any]:
         stop = "count"
     elif now >= datetime.fromisoformat(str(found["deadline"])):
         stop = "deadline"
-    route = "stop" if stop else ("first" if previous is None else "changed" if changed else "same")
+    route = "first" if previous is None else "changed" if changed else "stop" if stop else "same"
     return {
         "check": ctx.visit,
         "exitCode": exit_code,
@@ -160,6 +161,11 @@ def judge(ctx: NodeContext) -> dict[str, Any]:
         "stop": stop,
         "route": route,
     }
+
+
+def go_on(ctx: NodeContext) -> dict[str, Any]:
+    """After a message: stop now (this check met a stop rule) or sleep until the next."""
+    return {"stop": _object(ctx.outputs["judge"]).get("stop") is not None}
 
 
 def _name(ctx: NodeContext) -> str:
@@ -205,10 +211,9 @@ def finished(ctx: NodeContext) -> str:
     """The closing word: why it stopped, and the last result."""
     seen = _object(ctx.outputs["judge"])
     why = _WHY[str(seen["stop"])].format(n=seen["check"])
-    note = " (it changed at this check)" if seen["changed"] else ""
     return (
-        f"Stopped watching `{_name(ctx)}` after {seen['check']} check(s): {why}. Last result"
-        f"{note}: exit code {seen['exitCode']}, output:\n{seen['output']}"
+        f"Stopped watching `{_name(ctx)}` after {seen['check']} check(s): {why}. Last result:"
+        f" exit code {seen['exitCode']}, output:\n{seen['output']}"
     )
 
 
@@ -229,7 +234,7 @@ workflow = Workflow(
     "watch",
     start="setup",
     input=INPUT,
-    max_steps=4 * MAX_CHECKS + 10,  # at most check, judge, a message and a sleep per check
+    max_steps=5 * MAX_CHECKS + 10,  # at most check, judge, a message, go_on and a sleep each
     nodes={
         "setup": compute(setup),
         "check": shell(
@@ -242,6 +247,7 @@ workflow = Workflow(
         "judge": compute(judge),
         "started": notify(started),
         "changed": notify(changed),
+        "go_on": compute(go_on),
         "pause": sleep(until=until_next),
         "finished": notify(finished, kind="final"),
         "report": compute(report),
@@ -253,8 +259,9 @@ workflow = Workflow(
             "judge", on="$.route",
             cases={"first": "started", "changed": "changed", "same": "pause", "stop": "finished"},
         ),
-        edge("started", "pause"),
-        edge("changed", "pause"),
+        edge("started", "go_on"),
+        edge("changed", "go_on"),
+        switch("go_on", on="$.stop", cases={True: "finished", False: "pause"}),
         edge("pause", "check"),
         edge("finished", "report"),
     ],

@@ -5,7 +5,8 @@ directory), and the scripted model answers from what it is sent: the task in the
 prompt, the request id and the failure output in a step's text, the diff a reviewer is
 shown, the command and interval the person names. ``implement`` runs on a tiny project
 whose ``make test`` fails until the model's second edit (read from the failure output of the
-first test run) fixes it, approved by the person with ``/workflow decide``; ``review``
+first test run) fixes it, approved by the person with ``/workflow decide`` (and the same
+run detached: the headless Pi edits, the person approves at the CLI); ``review``
 reviews a three-file change with three detached sub-agents on headless Pis whose steps are
 in flight at the same time, merged into one message in the person's session; ``watch``
 watches a command whose output changes once while the server is down during a sleep.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -38,7 +40,7 @@ from pi.support.mock_provider import (
     user_text_contains,
     user_text_matches,
 )
-from pi.support.pi_rpc import MakePi, PiProcess, Record, node_bin, pi_binary
+from pi.support.pi_rpc import MakePi, PiProcess, Record, node_bin, pi_binary, workflows_cli
 from pi.support.records import (
     content_text,
     decision_cards,
@@ -204,37 +206,40 @@ def test_workflow_list_in_pi_names_each_builtin_in_one_line_with_what_it_does(
 
 # --- builtin:implement -----------------------------------------------------------------------
 
+TASK = "Make add(2, 3) return 5"
+PLAN_MARK = "Plan a change to the project in"
 
-def test_implement_plans_is_approved_by_the_person_and_fixes_the_failing_test_once(
-    server: ServerProcess, make_pi: MakePi, provider: MockProvider
-) -> None:
-    """The person asks the model to implement a task; the model starts `builtin:implement`
-    with the task it read. It plans (listing the project with `ls`, the only kind of tool the
-    plan step allows); the plan waits for the person's decision (a card, never sent to the
-    model), who approves it with `/workflow decide`. The model's edit fixes `add` only, so the
-    real `make test` fails; the fix step is sent that failure and the model's edit, read from
-    it, fixes `describe`; the tests pass and the model's summary ends the run. The project's
-    tests pass afterwards and the change is left uncommitted."""
-    project = calc_project(server.project)
-    task = "Make add(2, 3) return 5"
 
-    def start(request: ChatRequest) -> Reply:
-        asked = request.last_user_text().split(": ", 1)[1]
-        arguments = {"action": "start", "workflow": "builtin:implement", "input": {"task": asked}}
-        return Reply(tool_name="workflow", tool_arguments=arguments)
+def implement_rules(provider: MockProvider) -> None:
+    """The model of an implement run. Planning, it reads the Makefile the test command names,
+    then the script the Makefile runs, and plans to change the module that script imports.
+    Implementing, it edits the planned file (fixing ``add`` only); fixing, it makes the edit
+    the failure output it was sent names; each edit is submitted naming the file it edited.
+    The summary repeats the test result it was sent."""
+
+    def read(path: str) -> Reply:
+        return Reply(tool_name="read", tool_arguments={"path": path})
+
+    def plan_start(request: ChatRequest) -> Reply:
+        assert "`make test`" in request.last_user_text()
+        return read("Makefile")
+
+    def after_makefile(request: ChatRequest) -> Reply:
+        script = re.search(r"python3 (\S+\.py)", message_text(request.last))
+        assert script, message_text(request.last)
+        return read(script.group(1))
 
     def plan(request: ChatRequest) -> Reply:
-        listing = message_text(request.last).split()
-        files = sorted(f for f in listing if f.endswith(".py") and f != "check.py")
-        return submit(
-            request,
-            {
-                "summary": line_after("Task:", step_text(request)),
-                "steps": [f"Change add in {name} to add its arguments" for name in files],
-                "files": files,
-                "risks": [],
-            },
-        )
+        module = re.search(r"^from (\w+) import", message_text(request.last), re.MULTILINE)
+        assert module, message_text(request.last)
+        file = f"{module.group(1)}.py"
+        output = {
+            "summary": line_after("Task:", step_text(request)),
+            "steps": [f"Change add in {file} to add its arguments"],
+            "files": [file],
+            "risks": [],
+        }
+        return submit(request, output)
 
     def edit(old: str, new: str, path: str) -> Reply:
         arguments = {"path": path, "edits": [{"oldText": old, "newText": new}]}
@@ -253,36 +258,31 @@ def test_implement_plans_is_approved_by_the_person_and_fixes_the_failing_test_on
     def summarize(request: ChatRequest) -> Reply:
         return Reply(text="Done. " + line_after("The tests passed", request.last_user_text()))
 
-    provider.on(user_text_matches(r"^Implement with builtin:implement: "), start, name="start")
-    provider.on(
-        user_text_contains("Plan a change to the project in"),
-        lambda _r: Reply(tool_name="ls", tool_arguments={"path": "."}),
-        name="plan: list the project",
-    )
-    provider.on(after_tool("ls", "Plan a change"), plan, name="plan: submit")
+    def read_of(name: str) -> Any:
+        def check(request: ChatRequest) -> bool:
+            return (
+                after_tool("read", PLAN_MARK)(request)
+                and last_tool(request)["args"].get("path") == name
+            )
+
+        return check
+
+    provider.on(user_text_contains(PLAN_MARK), plan_start, name="plan: read the Makefile")
+    provider.on(read_of("Makefile"), after_makefile, name="plan: read the test script")
+    provider.on(after_tool("read", PLAN_MARK), plan, name="plan: submit")
     provider.on(user_text_contains("Implement the approved plan"), implement, name="implement")
     provider.on(user_text_contains("Fix round 1 of 3"), fix, name="fix")
     provider.on(after_tool("edit", STEP_MARK), submit_edit, name="submit an edit")
     provider.on(user_text_contains("The implement workflow is done"), summarize, name="summary")
-    finish_rules(provider)
-    pi = make_pi(session_id=SESSION, extra_args=EDIT_TOOLS)
 
-    run_id = started_run(pi.run_prompt(f"Implement with builtin:implement: {task}"))
-    [card] = decision_cards(entries_until(pi, decision_cards, "the plan's decision card"))
-    assert card["data"]["title"] == f"Implement this plan? {task}"
-    assert "Files: calc.py" in card["data"]["text"]
-    assert server.run(run_id)["status"] == "waiting"
-    note = pi.slash(f"/workflow decide {run_id} approve")
-    assert f"Decided approve for run {run_id}" in note["message"]
-    done = server.wait_status(run_id, DONE, 180)
 
-    assert done["status"] == "completed", done
-    summary = "Done. (`make test`) after 1 fix round(s)."
-    assert done["output"] == {
+def implemented(project: Path) -> dict[str, Any]:
+    """The output of an implement run of `TASK` on the calc project: one fix round."""
+    return {
         "dir": str(project),
-        "task": task,
+        "task": TASK,
         "plan": {
-            "summary": task,
+            "summary": TASK,
             "steps": ["Change add in calc.py to add its arguments"],
             "files": ["calc.py"],
             "risks": [],
@@ -291,16 +291,64 @@ def test_implement_plans_is_approved_by_the_person_and_fixes_the_failing_test_on
         "testCommand": ["make", "test"],
         "tests": "passed",
         "fixRounds": 1,
-        "summary": summary,
+        "summary": "Done. (`make test`) after 1 fix round(s).",
     }
-    # The fix step was sent the real failure of `make test`.
+
+
+def check_implemented(project: Path, provider: MockProvider) -> None:
+    """The fix step was sent the real failure of `make test`; the project's tests pass now
+    and the change is left uncommitted."""
     [fixing] = [r for r in provider.requests() if user_text_contains("Fix round 1 of 3")(r)]
     assert "FAIL: describe(2, 3) starts with 'difference'" in fixing.last_user_text()
-    # Both edits ran through Pi's own tool, within the steps' limits; nothing was blocked.
-    edits = [
-        r for r in pi.records if r.get("type") == "tool_execution_end" and r["toolName"] == "edit"
+    for request in provider.requests():
+        assert "Workflow decision" not in json.dumps(request.messages)
+    done = subprocess.run(
+        ["make", "-s", "test"], cwd=project, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout) == (0, "ok: 2 checks passed\n"), done.stderr
+    assert git(project, "status", "--porcelain").split() == ["M", "calc.py"]
+
+
+def test_implement_plans_is_approved_by_the_person_and_fixes_the_failing_test_once(
+    server: ServerProcess, make_pi: MakePi, provider: MockProvider
+) -> None:
+    """The person asks the model to implement a task; the model starts `builtin:implement`
+    with the task it read. It plans (reading with `read`, within the plan step's read-only
+    tools); the plan waits for the person's decision (a card, never sent to the model), who
+    approves it with `/workflow decide`. The model's edit fixes `add` only, so the real
+    `make test` fails; the fix step is sent that failure and the model's edit, read from it,
+    fixes `describe`; the tests pass and the model's summary ends the run. Each step came with
+    its own tool limit and no edit was blocked."""
+    project = calc_project(server.project)
+
+    def start(request: ChatRequest) -> Reply:
+        asked = request.last_user_text().split(": ", 1)[1]
+        arguments = {"action": "start", "workflow": "builtin:implement", "input": {"task": asked}}
+        return Reply(tool_name="workflow", tool_arguments=arguments)
+
+    provider.on(user_text_matches(r"^Implement with builtin:implement: "), start, name="start")
+    implement_rules(provider)
+    finish_rules(provider)
+    pi = make_pi(session_id=SESSION, extra_args=EDIT_TOOLS)
+
+    run_id = started_run(pi.run_prompt(f"Implement with builtin:implement: {TASK}"))
+    [card] = decision_cards(entries_until(pi, decision_cards, "the plan's decision card"))
+    assert card["data"]["title"] == f"Implement this plan? {TASK}"
+    assert "Files: calc.py" in card["data"]["text"]
+    assert server.run(run_id)["status"] == "waiting"
+    note = pi.slash(f"/workflow decide {run_id} approve")
+    assert f"Decided approve for run {run_id}" in note["message"]
+    done = server.wait_status(run_id, DONE, 180)
+
+    assert (done["status"], done["output"]) == ("completed", implemented(project)), done
+    check_implemented(project, provider)
+    tools = [r for r in pi.records if r.get("type") == "tool_execution_end"]
+    assert [(r["toolName"], r["isError"]) for r in tools if r["toolName"] != "workflow"] == [
+        ("read", False),
+        ("read", False),
+        ("edit", False),
+        ("edit", False),
     ]
-    assert [r["isError"] for r in edits] == [False, False]
     steps = workflow_messages(pi.entries(), "step")
     assert [s["details"].get("allowedTools") for s in steps] == [
         ["read", "grep", "find", "ls"],
@@ -308,20 +356,49 @@ def test_implement_plans_is_approved_by_the_person_and_fixes_the_failing_test_on
         ["read", "grep", "find", "ls", "edit", "write"],
         [],
     ]
-    for request in provider.requests():
-        assert "Workflow decision" not in json.dumps(request.messages)
-    assert "ok: 2 checks passed" in git_make_test(project)
-    assert git(project, "status", "--porcelain").split() == ["M", "calc.py"]
     assert server.diagnose() == []
 
 
-def git_make_test(project: Path) -> str:
-    """`make test` in the project, as the person would run it afterwards."""
-    import subprocess
+def test_implement_runs_detached_with_the_decision_taken_at_the_cli(
+    server: ServerProcess, provider: MockProvider
+) -> None:
+    """Started with `pi-workflows run start builtin:implement --detached`, the steps are done
+    by the headless Pi the server runs in the project (its edits land there), the person
+    approves the plan with `pi-workflows decision answer`, and the run completes with the
+    same result; the headless Pi is gone afterwards."""
+    project = calc_project(server.project)
+    implement_rules(provider)
+    finish_rules(provider)
 
-    done = subprocess.run(
-        ["make", "-s", "test"], cwd=project, capture_output=True, text=True, timeout=60, check=False
+    started = cli(
+        server, "run", "start", "builtin:implement", "--project", str(project), "--detached",
+        "--input", json.dumps({"task": TASK}), "--json",
+    )  # fmt: skip
+    run_id = str(json.loads(started)["runId"])
+    wait_for(
+        lambda: (server.run(run_id).get("waitingOn") or {}).get("kind") == "decision",
+        120,
+        "the plan's decision",
     )
+    cli(server, "decision", "answer", run_id, "--choice", "approve")
+    done = server.wait_status(run_id, DONE, 180)
+
+    assert (done["status"], done["output"]) == ("completed", implemented(project)), done
+    check_implemented(project, provider)
+    [(mode, session)] = server.query(
+        "SELECT execution_mode, origin_session FROM runs WHERE run_id = ?", run_id
+    )
+    assert (mode, session) == ("detached", f"detached-{run_id}")
+    wait_agent_gone(server, run_id)
+    assert server.diagnose() == []
+
+
+def cli(server: ServerProcess, *args: str) -> str:
+    """Run the real `pi-workflows` command against the server; its stdout (it must succeed)."""
+    done = subprocess.run(
+        [str(workflows_cli()), "--home", str(server.home), *args],
+        env={**server.env}, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 

@@ -113,6 +113,24 @@ def test_workflows_list_says_in_one_line_what_each_builtin_does(
     assert "from a task to a tested" in human
 
 
+def test_workflows_show_prints_each_builtins_graph(server: ServerProcess) -> None:
+    """`workflows show builtin:NAME` prints a built-in's nodes, effects and routes, and its
+    revision in `--json`."""
+    for name, parts in {
+        "implement": ["human_decision", "choices approve, change, stop", "run-tests", "$.next"],
+        "review": ["fan_out", "git-read", "$result.outcome"],
+        "watch": ["sleep", "watch-check", "$.route"],
+    }.items():
+        shown = invoke(server, "workflows", "show", f"builtin:{name}")
+        assert shown.exit_code == 0, shown.output
+        assert f"builtin:{name}" in shown.stdout
+        for part in parts:
+            assert part in shown.stdout, (name, part)
+        source = json.loads(invoke(server, "workflows", "show", f"builtin:{name}", "--json").stdout)
+        assert source["source"]["kind"] == "builtin"
+        assert len(source["source"]["revision"]) == 64
+
+
 def test_workflows_show_prints_the_graph_as_text_and_mermaid(server: ServerProcess) -> None:
     """Nodes with their kinds and edges with their switch cases; Mermaid for docs."""
     text = invoke(server, "workflows", "show", "good", "--project", str(server.project))

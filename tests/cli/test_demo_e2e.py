@@ -13,8 +13,8 @@ import pytest
 
 @pytest.mark.slow
 def test_the_demo_completes_its_run_and_finds_clean_state(tmp_path: Path) -> None:
-    """The demo starts a server, completes `builtin:demo`, reports clean state, exits 0, and
-    leaves no server running."""
+    """The demo starts a server, completes `builtin:demo`, reports clean state, names the
+    built-ins to try next, exits 0, and leaves no server running."""
     home = tmp_path / "home"
     env = {**os.environ, "PI_WORKFLOWS_HOME": str(home), "NO_COLOR": "1", "COLUMNS": "200"}
     result = subprocess.run(
@@ -31,6 +31,10 @@ def test_the_demo_completes_its_run_and_finds_clean_state(tmp_path: Path) -> Non
     assert "completed" in output
     assert "yes, from the demo" in output, "the answer reached the run's output"
     assert "the state is clean" in output
+    assert "Built-in workflows to try next (docs/builtins.md):" in output
+    for name in ("implement", "review", "watch"):
+        assert f"  builtin:{name}  " in output
+    assert "builtin:review-file" not in output
     assert "Demo finished: OK." in output
     assert not (home / "server.sock").exists(), "the demo stopped the server it started"
     leftovers = [

@@ -96,6 +96,41 @@ def test_workflows_list_shows_load_errors_and_shadowed_files(
     assert "error:" in human
 
 
+def test_workflows_list_says_in_one_line_what_each_builtin_does(
+    server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every built-in is listed with the first line of its docstring as what it does (in
+    `--json` as `summary`); a file without a docstring has none."""
+    monkeypatch.chdir(server.project)
+    listed = json.loads(invoke(server, "workflows", "list", "--json").stdout)["workflows"]
+    summaries = {w["name"]: w["summary"] for w in listed}
+    assert summaries["good"] is None
+    assert summaries["implement"].startswith("from a task to a tested change")
+    assert summaries["review"].startswith("review the current change, one sub-agent per")
+    assert summaries["watch"].startswith("run a command every interval")
+    human = invoke(server, "workflows", "list").stdout
+    assert "what it does" in human
+    assert "from a task to a tested" in human
+
+
+def test_workflows_show_prints_each_builtins_graph(server: ServerProcess) -> None:
+    """`workflows show builtin:NAME` prints a built-in's nodes, effects and routes, and its
+    revision in `--json`."""
+    for name, parts in {
+        "implement": ["human_decision", "choices approve, change, stop", "run-tests", "$.next"],
+        "review": ["fan_out", "git-read", "$result.outcome"],
+        "watch": ["sleep", "watch-check", "$.route"],
+    }.items():
+        shown = invoke(server, "workflows", "show", f"builtin:{name}")
+        assert shown.exit_code == 0, shown.output
+        assert f"builtin:{name}" in shown.stdout
+        for part in parts:
+            assert part in shown.stdout, (name, part)
+        source = json.loads(invoke(server, "workflows", "show", f"builtin:{name}", "--json").stdout)
+        assert source["source"]["kind"] == "builtin"
+        assert len(source["source"]["revision"]) == 64
+
+
 def test_workflows_show_prints_the_graph_as_text_and_mermaid(server: ServerProcess) -> None:
     """Nodes with their kinds and edges with their switch cases; Mermaid for docs."""
     text = invoke(server, "workflows", "show", "good", "--project", str(server.project))

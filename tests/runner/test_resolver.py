@@ -104,6 +104,19 @@ def test_list_names_project_user_and_builtin_workflows(project: Project) -> None
     assert ("demo", "builtin") in entries
 
 
+def test_list_gives_each_workflow_the_first_line_of_its_docstring(project: Project) -> None:
+    """Each listed workflow carries its summary (None without a docstring): every built-in
+    has one."""
+    project.write("alpha.workflow.py", '"""alpha: says hello."""\nworkflow = None\n')
+    project.write("gamma.workflow.py", "workflow = None\n")
+    answer = _resolve(project, {"op": "list", "projectDir": str(project.root)})
+    summaries = {w["name"]: w["summary"] for w in answer["workflows"]}
+    assert (summaries["alpha"], summaries["gamma"]) == ("says hello.", None)
+    builtins = [w for w in answer["workflows"] if w["origin"] == "builtin"]
+    assert {w["name"] for w in builtins} >= {"demo", "implement", "review", "review-file", "watch"}
+    assert all(w["summary"] for w in builtins)
+
+
 _BROKEN_GRAPH = """
 from pi_workflows import Workflow, compute, edge
 

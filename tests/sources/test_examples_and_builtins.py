@@ -2,7 +2,8 @@
 
 Runs use a small in-test driver that executes callbacks the way the runner will (through
 ``evaluate``/``invoke`` and the engine's result helpers) and answers interactive steps from
-a table, so the examples are proven end to end without a server or a model.
+a table (an answer may be a function of the node's ``ctx``), so the examples are proven end
+to end without a server or a model.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ def _execute(
 ) -> NodeResult:
     node = workflow.node(node_id)
     answer = answers.get(node_id)
+    if callable(answer) and not isinstance(node, FanOutNode):
+        answer = answer(ctx)  # an answer made from what the node shows (its prompt, ...)
     if answer is TIMEOUT:
         return timeout_result(node_id, node)
     try:

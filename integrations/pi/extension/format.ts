@@ -35,12 +35,14 @@ export function formatStarted(body: JsonObject, workflow: string): string {
 	return `Started detached run ${runId} of workflow ${name}; a headless Pi the server runs does its steps (session ${session}).`;
 }
 
-/** `workflows.list` as lines: `name (origin) path`, and a load error when there is one. */
+/** `workflows.list` as one line each: `name (origin): summary — path` (`name (origin) path`
+ * without a summary), and a load error when there is one. */
 export function formatWorkflows(workflows: WorkflowInfo[]): string {
 	if (workflows.length === 0) return "No workflows found (looked in .pi/workflows, ~/.pi/agent/workflows and the built-ins).";
 	const lines = workflows.map((workflow) => {
 		const error = workflow.error ? ` — does not load: ${oneLine(workflow.error, 300)}` : "";
-		return `${workflow.name} (${workflow.origin}) ${workflow.path}${error}`;
+		const summary = workflow.summary ? `: ${oneLine(workflow.summary, 200)} —` : "";
+		return `${workflow.name} (${workflow.origin})${summary} ${workflow.path}${error}`;
 	});
 	return ["Workflows:", ...lines].join("\n");
 }

@@ -16,6 +16,8 @@ export interface WorkflowInfo {
 	name: string;
 	origin: string;
 	path: string;
+	/** The first line of the file's docstring, if it has one. */
+	summary?: string | null;
 	error?: string | null;
 }
 

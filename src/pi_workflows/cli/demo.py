@@ -3,7 +3,8 @@
 Run it with `python -m pi_workflows.cli.demo`. It uses a private temporary state directory
 unless `PI_WORKFLOWS_HOME` is set, starts the server on demand, follows the run by polling,
 answers the run's checkpoint itself as a person would with `pi-workflows checkpoint answer`,
-prints the final run, runs `state.diagnose`, and stops the server if it started it. It exits
+prints the final run, runs `state.diagnose`, names the other built-ins to try next (it runs
+no model: see docs/builtins.md, "make demo"), and stops the server if it started it. It exits
 0 only if the run completed and diagnose found nothing. It talks to the server only through
 `pi_workflows.client`, and gives up after `DEMO_TIMEOUT` seconds.
 """
@@ -46,6 +47,8 @@ DEMO_TIMEOUT: Final = 120.0
 """Seconds the whole demo may take before it gives up."""
 
 _STOP_AT: Final = TERMINAL_STATUSES | {"paused", "ambiguous"}
+_NOT_SUGGESTED: Final = frozenset({"demo", "review-file"})
+"""Built-ins the closing list leaves out: this one, and the step `builtin:review` runs."""
 
 
 class _Demo:
@@ -135,6 +138,23 @@ class _Demo:
         self.say("state.diagnose: the state is clean (no problems).")
         return True
 
+    def suggest(self, client: Client) -> None:
+        """Name the other built-ins, with what each does, and how to start one (no run)."""
+        found = [
+            w
+            for w in client.list_workflows(None)
+            if w.get("origin") == "builtin" and w.get("name") not in _NOT_SUGGESTED
+        ]
+        if not found:
+            return
+        self.say("Built-in workflows to try next (docs/builtins.md):")
+        for workflow in found:
+            self.say(f"  builtin:{workflow.get('name')}  {workflow.get('summary') or ''}")
+        self.say(
+            "Start one in Pi with /workflow start builtin:NAME {...}, or with"
+            " pi-workflows run start builtin:NAME --project . --input '{...}'."
+        )
+
     def clean_up(self, keep: bool) -> None:
         if self.client is not None:
             self.client.close()
@@ -186,6 +206,8 @@ def main() -> int:
             demo.say(f"The run completed at {format_time(view.get('finishedAt'))}.")
         clean = demo.check_state(client)
         ok = completed and clean
+        if ok:
+            demo.suggest(client)
     except (ClientError, DemoError) as exc:
         console.print(Text(f"pi-workflows demo: error: {exc}", style="red"), soft_wrap=True)
     except KeyboardInterrupt:

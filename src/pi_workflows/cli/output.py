@@ -210,12 +210,14 @@ def render_runs(runs: Sequence[Mapping[str, Any]]) -> RenderableType:
 
 
 def render_workflows(workflows: Sequence[Mapping[str, Any]]) -> RenderableType:
-    """`workflows list`: name, origin, path, and the load error if any."""
+    """`workflows list`: name, origin, what it does (its summary line), path, and the load
+    error if any."""
     if not workflows:
         return Text("no workflows found")
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("name", no_wrap=True)
     table.add_column("origin", no_wrap=True)
+    table.add_column("what it does", overflow="fold")
     table.add_column("path and problems", overflow="fold")
     for workflow in workflows:
         where = Text(_plain(workflow.get("path")))
@@ -224,7 +226,10 @@ def render_workflows(workflows: Sequence[Mapping[str, Any]]) -> RenderableType:
         if workflow.get("error"):
             where.append(f"\nerror: {_plain(workflow.get('error'))}", style="red")
         table.add_row(
-            Text(_plain(workflow.get("name"))), Text(_plain(workflow.get("origin"))), where
+            Text(_plain(workflow.get("name"))),
+            Text(_plain(workflow.get("origin"))),
+            Text(_plain(workflow.get("summary") or "")),
+            where,
         )
     return table
 

@@ -31,6 +31,7 @@ from pi_workflows.sources import (
     discover,
     load,
     resolve,
+    summary_line,
 )
 
 MAX_PROBLEMS: Final = 50
@@ -141,6 +142,7 @@ def _list(request: dict[str, Any]) -> dict[str, Any]:
                 "name": ref.name,
                 "origin": ref.origin.value,
                 "path": str(ref.path),
+                "summary": summary_line(ref),
                 "shadows": [str(path) for path in ref.shadows],
                 **(_load_error(ref) if check else {}),
             }

@@ -14,7 +14,8 @@ the server.
   changed code runs.
 
 Modules: ``discovery``, ``loader``, ``importer`` (the import hook), ``identity``,
-``errors``, and ``builtins/`` (the shipped ``NAME.workflow.py`` files).
+``summary`` (a file's one-line summary, read without running it), ``errors``, and
+``builtins/`` (the shipped ``NAME.workflow.py`` files).
 """
 
 from pi_workflows.sources.discovery import (
@@ -47,6 +48,7 @@ from pi_workflows.sources.loader import (
     ref_for_identity,
     verify_and_load,
 )
+from pi_workflows.sources.summary import summary_line
 
 __all__ = [
     # finding workflows
@@ -55,6 +57,7 @@ __all__ = [
     "default_user_dir",
     "builtin_names",
     "workflow_name",
+    "summary_line",
     "WorkflowRef",
     "WorkflowOrigin",
     "WORKFLOW_SUFFIX",

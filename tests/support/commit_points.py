@@ -36,6 +36,7 @@ from pi_workflows.store import (
     attempt_logs,
     diagnose,
     faults,
+    forks,
     interaction_writes,
     lifecycle,
     receipts,
@@ -45,6 +46,7 @@ from pi_workflows.store import (
     sessions,
     signals,
     takeover,
+    upgrades,
 )
 from pi_workflows.store.claims import renew
 from pi_workflows.store.clock import FakeClock
@@ -378,6 +380,12 @@ SCENARIOS: list[Scenario] = [
       lambda db, c, x: lifecycle.cancel(db, x["run_id"]), "run.cancelled", again=True),
     S("restart", "lifecycle.restart", "store", st.failed,
       lambda db, c, x: lifecycle.restart(db, x["run_id"]), "run.restarted", again=True),
+    S("fork", "lifecycle.fork", "store", st.forkable,
+      lambda db, c, x: forks.fork(db, x["run_id"], "c", x["fork_run"], run_id=x["fork_id"]),
+      "run.forked", again=True),
+    S("upgrade", "lifecycle.upgrade", "store", st.upgradable,
+      lambda db, c, x: upgrades.upgrade(db, x["run_id"], x["new_run"]), "run.upgraded",
+      again=True),
     S("recover", "lifecycle.recover", "store", st.expired,
       lambda db, c, x: takeover.recover(db, x["run_id"]), "run.recovered"),
     S("recover_applying", "lifecycle.recover", "store", st.applying,

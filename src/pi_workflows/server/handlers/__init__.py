@@ -5,13 +5,14 @@ workflows, runs, values), ``interactions`` (checkpoint and decision answers, sub
 ``sessions`` (origin-session coordination), ``effects``, ``state``, ``history`` (event log
 and attempt logs), ``watch`` (live run and run-list views), ``retention`` (``state.prune``),
 ``workflows`` (show and check one workflow), ``signals`` (events sent to runs),
-``schedules`` (durable schedules).
+``schedules`` (durable schedules), ``lineage`` (fork and upgrade).
 """
 
 from pi_workflows.server.handlers import (
     effects,
     history,
     interactions,
+    lineage,
     retention,
     runs,
     schedules,
@@ -24,6 +25,6 @@ from pi_workflows.server.handlers import (
 from pi_workflows.server.handlers.registry import dispatch, operation
 from pi_workflows.server.peers import current_peer
 
-__all__ = ["current_peer", "dispatch", "effects", "interactions", "operation", "runs",
+__all__ = ["current_peer", "dispatch", "effects", "interactions", "lineage", "operation", "runs",
            "schedules", "sessions", "signals", "state",
            "history", "retention", "watch", "workflows"]  # fmt: skip

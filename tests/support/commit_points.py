@@ -215,6 +215,16 @@ def _restart(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
     return st.status_body(db, x["run_id"])
 
 
+def _fork(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    forked = forks.fork(db, x["run_id"], "c", x["fork_run"])
+    return forked.result.run_id, {"runId": forked.result.run_id, "sourceRunId": x["run_id"]}
+
+
+def _upgrade(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    result, plan = upgrades.upgrade(db, x["run_id"], x["new_run"])
+    return x["run_id"], {**plan.to_json(), "revision": result.revision}
+
+
 def _submission(kinds: frozenset[str]) -> Change:
     def change(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
         submitted = interaction_writes.submit(
@@ -522,6 +532,10 @@ SCENARIOS: list[Scenario] = [
       _command("run.cancel", _cancel), "run.cancelled"),
     S("run_restart", "command.run.restart", "command", st.failed,
       _command("run.restart", _restart), "run.restarted"),
+    S("run_fork", "command.run.fork", "command", st.forkable,
+      _command("run.fork", _fork, lambda x: {"fromNode": "c"}), "run.forked"),
+    S("run_upgrade", "command.run.upgrade", "command", st.upgradable,
+      _command("run.upgrade", _upgrade), "run.upgraded"),
     S("checkpoint_answer", "command.checkpoint.answer", "command", st.waiting,
       _command("checkpoint.answer", _submission(CHECKPOINT), lambda x: {"value": 1}),
       "interaction.submitted"),

@@ -2,8 +2,9 @@
 continue on changed workflow code (``run.upgrade``, or only what it would change with
 ``dryRun``).
 
-Runs in the server. Each re-resolves the run's workflow as it is now in a resolver child
-(``runs.describe``, fresh), then commits one store change (``forks.fork``,
+Runs in the server. Each resolves the run's workflow as it is now (``runs.describe``: a
+resolver child, or its cached description while the sources are unchanged), then commits
+one store change (``forks.fork``,
 ``upgrades.upgrade``) with its receipt; a dry run commits nothing and stores no receipt.
 """
 
@@ -43,11 +44,11 @@ def _recorded(server: ServerContext, run_id: str) -> tuple[str, str | None, Any,
 
 
 async def _current(server: ServerContext, run_id: str, run_input: Any = _UNSET) -> NewRun:
-    """The run's workflow resolved as it is now, with ``run_input`` (default: the run's)."""
+    """The run's workflow resolved as it is now, with ``run_input`` (default: the run's).
+    The cached description serves only while every source file is byte-for-byte the one it
+    described (``DescriptionCache``), so it is the code as it is now either way."""
     ref, project, recorded, _, _ = _recorded(server, run_id)
-    return await describe(
-        server, ref, project, recorded if run_input is _UNSET else run_input, fresh=True
-    )
+    return await describe(server, ref, project, recorded if run_input is _UNSET else run_input)
 
 
 def _visit_of(payload: dict[str, Any]) -> int | None:

@@ -8,11 +8,13 @@ diagnose`` is clean at the end of every test.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from pi_workflows.client import (
+    AsyncClient,
     ConnectionLostError,
     NotFoundError,
     RejectedError,
@@ -233,4 +235,25 @@ def test_fork_of_an_unknown_run_node_or_visit_is_refused_in_one_line(
             assert words in refused.value.message
             assert "\n" not in refused.value.message
     assert server.query("SELECT COUNT(*) FROM runs") == before
+    assert server.diagnose() == []
+
+
+def test_a_fork_with_a_new_input_keeps_the_carried_outputs_and_the_async_client_forks_too(
+    server: ServerProcess,
+) -> None:
+    """`AsyncClient.fork` with another input: the fork's input is the new one, the outputs
+    it carried stay as the source computed them (the documented rule), and the nodes after
+    the fork point read the new input."""
+    source, witness = _completed_ledger(server)
+
+    async def fork() -> dict[str, object]:
+        async with AsyncClient(server.home, autostart=False) as client:
+            receipt = await client.fork(source, "c", input={"n": 1000})
+            return dict(receipt.body)
+
+    receipt = asyncio.run(fork())
+    done = server.wait_status(str(receipt["runId"]), "completed")
+    assert done["input"] == {"n": 1000}
+    assert done["output"] == {"total": 42, "v": 1}  # a (n = 41) was carried, not recomputed
+    assert len(_lines(witness)) == 3
     assert server.diagnose() == []

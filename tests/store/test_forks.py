@@ -14,6 +14,8 @@ from pi_workflows.protocol.effects import effect_key
 from pi_workflows.store import forks, lifecycle, lineage, retention, views
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
+from pi_workflows.store.effect_writes import reserve_effect, settle_effect
+from pi_workflows.store.effects import EffectStatus
 from pi_workflows.store.errors import ForkPointError, GraphCarryError, InvalidTransitionError
 from pi_workflows.store.states import ParkReason
 
@@ -64,9 +66,12 @@ def test_a_fork_carries_what_its_source_settled_before_the_fork_point(db: Databa
     ).fetchone()
     assert carried[0] == effect_key(fork, 0, "b", 1, "ledger")
     assert carried[1] == "applied"
-    assert carried[2] == db.conn.execute(
-        "SELECT effect_id FROM effects WHERE run_id = ?", (source,)
-    ).fetchone()[0]
+    assert (
+        carried[2]
+        == db.conn.execute("SELECT effect_id FROM effects WHERE run_id = ?", (source,)).fetchone()[
+            0
+        ]
+    )
     events = db.conn.execute(
         "SELECT revision, type FROM events WHERE run_id = ? ORDER BY revision", (fork,)
     ).fetchall()
@@ -292,4 +297,42 @@ def test_a_waiting_source_forks_at_the_node_it_waits_at(db: Database, clock: Fak
     assert run_status(db, run_id) == "waiting"
     assert views.runner_state(db.conn, fork)["active"] is None
     assert views.runner_state(db.conn, fork)["currentNode"] == "b"
+    assert problems(db) == []
+
+
+@pytest.mark.parametrize("ending", ["failed", "timed_out", "cancelled"])
+def test_a_run_that_ended_otherwise_forks_at_the_node_it_ended_in(
+    db: Database, ending: str
+) -> None:
+    """A run that failed, timed out or was cancelled in c forks from c with a and b carried
+    (b's applied effect as a receipt); the fork runs c afresh as its visit 1 and completes."""
+    run_id = lifecycle.reserve(db, chain_run()).run_id
+    claim = lifecycle.claim(db, run_id, "runner-1").claim
+    attempt = lifecycle.start_node(db, claim, "a").attempt
+    for node, nxt in (("a", "b"), ("b", "c")):
+        if node == "b":
+            reservation, _ = reserve_effect(
+                db, claim, attempt_id=attempt.attempt_id, effect_type="ledger",
+                effect_kind="idempotent", fingerprint="fp-b",
+            )  # fmt: skip
+            settle_effect(db, claim, reservation.effect_id, EffectStatus.APPLIED, result={})
+        finished = lifecycle.finish_node(
+            db, claim, attempt.attempt_id, st.AttemptStatus.COMPLETED, lifecycle.GoTo(nxt),
+            output={"node": node}, start_next=True,
+        )  # fmt: skip
+        assert finished.next_attempt is not None
+        attempt = finished.next_attempt
+    match ending:
+        case "failed":
+            lifecycle.fail(db, claim, "boom")
+        case "timed_out":
+            lifecycle.time_out(db, claim, "late")
+        case _:
+            lifecycle.cancel(db, run_id, claim=claim)
+    assert run_status(db, run_id) == ending
+    forked = forks.fork(db, run_id, "c", chain_run())
+    assert (forked.visit, forked.carried_attempts, forked.carried_effects) == (1, 2, 1)
+    fork = forked.result.run_id
+    walk(db, lifecycle.claim(db, fork, "runner-2").claim, ["c", "d"], effect_on=None)
+    assert run_status(db, fork) == "completed"
     assert problems(db) == []

@@ -63,10 +63,11 @@ def upgrade_lines(plan: Mapping[str, Any]) -> list[str]:
             if moved:
                 names = ", ".join(PurePath(plain(m)).name for m in moved)
                 lines.append(f"modules changed: {names}")
-    changes = [plain(c) for c in plan.get("changes") or []]
-    lines.append(
-        "graph: " + ("; ".join(changes) if changes else "no change to its nodes or routes")
-    )
+    if "changes" in plan:  # a plan the server made (not a refusal before it could)
+        changes = [plain(c) for c in plan.get("changes") or []]
+        lines.append(
+            "graph: " + ("; ".join(changes) if changes else "no change to its nodes or routes")
+        )
     problems = [plain(p) for p in plan.get("problems") or []]
     if plan.get("refusal"):
         lines.append(f"refused: {plain(plan.get('refusal'))}")

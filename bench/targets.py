@@ -26,6 +26,9 @@ FAN_OUT_CHILDREN = 100
 FAN_OUT_RATIO = 1.5
 """fan_out of 100 at concurrency 16: at most 1.5x the same 100 runs started by a client."""
 JOIN_CHILDREN = 1_000
+FORK_NODES = 100
+FORK_RATIO = 2.0
+"""Fork of a completed 100-node run (to completed): at most 2x starting a 1-node run."""
 
 Row = dict[str, Any]
 
@@ -110,6 +113,28 @@ def _start(results: dict[str, Any]) -> list[Row]:
             "<= 10 ms",
             [_at_most(ack, 10.0)],
         ),
+    ]
+
+
+def _fork(results: dict[str, Any]) -> list[Row]:
+    ours = _get(results, "start", "ours") or {}
+    fork = _median(ours.get("forkMs"))
+    ratio = _median(
+        _get(results, "start", "ratios", "fork of the 100-node run / 1-node start (to completed)")
+    )
+    shaped = _get(results, "start", "forkedNodes") == FORK_NODES
+    node = _median(ours.get("forkFirstNodeMs"))
+    return [
+        _row(
+            "forkOf100",
+            "`run fork` of a completed 100-node run (from its last node) -> completed",
+            fork,
+            "ms",
+            "<= 2x starting a 1-node run (start -> completed, same repetitions)",
+            [_at_most(ratio, FORK_RATIO) if shaped else None],
+            ("x the 1-node run's start", ratio),
+            None if node is None else f"fork -> its node started {_g(node)} ms",
+        )
     ]
 
 
@@ -514,6 +539,7 @@ SOURCES: tuple[Callable[[dict[str, Any]], list[Row]], ...] = (
     _timer_lateness,
     _durable_latency,
     _children,
+    _fork,
 )
 
 
@@ -546,5 +572,6 @@ def evaluate(results: dict[str, Any]) -> list[Row]:
         "signalToNextNode",
         "fanOut100",
         "joinWakes",
+        "forkOf100",
     ]
     return sorted(rows, key=lambda row: order.index(row["id"]))

@@ -68,6 +68,12 @@ class RunTrack:
     event_done: bool = False  # no more events to send (accepted, or the run moved on)
     event_signal_id: str | None = None
     early_decided: bool = False
+    # Lineage (campaign/lineage.py): a fork that could not be made; a `mend` run's code
+    # change, its upgrade, and the upgrades sent.
+    skipped: bool = False
+    edited: bool = False
+    upgraded: bool = False
+    upgrade_tries: int = 0
 
     @property
     def status(self) -> str | None:
@@ -82,8 +88,8 @@ class RunTrack:
 
     @property
     def settled(self) -> bool:
-        """Terminal (or given up on by the stuck detector)."""
-        return self.stuck or self.status in TERMINAL
+        """Terminal (or given up on by the stuck detector, or a fork that was skipped)."""
+        return self.stuck or self.skipped or self.status in TERMINAL
 
 
 @dataclass

@@ -15,15 +15,17 @@ idempotency key per logical command, so a killed CLI or a lost connection is ret
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from typing import Any, Final
 
+from campaign import lineage
 from campaign.context import TERMINAL, Resolution, RunTrack, SeedContext
 from campaign.observe import dump_run
 from campaign.plan import Mode, rng_for
 from campaign.surfaces import Answer
-from campaign.workflows import COMPOSITION, SHELL_NODES, tip
+from campaign.workflows import COMPOSITION, SHELL_NODES
 
 MAX_RESUMES: Final = 6
 """Parks the operator resumes per run before it gives up (the run then stays parked)."""
@@ -47,7 +49,11 @@ def act(ctx: SeedContext, *, stuck_seconds: float) -> None:
     schedule(ctx)
     for track in ctx.tracks:
         if track.run_id is None:
-            if ctx.elapsed() >= track.planned.start_at:
+            if track.skipped:
+                continue
+            if track.planned.fork is not None:
+                lineage.fork_when_ready(ctx, track, functools.partial(_command, ctx, track))
+            elif ctx.elapsed() >= track.planned.start_at:
                 _start(ctx, track)
             continue
         if track.stuck:
@@ -55,7 +61,11 @@ def act(ctx: SeedContext, *, stuck_seconds: float) -> None:
         status = track.status
         if track.planned.workflow.startswith("timer") and not track.early_decided:
             _early_event(ctx, track)
-        if status == "waiting" and (track.view or {}).get("wait"):
+        if track.planned.upgrade and lineage.mend(
+            ctx, track, functools.partial(_command, ctx, track)
+        ):
+            pass  # its code changes and it is upgraded before anything answers it
+        elif status == "waiting" and (track.view or {}).get("wait"):
             _durable(ctx, track)
         elif status == "waiting":
             _answer(ctx, track)
@@ -96,12 +106,13 @@ def _command(
 ) -> Answer:
     """Send one logical command by the CLI or the client (a seeded choice per command), to
     the track's run or to `target` (a run below it)."""
-    assert track.run_id is not None
+    assert track.run_id is not None or (what == "fork" and target is not None)
     number = track.commands
     track.commands += 1
     key = f"campaign-{ctx.seed}-{track.planned.index}-{what}-{number}"
     via_cli = rng_for(ctx.seed, "surface", track.planned.index, number).random() < 0.5
-    run_id = target or track.run_id
+    run_id = target or track.run_id  # a fork's command names its source as `target`
+    assert run_id is not None
     surfaces = ctx.surfaces
     if what == "resume":
         answer = (
@@ -178,6 +189,8 @@ def _command(
             if via_cli
             else surfaces.call("signal", run_id, "go", data, idempotency_key=event_key)
         )
+    elif what in ("fork", "upgrade"):
+        answer = lineage.command(surfaces, what, run_id, key, via_cli, *args)
     elif what == "resolve":
         effect_id, resolution, result, reason = args
         if via_cli:
@@ -263,7 +276,7 @@ def _answer(ctx: SeedContext, track: RunTrack) -> None:
     kind = waiting.get("kind")
     first_seen = track.waiting_since.setdefault(request_id, time.monotonic())
     if kind == "checkpoint":
-        answer = _command(ctx, track, "checkpoint", {"tip": tip(int(track.planned.input["x"]))})
+        answer = _command(ctx, track, "checkpoint", lineage.checkpoint_answer(track))
     elif kind == "decision":
         rng = rng_for(ctx.seed, "decision", track.planned.index)
         delay = rng.uniform(0.0, 5.0)

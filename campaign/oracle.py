@@ -31,7 +31,10 @@ rest runs once the seed's runs have settled:
   refused;
 - composition (`composition`, after the stop): no run below an ended parent is still
   live, a parent joined at most once per visit of its composition node (once when it
-  completed), and no item of a join ran as two child runs (the children's witnesses).
+  completed), and no item of a join ran as two child runs (the children's witnesses);
+- lineage (`lineage.check`, with the settled checks): a fork was made once, names its
+  source, and never ran a body it carried; an upgraded run was upgraded once and completed
+  on the new code (a fork's output is checked like its workflow's, from the same input).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from campaign import ledger as ledgers
+from campaign import lineage
 from campaign.attribution import attribute, causes_of
 from campaign.context import TERMINAL, RunTrack, SeedContext
 from campaign.leaks import token_hashes
@@ -54,6 +58,7 @@ from campaign.workflows import (
     TIMER_ATTEMPTS,
     chain_output,
     manual_value,
+    tip,
     tree_total,
 )
 
@@ -98,6 +103,7 @@ def settled(ctx: SeedContext) -> None:
             _output(ctx, track)
     _starts(ctx)
     _list_and_show(ctx)
+    lineage.check(ctx)
     for problem in ctx.surfaces.problems:
         ctx.violation("surface", problem)
 
@@ -235,6 +241,9 @@ def _output(ctx: SeedContext, track: RunTrack) -> None:
         wrong += _review(track, output, x)
     elif workflow.startswith("timer"):
         wrong += _timer(track, output, x)
+    elif workflow == "mend":
+        if (output.get("value"), output.get("tip")) != (17 * x, tip(x)):
+            wrong.append(f"value and tip {output} are not {17 * x} and {tip(x)}")
     elif workflow == "sync":
         if output.get("fetched") != x * x:
             wrong.append(f"fetched {output.get('fetched')} is not {x * x}")

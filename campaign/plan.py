@@ -93,6 +93,16 @@ session whose client reports the notification while the effect runs), with no fa
 
 
 @dataclass(frozen=True)
+class PlannedFork:
+    """How a planned run is made by forking another: the planned run it forks (by index),
+    once that one has ended, at which node and visit (None: the latest)."""
+
+    source: int
+    node: str
+    visit: int | None
+
+
+@dataclass(frozen=True)
 class PlannedRun:
     """One run the operator starts."""
 
@@ -100,10 +110,12 @@ class PlannedRun:
     workflow: str
     input: dict[str, Any]
     start_at: float  # seconds after the seed began
-    key: str  # the idempotency key of its `run start`
+    key: str  # the idempotency key of its `run start` (or `run fork`)
     via_cli: bool
     mode: Mode = Mode.PLAIN
     session: str | None = None  # the origin session (a session client presents it)
+    fork: PlannedFork | None = None  # made by `run fork` of another planned run, not started
+    upgrade: bool = False  # the operator changes its workflow while it waits, then upgrades it
 
 
 @dataclass(frozen=True)
@@ -153,7 +165,13 @@ class Plan:
             "scenario": self.scenario,
             "sessions": self.sessions,
             "runs": [
-                {"workflow": r.workflow, "startAt": round(r.start_at, 2), "mode": str(r.mode)}
+                {
+                    "workflow": r.workflow,
+                    "startAt": round(r.start_at, 2),
+                    "mode": str(r.mode),
+                    **({"forkOf": r.fork.source, "fromNode": r.fork.node} if r.fork else {}),
+                    **({"upgrade": True} if r.upgrade else {}),
+                }
                 for r in self.runs
             ],
             "faults": [
@@ -197,6 +215,18 @@ COMPOSITION_WEIGHTS: Final = {"tree": 3, "nest": 2}
 """Relative frequency of the workflows that start child runs, drawn after the rest of the
 plan from a stream of their own (`_composition`), so that adding them left every other
 decision of a seed as it was."""
+
+FORK_NODES: Final = {"chain": "flaky", "sync": "store", "payment": "charge"}
+"""The workflows a seed may fork a run of, and the node each fork starts at: `chain` from its
+flaky node (visit counters go on from the fork point), `sync` from its idempotent shell
+(`fetch`, an idempotent action before it, is carried as a receipt and never applies again),
+`payment` from its manual charge (the checkpoint answer is carried; the charge applies once
+more, as the fork's own effect)."""
+
+LINEAGE_WEIGHTS: Final = {"chain": 2, "sync": 2, "payment": 1}
+"""Relative frequency of each workflow as the source of a fork. Forks and upgrades are drawn
+last, from a stream of their own (`_lineage`), so adding them left every other decision of a
+seed as it was (the same way `_composition` was added)."""
 
 
 def make_plan(seed: int, lease_seconds: float, scenario: str | None = None) -> Plan:
@@ -262,7 +292,55 @@ def make_plan(seed: int, lease_seconds: float, scenario: str | None = None) -> P
         )
     plan.schedule = _schedule(seed)
     plan.runs += _composition(seed, len(plan.runs), plan.sessions)
+    plan.runs += _lineage(seed, len(plan.runs))
     return plan
+
+
+def _lineage(seed: int, first: int) -> list[PlannedRun]:
+    """Most seeds also fork a run (a source run of its own, then `run fork` of it once it
+    ended, by the CLI or the client with one key), and half change the code of a waiting
+    `mend` run and upgrade it (`run upgrade`)."""
+    rng = rng_for(seed, "lineage")
+    runs: list[PlannedRun] = []
+    index = first
+    if rng.random() < 0.6:
+        names = list(LINEAGE_WEIGHTS)
+        workflow = rng.choices(names, weights=[LINEAGE_WEIGHTS[n] for n in names])[0]
+        source = PlannedRun(
+            index=index,
+            workflow=workflow,
+            input=_input(workflow, rng),
+            start_at=rng.uniform(0.0, 6.0),
+            key=f"campaign-{seed}-run-{index}",
+            via_cli=rng.random() < 0.5,
+        )
+        fork = PlannedFork(index, FORK_NODES[workflow], rng.choice([None, 1]))
+        runs.append(source)
+        runs.append(
+            PlannedRun(
+                index=index + 1,
+                workflow=workflow,
+                input=dict(source.input),
+                start_at=source.start_at,
+                key=f"campaign-{seed}-fork-{index + 1}",
+                via_cli=rng.random() < 0.5,
+                fork=fork,
+            )
+        )
+        index += 2
+    if rng.random() < 0.5:
+        runs.append(
+            PlannedRun(
+                index=index,
+                workflow="mend",
+                input={"x": rng.randint(1, 10_000)},
+                start_at=rng.uniform(0.0, 6.0),
+                key=f"campaign-{seed}-run-{index}",
+                via_cli=rng.random() < 0.5,
+                upgrade=True,
+            )
+        )
+    return runs
 
 
 def _composition(seed: int, first: int, sessions: list[str]) -> list[PlannedRun]:

@@ -144,7 +144,7 @@ def _phases(ctx: SeedContext, faults: FaultRunner, stuck_seconds: float) -> None
     # 2. chaos (the seed's schedule is added and deleted within it)
     while (
         not faults.finished
-        or any(t.run_id is None for t in ctx.tracks)
+        or any(t.run_id is None and not t.skipped for t in ctx.tracks)
         or (ctx.plan.schedule is not None and not ctx.schedule.deleted)
     ):
         _tick(ctx, faults, stuck_seconds)
@@ -191,6 +191,8 @@ def _delivered(ctx: SeedContext) -> bool:
 
 
 def _quiet(track: RunTrack) -> bool:
+    if track.skipped:
+        return True
     if track.settled:
         return track.effects_checked_after_end or track.stuck
     if track.status == "waiting" and track.gave_up_below:

@@ -497,6 +497,40 @@ workflow = Workflow(
 )
 """
 
+MEND: Final = """
+from pi_workflows import Workflow, action, checkpoint, compute, edge, idempotent_effect
+
+import witness
+
+# The operator rewrites this line (to the next version) while a run waits on `ask`, then
+# upgrades the run: `ask` is asked again from the new code and `done` runs the new code.
+VERSION = {version}
+
+
+def prepare(ctx):
+    return witness.body("action", "idempotent", ctx.effect_key, ctx.run_id, ctx.node_id,
+                        ctx.visit, 0.05, 0.05, ctx.input["x"] * 17)
+
+
+workflow = Workflow(
+    "mend",
+    start="prepare",
+    max_steps=20,
+    nodes={{
+        "prepare": action(prepare, effect=idempotent_effect("mend-prepare")),
+        "ask": checkpoint(lambda ctx: {{"question": "Tip?", "version": VERSION}}),
+        "done": compute(lambda ctx: {{"version": VERSION,
+                                      "asked": ctx.outputs["ask"]["version"],
+                                      "tip": ctx.outputs["ask"]["tip"],
+                                      "value": ctx.outputs["prepare"]["value"]}}),
+    }},
+    edges=[edge("prepare", "ask"), edge("ask", "done")],
+)
+"""
+
+MEND_VERSIONS: Final = (1, 2)
+"""The version `mend` is written with, and the one the operator changes it to."""
+
 TIMER_ATTEMPTS: Final = 3
 """Tries per round of the `timer` workflows' retry policy (`retry(attempts=...)`)."""
 
@@ -540,6 +574,8 @@ VARIANTS: Final = (
     Variant("leafc", LEAFC, {}),
     Variant("tree", TREE, {}),
     Variant("nest", NEST, {}),
+    # Lineage: a run whose workflow the operator changes while it waits, then upgrades.
+    Variant("mend", MEND, {"version": str(MEND_VERSIONS[0])}),
 )
 CHILD_ONLY: Final = frozenset({"leafc"})
 """Workflows only ever started as another run's children (never planned on their own)."""
@@ -578,6 +614,16 @@ def write_project(project: Path, witness_dir: Path) -> None:
     for variant in VARIANTS:
         source = textwrap.dedent(variant.template).lstrip().format(**variant.values)
         (flows / f"{variant.name}.workflow.py").write_text(source)
+
+
+def write_mend(project: Path, version: int) -> None:
+    """Change `mend`'s code to `version` as a person would save it: the new bytes appear at
+    once (a temporary file renamed over the old), so no runner ever reads half a file."""
+    flows = project / ".pi" / "workflows"
+    source = textwrap.dedent(MEND).lstrip().format(version=version)
+    temporary = flows / ".mend.workflow.py.tmp"
+    temporary.write_text(source)
+    temporary.replace(flows / "mend.workflow.py")
 
 
 def chain_output(x: int, n: int) -> dict[str, Any]:

@@ -15,6 +15,12 @@ workflow on a warm server and records:
   commit) is done; ``submitToNextNodeMs``: the same answer sent to the next node's stamp
   (that runner continues the graph).
 
+- ``forkMs`` and ``forkFirstNodeMs``: ``run.fork`` of a completed 100-node chain from its
+  last node (99 attempts carried) sent to the fork's completion (the server's commit time,
+  ms resolution) and to its node's own stamp; ``startCompletedMs`` is the same repetition's
+  1-node run, ``run.start`` sent to its completion measured the same way: the issue's target
+  is ``forkMs`` at most 2x it.
+
 Floors, each a fresh interpreter spawned and reaped in the same repetition: ``python -c
 pass`` (the issue's target for the first node is a ratio to it), and with the
 imports of the two children a start spawns (``pi_workflows.runner.main`` and
@@ -30,10 +36,13 @@ from typing import Any
 
 from bench.context import Context
 from bench.floors import spawn_ms
-from bench.ourserver import OurServer
+from bench.ourserver import BenchError, OurServer
 from bench.peers import PeerWorker
 from bench.stats import figure, ratios
 from bench.workflows import write_chain, write_submit
+
+FORKED_NODES = 100
+"""The length of the completed chain each repetition forks from its last node."""
 
 FLOORS = {
     "spawnPassMs": "pass",
@@ -48,6 +57,7 @@ def run(ctx: Context) -> dict[str, Any]:
     server = OurServer(ctx.procs, directory / "ours").start()
     workflow = write_chain(server.project, 1)
     submit_workflow = write_submit(server.project)
+    forked = str(server.run_to_end(write_chain(server.project, FORKED_NODES), {})["runId"])
     dbos: PeerWorker | None = None
     if ctx.peer("dbos") and ctx.peers.python is not None:
         try:
@@ -66,6 +76,9 @@ def run(ctx: Context) -> dict[str, Any]:
         "ackToFirstNodeMs": [],
         "submitAckMs": [],
         "submitToNextNodeMs": [],
+        "startCompletedMs": [],
+        "forkMs": [],
+        "forkFirstNodeMs": [],
         **{key: [] for key in FLOORS},
     }
     peer: dict[str, list[float]] = {"ackMs": [], "firstNodeMs": []}
@@ -83,9 +96,11 @@ def run(ctx: Context) -> dict[str, Any]:
                 "ackMs": (marks["ackNs"] - marks["t0Ns"]) / 1e6,
                 "firstNodeMs": (first - marks["t0Ns"]) / 1e6,
                 "ackToFirstNodeMs": (first - marks["ackNs"]) / 1e6,
+                "startCompletedMs": (marks["finishedWallNs"] - marks["t0WallNs"]) / 1e6,
                 **floor_values,
             }
             values.update(_submit(server, submit_workflow))
+            values.update(_fork(server, forked))
             if dbos is not None:
                 answer = dbos.call("start")
                 if measured:
@@ -118,8 +133,12 @@ def run(ctx: Context) -> dict[str, Any]:
                 "ackToFirstNodeMs",
                 "submitAckMs",
                 "submitToNextNodeMs",
+                "startCompletedMs",
+                "forkMs",
+                "forkFirstNodeMs",
             )
         },
+        "forkedNodes": FORKED_NODES,
         "floor": {key: figure(series[key]) for key in FLOORS},
         "dbos": {key: figure(values) for key, values in peer.items()}
         if dbos is not None
@@ -140,6 +159,9 @@ def run(ctx: Context) -> dict[str, Any]:
             "submit-to-next-node / runner-import spawn": ratios(
                 series["submitToNextNodeMs"], series["spawnRunnerImportsMs"]
             ),
+            "fork of the 100-node run / 1-node start (to completed)": ratios(
+                series["forkMs"], series["startCompletedMs"]
+            ),
         },
     }
 
@@ -155,4 +177,18 @@ def _submit(server: OurServer, workflow: Any) -> dict[str, float]:
     return {
         "submitAckMs": (ack - t0) / 1e6,
         "submitToNextNodeMs": (int(view["output"]["t"]) - t0) / 1e6,
+    }
+
+
+def _fork(server: OurServer, source: str) -> dict[str, float]:
+    """Fork the completed chain from its last node; time its completion and its node."""
+    t0_wall = time.time_ns()
+    t0 = time.monotonic_ns()
+    receipt = server.client.fork(source, f"n{FORKED_NODES - 1}")
+    view = server.wait_run(str(receipt["runId"]))
+    if view.get("status") != "completed":
+        raise BenchError(f"the fork of {source} ended {view.get('status')}: {view.get('error')}")
+    return {
+        "forkMs": (int(view["finishedAt"]) * 1_000_000 - t0_wall) / 1e6,
+        "forkFirstNodeMs": (int(view["output"]["t"]) - t0) / 1e6,
     }

@@ -97,6 +97,11 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
     for key in ("spawnPassMs", "spawnRunnerImportsMs", "spawnResolverImportsMs"):
         assert _positive_figure(start["floor"][key]), key
     assert _positive_figure(start["ratios"]["first node / python -c pass spawn"])
+    for key in ("forkMs", "forkFirstNodeMs", "startCompletedMs"):
+        assert _positive_figure(start["ours"][key]), key
+    fork_ratio = start["ratios"]["fork of the 100-node run / 1-node start (to completed)"]
+    assert _positive_figure(fork_ratio)
+    assert start["forkedNodes"] == 100
 
     recovery = results["recovery"]
     for key in ("readyMs", "firstResumedNodeMs", "completionMs"):
@@ -167,7 +172,7 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
         assert _positive_figure(bridge["ours"][key]), key
 
     rows = {row["id"]: row for row in results["targets"]}
-    assert len(rows) == 25
+    assert len(rows) == 26
     assert {row["status"] for row in rows.values()} <= {"met", "not met", "not measured"}
     for key in ("startToFirstNode", "runStartAck", "netPerNode", "cliRunShow", "cliRunList"):
         assert _positive(rows[key]["value"]), key
@@ -184,6 +189,9 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
     # 4 children and a join of 10 are not the children targets' shapes.
     assert rows["fanOut100"]["status"] == rows["joinWakes"]["status"] == "not measured"
     assert rows["joinWakes"]["value"] == 1
+    # The fork row is measured at its own shape even in a quick run (a 100-node chain).
+    assert _positive(rows["forkOf100"]["value"])
+    assert rows["forkOf100"]["status"] in ("met", "not met")
     assert "## Targets" in (out / "latest.md").read_text()
 
     otel = results["otel"]  # export off and on, side by side

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from campaign.context import RunTrack, Violation
 from campaign.ledger import AttemptRow, Ledger, RunRow
 from campaign.oracle import composition
-from campaign.plan import COMPOSITION_WEIGHTS, Mode, PlannedRun, make_plan
+from campaign.plan import COMPOSITION_WEIGHTS, Mode, PlannedRun, _lineage, make_plan
 
 
 class _Ctx(SimpleNamespace):
@@ -75,6 +75,7 @@ def test_composition_runs_are_added_after_the_rest_of_the_plan() -> None:
     added = [run for plan in plans for run in plan.runs if run.workflow in COMPOSITION_WEIGHTS]
     assert {run.workflow for run in added} == set(COMPOSITION_WEIGHTS)
     for plan in plans:
-        kinds = [run.workflow in COMPOSITION_WEIGHTS for run in plan.runs]
+        lineage = len(_lineage(plan.seed, 0))  # forks and upgrades are drawn after them
+        kinds = [run.workflow in COMPOSITION_WEIGHTS for run in plan.runs[: -lineage or None]]
         assert kinds == sorted(kinds), "composition runs come last"
         assert [run.index for run in plan.runs] == list(range(len(plan.runs)))

@@ -4,8 +4,9 @@ The seeds were chosen so that together their plans start every campaign workflow
 parents of child runs, `tree` and `nest`, among them) in every mode (plain, with an origin
 session and its scripted client, detached with the stand-in headless agent), plan every
 fault kind, a forced graceful stop among them, a `timer` run whose retries run out a round,
-and a schedule of every overlap mode (`docs/reliability.md`); which planned faults find a
-target depends on timing, so the test requires that faults fired, not which. It runs
+a schedule of every overlap mode, a fork and an upgrade (`docs/reliability.md`); which
+planned faults find a target depends on timing, so the test requires that faults fired,
+not which. It runs
 `python -m campaign` as a subprocess, exactly as `make campaign` does, two seeds at a time.
 """
 
@@ -37,6 +38,8 @@ def test_the_fixed_seeds_plan_every_workflow_and_every_fault_kind() -> None:
     schedules = [plan.schedule for plan in plans if plan.schedule is not None]
     assert {s.overlap for s in schedules} == {"skip", "queue", "allow"}
     assert {"tree", "nest"} <= {run.workflow for plan in plans for run in plan.runs}
+    assert any(run.fork for plan in plans for run in plan.runs)  # a fork under faults
+    assert any(run.upgrade for plan in plans for run in plan.runs)  # an upgrade under faults
 
 
 @pytest.mark.slow

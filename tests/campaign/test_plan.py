@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
 from campaign.plan import (
     COMPOSITION_WEIGHTS,
     FAULT_WEIGHTS,
+    FORK_NODES,
     WORKFLOW_WEIGHTS,
     Fault,
     Mode,
     make_plan,
 )
 from campaign.workflows import WORKFLOW_NAMES
+
+from campaign import plan as plan_module
 
 
 def test_the_same_seed_makes_the_same_plan_and_another_seed_another() -> None:
@@ -27,7 +31,7 @@ def test_every_fault_kind_has_a_weight_and_the_weights_are_percentages() -> None
 
 def test_every_workflow_can_be_drawn_and_notice_runs_always_have_a_session() -> None:
     """A notify followed by slow effects is only interesting with a session to report it."""
-    assert [*WORKFLOW_WEIGHTS, *COMPOSITION_WEIGHTS] == list(WORKFLOW_NAMES)
+    assert [*WORKFLOW_WEIGHTS, *COMPOSITION_WEIGHTS, "mend"] == list(WORKFLOW_NAMES)
     runs = [run for seed in range(1, 60) for run in make_plan(seed, 2.0).runs]
     assert {run.workflow for run in runs} == set(WORKFLOW_NAMES)
     assert {run.mode for run in runs} == set(Mode)
@@ -46,3 +50,34 @@ def test_the_crossing_scenario_is_the_review_crossing_and_nothing_else() -> None
     assert {run.workflow for run in plan.runs} == {"notice"}
     assert all(run.session == plan.sessions[0] for run in plan.runs)
     assert all(run.input["hold"][0] >= 1.5 for run in plan.runs)
+
+
+def test_forks_and_upgrades_are_drawn_last_and_leave_the_rest_of_a_plan_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The lineage runs come from a stream of their own (`lineage`), after every other draw:
+    without them each seed's plan is exactly the plan it was before they existed; with them
+    a fork names an earlier planned run of its workflow, at a node that workflow has, and a
+    `mend` run is upgraded."""
+    with_lineage = {seed: make_plan(seed, 2.0) for seed in range(1, 60)}
+    monkeypatch.setattr(plan_module, "_lineage", lambda seed, first: [])
+    for seed, full in with_lineage.items():
+        before = make_plan(seed, 2.0)
+        count = len(full.runs) - len(before.runs)
+        assert full.runs[: len(before.runs)] == before.runs
+        assert (full.faults, full.schedule, full.sessions) == (
+            before.faults, before.schedule, before.sessions,
+        )  # fmt: skip
+        for run in full.runs[len(before.runs) :]:
+            assert count > 0
+            if run.fork is not None:
+                source = full.runs[run.fork.source]
+                assert (source.workflow, source.input) == (run.workflow, run.input)
+                assert run.fork.node == FORK_NODES[run.workflow]
+            else:
+                assert (run.workflow, run.upgrade) in ({("mend", True)} | {
+                    (name, False) for name in FORK_NODES
+                })  # fmt: skip
+    lineage = [run for plan in with_lineage.values() for run in plan.runs[-3:]]
+    assert {run.fork.node for run in lineage if run.fork} == set(FORK_NODES.values())
+    assert any(run.upgrade for run in lineage)

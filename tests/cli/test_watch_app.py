@@ -373,3 +373,32 @@ def test_the_run_view_shows_a_nodes_latest_progress_while_it_runs(
         assert f"count: {latest} (1000 published, at " in shown(app, "#run")
 
     drive(app, script)
+
+
+def test_the_list_marks_a_fork_and_its_view_shows_what_it_carried(server: ServerProcess) -> None:
+    """A fork's row says `(fork)` after its status; its view's title names its source, and
+    its graph marks the node it carried from the source `(carried)`."""
+    source = server.start_run("decide")
+    server.wait_status(source, "waiting")
+    with server.client() as client:
+        client.answer_decision(source, "no")
+        server.wait_status(source, "completed")
+        fork = str(client.fork(source, "hold")["runId"])
+    server.wait_status(fork, "completed")
+    app = WatchApp(server.home, client_factory=server.client)
+
+    async def script(pilot: Pilot[None]) -> None:
+        await until(pilot, lambda: isinstance(app.screen, RunsScreen), "the list")
+        table = app.screen.query_one("#runs", DataTable)
+        await until(pilot, lambda: fork in table.rows, "the fork in the list")
+        assert "(fork)" in str(table.get_row(fork)[2])
+        assert "(fork)" not in str(table.get_row(source)[2])
+        table.move_cursor(row=table.get_row_index(fork))
+        await pilot.press("enter")
+        await until(pilot, lambda: run_status(app) == "completed", "the fork's view")
+        assert app.screen.sub_title.endswith(f"fork of {source}")
+        graph = shown(app, "#graph")
+        assert "approve human_decision completed (carried)" in graph
+        assert "hold compute completed\n" in graph
+
+    drive(app, script)

@@ -388,6 +388,8 @@ OPERATIONS: dict[str, Apply] = {
     "run.start": _start_other,
     "run.resume": _refused("run.resume"),
     "run.restart": _refused("run.restart"),
+    "run.fork": _refused("run.fork", lambda c: {"fromNode": "hello"}),
+    "run.upgrade": _refused("run.upgrade"),
     "checkpoint.answer": _refused("checkpoint.answer", lambda c: {"value": 1}),
     "decision.answer": _refused("decision.answer", lambda c: {"choice": "yes"}),
     "interaction.submit": _submit_again,

@@ -479,3 +479,27 @@ def test_a_detached_agent_step_follows_the_genai_conventions_with_its_model_turn
     assert len(turns) == 2
     (root,) = by_name(spans, "run step")
     assert root.attributes["pi_workflows.run.detached"] is True
+
+
+def test_a_fork_exports_only_the_nodes_it_ran_in_its_own_trace(
+    server: ServerProcess, receiver: Receiver
+) -> None:
+    """A fork of a completed run from its second node: the fork's trace has its own run span
+    and the node it ran; the node it carried from the source ran in the source, whose trace
+    already has its span, and is never exported again."""
+    server.write_workflow("plain", PLAIN)
+    server.start()
+    source = server.start_run("plain")
+    server.wait_status(source, "completed")
+    with server.client() as client:
+        fork = str(client.fork(source, "ask")["runId"])
+    server.wait_status(fork, "completed")
+    wait_for(lambda: caught_up(server), 60, "the exporter to catch up")
+    spans = receiver.wait_spans(
+        lambda s: len(by_name(s, "run plain")) == 2, what="both runs' spans"
+    )
+    mine = [s for s in spans if s.trace_id == trace_of(fork)]
+    assert sorted(s.name for s in mine) == ["node ask", "run plain"]
+    theirs = [s for s in spans if s.trace_id == trace_of(source)]
+    assert sorted(s.name for s in theirs) == ["node ask", "node fetch", "run plain"]
+    assert [n for n, c in Counter(s.span_id for s in spans).items() if c > 1] == []

@@ -64,6 +64,9 @@ BUILDERS: tuple[Callable[[Database, FakeClock], Any], ...] = (
     st.schedule_queued,
     st.joining,
     st.last_child_running,
+    st.forked,
+    st.upgraded,
+    st.restarted_fork,
 )
 
 ALLOWED_SCANS: dict[str, str] = {
@@ -105,6 +108,8 @@ def _life(db: Database, clock: FakeClock) -> list[str]:
             views.list_runs_page(conn, statuses=["waiting"], workflow="sample", limit=100)
             views.list_runs_page(conn, schedule=st.SCHEDULE, limit=100)
             views.list_runs_page(conn, with_children=True, limit=100)
+            for run_id in run_ids:
+                views.list_lineage(conn, run_id)
             children.failing(conn)
             for row in schedules.listed(conn, include_deleted=True):
                 schedules.view(conn, row, with_input=True)

@@ -36,6 +36,7 @@ from pi_workflows.store import (
     attempt_logs,
     diagnose,
     faults,
+    forks,
     interaction_writes,
     lifecycle,
     progress,
@@ -47,6 +48,7 @@ from pi_workflows.store import (
     signals,
     takeover,
     telemetry,
+    upgrades,
 )
 from pi_workflows.store.claims import renew
 from pi_workflows.store.clock import FakeClock
@@ -215,6 +217,16 @@ def _restart(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
     return st.status_body(db, x["run_id"])
 
 
+def _fork(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    forked = forks.fork(db, x["run_id"], "c", x["fork_run"])
+    return forked.result.run_id, {"runId": forked.result.run_id, "sourceRunId": x["run_id"]}
+
+
+def _upgrade(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    result, plan = upgrades.upgrade(db, x["run_id"], x["new_run"])
+    return x["run_id"], {**plan.to_json(), "revision": result.revision}
+
+
 def _submission(kinds: frozenset[str]) -> Change:
     def change(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
         submitted = interaction_writes.submit(
@@ -380,6 +392,12 @@ SCENARIOS: list[Scenario] = [
       lambda db, c, x: lifecycle.cancel(db, x["run_id"]), "run.cancelled", again=True),
     S("restart", "lifecycle.restart", "store", st.failed,
       lambda db, c, x: lifecycle.restart(db, x["run_id"]), "run.restarted", again=True),
+    S("fork", "lifecycle.fork", "store", st.forkable,
+      lambda db, c, x: forks.fork(db, x["run_id"], "c", x["fork_run"], run_id=x["fork_id"]),
+      "run.forked", again=True),
+    S("upgrade", "lifecycle.upgrade", "store", st.upgradable,
+      lambda db, c, x: upgrades.upgrade(db, x["run_id"], x["new_run"]), "run.upgraded",
+      again=True),
     S("recover", "lifecycle.recover", "store", st.expired,
       lambda db, c, x: takeover.recover(db, x["run_id"]), "run.recovered"),
     S("recover_applying", "lifecycle.recover", "store", st.applying,
@@ -524,6 +542,10 @@ SCENARIOS: list[Scenario] = [
       _command("run.cancel", _cancel), "run.cancelled"),
     S("run_restart", "command.run.restart", "command", st.failed,
       _command("run.restart", _restart), "run.restarted"),
+    S("run_fork", "command.run.fork", "command", st.forkable,
+      _command("run.fork", _fork, lambda x: {"fromNode": "c"}), "run.forked"),
+    S("run_upgrade", "command.run.upgrade", "command", st.upgradable,
+      _command("run.upgrade", _upgrade), "run.upgraded"),
     S("checkpoint_answer", "command.checkpoint.answer", "command", st.waiting,
       _command("checkpoint.answer", _submission(CHECKPOINT), lambda x: {"value": 1}),
       "interaction.submitted"),

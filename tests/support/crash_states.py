@@ -16,6 +16,7 @@ from pi_workflows.protocol import RUNNER_SCHEMA, Outcome, RunnerMessage
 from pi_workflows.server.runner_messages import RunnerIdentity, answer
 from pi_workflows.store import (
     agents,
+    forks,
     interaction_writes,
     lifecycle,
     progress,
@@ -25,6 +26,7 @@ from pi_workflows.store import (
     sessions,
     signals,
     takeover,
+    upgrades,
 )
 from pi_workflows.store.children import ChildWorkflow
 from pi_workflows.store.clock import FakeClock
@@ -36,7 +38,7 @@ from pi_workflows.store.receipts import CommandRequest
 from pi_workflows.store.schedules import Catchup, Overlap, ScheduleAction, ScheduleDraft
 from pi_workflows.store.states import AttemptStatus, ParkReason, RunStatus
 
-from support.store import LEASE_MS, new_run
+from support.store import LEASE_MS, chain_run, new_run, walk
 
 Ctx = dict[str, Any]
 
@@ -604,3 +606,58 @@ def scheduled_run(db: Database, clock: FakeClock) -> Ctx:
     ctx = schedule_due(db, clock)
     fired = schedules.fire(db, ctx["schedule_id"], ctx["fire_at"], new_run=new_run())
     return {**ctx, "run_id": fired.run_id}
+
+
+# --- forks and upgrades -------------------------------------------------------------------
+
+FORK_ID = "run_forked-in-a-crash"
+"""The id a crashed fork scenario gives its fork (a retry after the commit finds it taken)."""
+UPGRADE_KINDS = {"a": "compute", "b": "checkpoint", "c": "compute"}
+
+
+def forkable(db: Database, clock: FakeClock) -> Ctx:
+    """A completed run of the chain a, b (its ``ledger`` effect applied), c, d, with the run
+    a fork of it runs (``fork_run``) and the id it gets (``fork_id``)."""
+    run_id = lifecycle.reserve(db, chain_run()).run_id
+    walk(db, lifecycle.claim(db, run_id, "runner-f").claim, ["a", "b", "c", "d"])
+    return {"run_id": run_id, "fork_id": FORK_ID, "fork_run": chain_run()}
+
+
+def upgradable(db: Database, clock: FakeClock) -> Ctx:
+    """A run waiting on a checkpoint at b (a settled) whose workflow code changed since:
+    ``new_run`` is the same graph at another source revision."""
+    run_id = lifecycle.reserve(db, chain_run(kinds=UPGRADE_KINDS, effect_on=None)).run_id
+    claim = lifecycle.claim(db, run_id, "runner-u").claim
+    attempt = lifecycle.start_node(db, claim, "a").attempt
+    nxt = lifecycle.finish_node(
+        db, claim, attempt.attempt_id, AttemptStatus.COMPLETED, lifecycle.GoTo("b"),
+        output={"node": "a"}, start_next=True,
+    ).next_attempt  # fmt: skip
+    assert nxt is not None
+    _, request_id = lifecycle.wait(
+        db, claim, nxt.attempt_id, InteractionDraft("checkpoint", {"q": 1})
+    )
+    new = chain_run(kinds=UPGRADE_KINDS, effect_on=None, revision="test-2")
+    return {"run_id": run_id, "claim": claim, "request_id": request_id, "new_run": new}
+
+
+def forked(db: Database, clock: FakeClock) -> Ctx:
+    """A queued fork (at c) of a completed run of the chain; ``source`` is that run."""
+    ctx = forkable(db, clock)
+    fork_id = forks.fork(db, ctx["run_id"], "c", ctx["fork_run"]).result.run_id
+    return {"run_id": fork_id, "source": ctx["run_id"]}
+
+
+def upgraded(db: Database, clock: FakeClock) -> Ctx:
+    """A run upgraded while it waited on its checkpoint (queued to present it again)."""
+    ctx = upgradable(db, clock)
+    upgrades.upgrade(db, ctx["run_id"], ctx["new_run"])
+    return ctx
+
+
+def restarted_fork(db: Database, clock: FakeClock) -> Ctx:
+    """A fork that completed and was restarted: queued at its fork point in round 1."""
+    ctx = forked(db, clock)
+    walk(db, lifecycle.claim(db, ctx["run_id"], "runner-r").claim, ["c", "d"], effect_on=None)
+    lifecycle.restart(db, ctx["run_id"])
+    return ctx

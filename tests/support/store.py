@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,10 @@ from pi_workflows.store.claims import Claim
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database, open_database
 from pi_workflows.store.diagnose import diagnose
-from pi_workflows.store.lifecycle import NewRun, RunEnvironment, SourceRecord
+from pi_workflows.store.effect_writes import reserve_effect, settle_effect
+from pi_workflows.store.effects import EffectStatus
+from pi_workflows.store.lifecycle import Finish, GoTo, NewRun, RunEnvironment, SourceRecord
+from pi_workflows.store.states import AttemptStatus, RunStatus
 
 LEASE_MS = 30_000
 
@@ -36,6 +40,72 @@ def new_run(name: str = "sample", value: Any = None) -> NewRun:
         source=SourceRecord("builtin", f"builtin:{name}", "test-1", None, {}),
         environment=RunEnvironment(None, {"PATH": "/usr/bin:/bin"}),
     )
+
+
+def chain_run(
+    name: str = "chain",
+    kinds: dict[str, str] | None = None,
+    *,
+    effect_on: str | None = "b",
+    revision: str = "test-1",
+    value: Any = None,
+) -> NewRun:
+    """A run of a straight chain of nodes (``kinds``: node id to kind, in order; default
+    ``a`` compute, ``b`` action, ``c`` compute, ``d`` compute) whose ``effect_on`` node
+    declares an idempotent ``ledger`` effect; ``revision`` names its source revision."""
+    kinds = kinds or {"a": "compute", "b": "action", "c": "compute", "d": "compute"}
+    order = list(kinds)
+    nodes: dict[str, Any] = {}
+    for node_id, kind in kinds.items():
+        nodes[node_id] = {"kind": kind}
+        if node_id == effect_on:
+            nodes[node_id]["effect"] = {"kind": "idempotent", "type": "ledger"}
+    definition = {
+        "name": name,
+        "start": order[0],
+        "nodes": nodes,
+        "edges": [{"from": a, "to": b} for a, b in itertools.pairwise(order)],
+    }
+    text = json.dumps(definition, sort_keys=True, separators=(",", ":")).encode()
+    run_input = {"value": value}
+    return NewRun(
+        workflow_name=name,
+        definition=definition,
+        definition_digest=hashlib.sha256(text).hexdigest(),
+        input=run_input,
+        input_hash=hashlib.sha256(json.dumps(run_input).encode()).hexdigest(),
+        source=SourceRecord("builtin", f"builtin:{name}", revision, None, {}),
+        environment=RunEnvironment(None, {"PATH": "/usr/bin:/bin"}),
+    )
+
+
+def walk(db: Database, claim: Claim, nodes: list[str], *, effect_on: str | None = "b") -> str:
+    """As a runner: settle each of ``nodes`` in order (completed, output ``{"node": id}``),
+    applying the ``ledger`` effect at ``effect_on``; the last finish completes the run.
+    Returns the id of the last attempt."""
+    attempt = lifecycle.start_node(db, claim, nodes[0]).attempt
+    for index, node_id in enumerate(nodes):
+        if node_id == effect_on:
+            reservation, _ = reserve_effect(
+                db, claim, attempt_id=attempt.attempt_id, effect_type="ledger",
+                effect_kind="idempotent", fingerprint=f"fp-{node_id}",
+            )  # fmt: skip
+            settle_effect(
+                db, claim, reservation.effect_id, EffectStatus.APPLIED,
+                result={"wrote": node_id}, receipt={"line": 1},
+            )  # fmt: skip
+        last = index == len(nodes) - 1
+        step: GoTo | Finish = (
+            Finish(RunStatus.COMPLETED, {"done": node_id}) if last else GoTo(nodes[index + 1])
+        )
+        finished = lifecycle.finish_node(
+            db, claim, attempt.attempt_id, AttemptStatus.COMPLETED, step,
+            output={"node": node_id}, start_next=not last,
+        )  # fmt: skip
+        if not last:
+            assert finished.next_attempt is not None
+            attempt = finished.next_attempt
+    return attempt.attempt_id
 
 
 def reserve(db: Database, name: str = "sample") -> str:

@@ -1,6 +1,6 @@
 /**
- * The `/workflow` command for the person: list workflows, start, inspect and control runs,
- * answer checkpoints and decide human decisions.
+ * The `/workflow` command for the person: list workflows, start, inspect and control runs
+ * (pause, resume, cancel, restart, fork, upgrade), answer checkpoints and decide human decisions.
  *
  * Owns parsing the command line and showing results as Pi notifications; every failure is one
  * line at the `error` level. Runs in the Pi process, in the command's handler. Project workflows
@@ -15,7 +15,7 @@ import type { ExtensionAPI, ExtensionCommandContext } from "@earendil-works/pi-c
 import { newIdempotencyKey } from "./client.ts";
 import type { JsonValue } from "./connection.ts";
 import { describeError, UsageError } from "./errors.ts";
-import { formatRun, formatRuns, formatStarted, formatWorkflows } from "./format.ts";
+import { formatForked, formatRun, formatRuns, formatStarted, formatUpgrade, formatWorkflows } from "./format.ts";
 import { DECISION_KIND, decisionChoices, type DecisionChoice } from "./operations.ts";
 import type { SessionSlot } from "./session.ts";
 
@@ -28,7 +28,26 @@ const DETACHED_FLAG = "--detached";
 /** How many runs `/workflow status` lists without a run id. */
 const STATUS_LIST_LIMIT = 10;
 
-const SUBCOMMANDS = ["list", "start", "status", "pause", "resume", "cancel", "answer", "decide", "help"] as const;
+const SUBCOMMANDS = [
+	"list",
+	"start",
+	"status",
+	"pause",
+	"resume",
+	"cancel",
+	"restart",
+	"fork",
+	"upgrade",
+	"answer",
+	"decide",
+	"help",
+] as const;
+
+/** `/workflow upgrade RUN --dry-run`: only say what would change. */
+const DRY_RUN_FLAG = "--dry-run";
+
+/** `/workflow fork RUN NODE --visit N`: which visit of NODE. */
+const VISIT_FLAG = "--visit";
 
 export const USAGE = [
 	"Usage: /workflow <subcommand>",
@@ -39,6 +58,11 @@ export const USAGE = [
 	"  status [RUN]            one run, or the latest runs",
 	"  pause RUN | resume RUN  pause or resume a run",
 	"  cancel RUN [REASON]     cancel a run",
+	"  restart RUN             run it again from its start (also a completed run)",
+	"  fork RUN NODE [--visit N] [JSON] [--detached]",
+	"                          a new run at NODE of RUN on the current code, keeping what",
+	"                          RUN finished before it (JSON: a new input)",
+	"  upgrade RUN [--dry-run] let a parked run continue on the workflow's current code",
 	"  answer RUN JSON         answer the checkpoint RUN waits on",
 	"  decide RUN [CHOICE]     decide the human decision RUN waits on (a dialog without CHOICE)",
 ].join("\n");
@@ -57,7 +81,7 @@ export function notify(ctx: ExtensionCommandContext, message: string, level: Lev
 /** Register `/workflow`. */
 export function registerWorkflowCommand(pi: ExtensionAPI, slot: SessionSlot): void {
 	pi.registerCommand(COMMAND_NAME, {
-		description: "pi-workflows: list, start, status, pause, resume, cancel, answer, decide",
+		description: "pi-workflows: list, start, status, pause, resume, cancel, restart, fork, upgrade, answer, decide",
 		getArgumentCompletions: (prefix: string) => {
 			if (/\s/.test(prefix)) return null;
 			const matches = SUBCOMMANDS.filter((name) => name.startsWith(prefix));
@@ -120,6 +144,25 @@ async function runSubcommand(subcommand: string, rest: string, ctx: ExtensionCom
 			notify(ctx, `Run ${runId} is ${String(receipt.body.status ?? "updated")}.`);
 			return;
 		}
+		case "restart": {
+			const [runId] = splitWord(rest);
+			if (!runId) throw new UsageError("usage: /workflow restart RUN");
+			const receipt = await slot.current().operations.restart(runId, newIdempotencyKey("command.restart"));
+			notify(ctx, `Run ${runId} is ${String(receipt.body.status ?? "queued")} again, from its start.`);
+			return;
+		}
+		case "fork": {
+			await fork(rest, ctx, slot);
+			return;
+		}
+		case "upgrade": {
+			const [dryRun, words] = takeFlag(rest, DRY_RUN_FLAG);
+			const [runId] = splitWord(words);
+			if (!runId) throw new UsageError("usage: /workflow upgrade RUN [--dry-run]");
+			const receipt = await slot.current().operations.upgrade(runId, dryRun, newIdempotencyKey("command.upgrade"));
+			notify(ctx, formatUpgrade(receipt.body, dryRun));
+			return;
+		}
 		case "answer": {
 			const [runId, valueText] = splitWord(rest);
 			if (!runId || !valueText) throw new UsageError("usage: /workflow answer RUN JSON");
@@ -137,6 +180,32 @@ async function runSubcommand(subcommand: string, rest: string, ctx: ExtensionCom
 		default:
 			throw new UsageError(`unknown subcommand ${JSON.stringify(subcommand)}; try /workflow help`);
 	}
+}
+
+/** `/workflow fork RUN NODE [--visit N] [JSON] [--detached]`: the fork is presented in this session. */
+async function fork(rest: string, ctx: ExtensionCommandContext, slot: SessionSlot): Promise<void> {
+	const usage = "usage: /workflow fork RUN NODE [--visit N] [JSON] [--detached]";
+	const [detached, words] = takeFlag(rest, DETACHED_FLAG);
+	const [runId, afterRun] = splitWord(words);
+	const [node, afterNode] = splitWord(afterRun);
+	if (!runId || !node || node.startsWith("--")) throw new UsageError(usage);
+	let visit: number | undefined;
+	let inputText = afterNode;
+	const [flag, afterFlag] = splitWord(afterNode);
+	if (flag === VISIT_FLAG) {
+		const [number, remaining] = splitWord(afterFlag);
+		visit = Number(number);
+		if (!/^[1-9][0-9]*$/.test(number)) throw new UsageError(`--visit needs a whole number from 1, not ${JSON.stringify(number)}`);
+		inputText = remaining;
+	}
+	const input = inputText ? parseJson(inputText, "the input") : undefined;
+	const session = slot.current();
+	const receipt = await session.operations.fork(
+		runId,
+		{ fromNode: node, visit, input, originSession: session.sessionId, detached },
+		newIdempotencyKey("command.fork"),
+	);
+	notify(ctx, formatForked(receipt.body));
 }
 
 /** `/workflow decide RUN [CHOICE]`: without CHOICE, a select dialog of the decision's choices. */

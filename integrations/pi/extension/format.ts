@@ -35,6 +35,46 @@ export function formatStarted(body: JsonObject, workflow: string): string {
 	return `Started detached run ${runId} of workflow ${name}; a headless Pi the server runs does its steps (session ${session}).`;
 }
 
+/** The lines for a fork `run.fork` just made (its receipt's `body`): what it carried, the effects ahead. */
+export function formatForked(body: JsonObject): string {
+	const lines = [
+		`Forked run ${String(body.runId)} from run ${String(body.sourceRunId)} at node ${String(body.nodeId)} ` +
+			`(visit ${String(body.visit)}): ${String(body.carriedAttempts ?? 0)} node result(s) and ` +
+			`${String(body.carriedEffects ?? 0)} settled effect(s) carried.`,
+	];
+	const ahead = Array.isArray(body.effectsAhead) ? body.effectsAhead : [];
+	if (ahead.length === 0) lines.push("No managed effect lies ahead of it.");
+	for (const effect of ahead) {
+		if (!effect || typeof effect !== "object" || Array.isArray(effect)) continue;
+		const again = effect.appliedInSource === true ? "; the source applied it already" : "";
+		lines.push(`effect ahead: ${String(effect.nodeId)} ${String(effect.type)} (${String(effect.kind)})${again}`);
+	}
+	return lines.join("\n");
+}
+
+/** An upgrade plan (`run.upgrade`'s receipt, or its dry run): what changes, or why it cannot. */
+export function formatUpgrade(body: JsonObject, dryRun: boolean): string {
+	const runId = String(body.runId);
+	const lines = [
+		dryRun
+			? `Run ${runId} ${body.possible === true ? "can" : "cannot"} be upgraded to the workflow's current code.`
+			: `Run ${runId} now runs the workflow's current code; it is ${String(body.status)}.`,
+	];
+	const changes = Array.isArray(body.changes) ? body.changes.map(String) : [];
+	lines.push(`graph: ${changes.length ? changes.join("; ") : "no change to its nodes or routes"}`);
+	if (typeof body.refusal === "string") lines.push(`refused: ${oneLine(body.refusal, 300)}`);
+	if (body.unchanged === true) lines.push("it already runs the workflow's current code");
+	for (const problem of Array.isArray(body.problems) ? body.problems : []) {
+		lines.push(`cannot carry it: ${oneLine(String(problem), 300)}`);
+	}
+	const request = body.recreatesRequest;
+	if (request && typeof request === "object" && !Array.isArray(request)) {
+		lines.push(`its open ${String(request.kind)} step at node ${String(request.nodeId)} is presented again from the new code`);
+	}
+	if (body.continues === true) lines.push("then it continues");
+	return lines.join("\n");
+}
+
 /** `workflows.list` as one line each: `name (origin): summary — path` (`name (origin) path`
  * without a summary), and a load error when there is one. */
 export function formatWorkflows(workflows: WorkflowInfo[]): string {

@@ -73,6 +73,24 @@ export interface RunView {
 	input?: JsonValue;
 	output?: JsonValue;
 	error?: JsonValue;
+	/** The Pi session that presents it (`detached-<run id>` for a detached run). */
+	originSession?: string | null;
+	/** Its managed effects (`kind`: `idempotent` or `manual`). */
+	effects?: { effectId: string; kind: string; nodeId: string; status: string }[];
+	/** Where it came from and what came from it (`lineage.kind`: `fork`, `child` or `root`). */
+	lineage?: { kind: string; parentRunId?: string | null; forks?: { runId: string; status: string }[] } | null;
+}
+
+/** What `run.fork` needs besides the source run. */
+export interface ForkSpec {
+	fromNode: string;
+	visit?: number;
+	/** A new input; undefined keeps the source's. */
+	input?: JsonValue;
+	/** The Pi session that presents the fork (its origin). */
+	originSession: string;
+	/** Run the fork detached instead (a headless Pi the server runs). */
+	detached?: boolean;
 }
 
 /** A node's latest progress (`ctx.publish_update`): the value as one line, when it came. */
@@ -287,6 +305,30 @@ export class WorkflowOperations {
 	control(action: "pause" | "resume" | "cancel", runId: string, idempotencyKey: string, reason?: string): Promise<Receipt> {
 		const payload: JsonObject = action !== "resume" && reason ? { reason: reason.slice(0, 1000) } : {};
 		return this.client.call({ operation: `run.${action}`, runId, payload, idempotencyKey });
+	}
+
+	/** `run.restart`: run it again from its start (a fork: its fork point) in a new round. */
+	restart(runId: string, idempotencyKey: string): Promise<Receipt> {
+		return this.client.call({ operation: "run.restart", runId, payload: {}, idempotencyKey });
+	}
+
+	/**
+	 * `run.fork`: a new run at `fromNode` of `runId` on the workflow's current code; the
+	 * receipt names the fork (`runId`), what it carried and the effects ahead of it.
+	 */
+	fork(runId: string, spec: ForkSpec, idempotencyKey: string): Promise<Receipt> {
+		const payload: JsonObject = { fromNode: spec.fromNode };
+		if (spec.visit !== undefined) payload.visit = spec.visit;
+		if (spec.input !== undefined) payload.input = spec.input;
+		if (spec.detached) payload.detached = true;
+		else payload.originSession = spec.originSession;
+		return this.client.call({ operation: "run.fork", runId, payload, idempotencyKey });
+	}
+
+	/** `run.upgrade`: continue a parked run on the workflow's current code (`dryRun`: only the plan). */
+	upgrade(runId: string, dryRun: boolean, idempotencyKey: string): Promise<Receipt> {
+		const payload: JsonObject = dryRun ? { dryRun: true } : {};
+		return this.client.call({ operation: "run.upgrade", runId, payload, idempotencyKey });
 	}
 
 	/** `checkpoint.answer`: answer the run's ordinary checkpoint with `value`. */

@@ -1,7 +1,9 @@
 /**
  * The `workflow` tool for the model: one tool whose `action` field selects list, start (from
- * this session, or `detached` in a headless Pi), status, pause, resume, cancel, answer (an
- * ordinary checkpoint), submit (an agent step's output) or update (an agent step's progress).
+ * this session, or `detached` in a headless Pi), status, pause, resume, cancel, restart, fork,
+ * answer (an ordinary checkpoint), submit (an agent step's output) or update (an agent step's
+ * progress). It restarts or forks only an ended run of this session that applied no manual
+ * effect (`lineageRefusal`); it never upgrades a run (a person decides what code runs).
  *
  * Owns what the model may do and what it sees back. A refused command is thrown, so the model
  * sees the server's one-line message as the tool error and can correct itself; a step that is
@@ -22,8 +24,8 @@ import { Type, type Static } from "typebox";
 import { newIdempotencyKey, type Receipt } from "./client.ts";
 import type { JsonObject, JsonValue } from "./connection.ts";
 import { CommandRefusedError, UsageError, WorkflowError } from "./errors.ts";
-import { bound, formatRuns, formatStarted, formatWorkflows, runForModel } from "./format.ts";
-import { DECISION_KIND } from "./operations.ts";
+import { bound, formatForked, formatRuns, formatStarted, formatWorkflows, runForModel } from "./format.ts";
+import { DECISION_KIND, type RunView } from "./operations.ts";
 import type { SessionSlot } from "./session.ts";
 import { WORKFLOW_TOOL } from "./toollimit.ts";
 
@@ -52,11 +54,50 @@ export function exhaustedRunMessage(runId: string): string {
 	);
 }
 
+/** The statuses of an ended run: the only runs the model may restart or fork. */
+export const ENDED_STATUSES: readonly string[] = ["completed", "failed", "timed_out", "cancelled"];
+
+/**
+ * Why the model may not restart or fork `view`, or null when it may: only a run this session
+ * started (its origin session), that has ended, and that applied no manual effect (a manual
+ * effect is never repeated without a person: a restart repeats every effect, a fork those at
+ * or after its node). Everything else is the person's (`/workflow restart|fork`).
+ */
+export function lineageRefusal(action: "restart" | "fork", view: RunView, sessionId: string): string | null {
+	const person = `the person can (/workflow ${action} ${view.runId}${action === "fork" ? " NODE" : ""})`;
+	if (view.originSession !== sessionId) {
+		return `Run ${view.runId} was not started from this session: the workflow tool cannot ${action} it; ${person}`;
+	}
+	if (!ENDED_STATUSES.includes(view.status)) {
+		return `Run ${view.runId} is ${view.status}: the workflow tool ${action}s only runs that have ended; ${person}`;
+	}
+	const manual = (view.effects ?? []).filter((effect) => effect.kind === "manual" && effect.status === "applied");
+	if (manual.length > 0) {
+		return (
+			`Run ${view.runId} applied a manual effect (${manual.map((e) => e.effectId).join(", ")}): ` +
+			`the workflow tool cannot ${action} it, which could apply it again; ${person}`
+		);
+	}
+	return null;
+}
+
 /** What the model is told after the server's message when the step it answers is closed. */
 export const CLOSED_STEP_ADVICE =
 	"this workflow step is closed: do not submit or answer it again unless the workflow presents it to you again";
 
-export const ACTIONS = ["list", "start", "status", "pause", "resume", "cancel", "answer", "submit", "update"] as const;
+export const ACTIONS = [
+	"list",
+	"start",
+	"status",
+	"pause",
+	"resume",
+	"cancel",
+	"restart",
+	"fork",
+	"answer",
+	"submit",
+	"update",
+] as const;
 
 /** How many runs `status` without a run id lists. */
 const STATUS_LIST_LIMIT = 20;
@@ -65,11 +106,17 @@ export const workflowToolParameters = Type.Object({
 	action: StringEnum(ACTIONS, {
 		description:
 			"list: workflows you can start; start: start `workflow` with `input` (optionally `detached`); status: one run (`runId`) or the latest runs; " +
-			"pause/resume/cancel: control `runId`; answer: answer the checkpoint `requestId` of `runId` with `value`; " +
+			"pause/resume/cancel: control `runId`; restart: run the ended run `runId` again from its start; " +
+			"fork: a new run from node `fromNode` (optionally `visit`, `input`) of the ended run `runId`, keeping what it finished before; " +
+			"answer: answer the checkpoint `requestId` of `runId` with `value`; " +
 			"submit: hand in `output` for the agent step `requestId`; update: report progress `body` for `requestId`",
 	}),
 	workflow: Type.Optional(Type.String({ description: "start: the workflow's name (or builtin:NAME)" })),
-	input: Type.Optional(Type.Unknown({ description: "start: the run's input, a JSON value (default {})" })),
+	input: Type.Optional(
+		Type.Unknown({ description: "start: the run's input, a JSON value (default {}); fork: a new input (default: the run's)" }),
+	),
+	fromNode: Type.Optional(Type.String({ description: "fork: the node the new run starts at" })),
+	visit: Type.Optional(Type.Integer({ minimum: 1, description: "fork: which visit of fromNode (default: the latest)" })),
 	detached: Type.Optional(
 		Type.Boolean({
 			description:
@@ -77,7 +124,7 @@ export const workflowToolParameters = Type.Object({
 				"(session detached-<run id>), not to this session (default false)",
 		}),
 	),
-	runId: Type.Optional(Type.String({ description: "status, pause, resume, cancel, answer: the run" })),
+	runId: Type.Optional(Type.String({ description: "status, pause, resume, cancel, restart, fork, answer: the run" })),
 	requestId: Type.Optional(
 		Type.String({ description: "submit, update, answer: the step's or checkpoint's request id (from its text)" }),
 	),
@@ -104,6 +151,7 @@ export function registerWorkflowTool(pi: ExtensionAPI, slot: SessionSlot): void 
 		label: "Workflow",
 		description:
 			"Drive pi-workflows durable workflows: list workflows, start a run, read a run's status, pause/resume/cancel it, " +
+			"restart or fork an ended run this session started, " +
 			"answer an ordinary checkpoint, submit the output of a workflow agent step (action submit with the step's requestId), " +
 			"or report progress on it (action update). Human decisions are answered by the person with /workflow decide, not by this tool.",
 		promptSnippet: "Start and inspect pi-workflows runs, answer checkpoints, submit workflow agent steps",
@@ -169,6 +217,23 @@ async function runAction(
 			}
 			const receipt = await operations.control(params.action, runId, key, params.reason);
 			return result(params.action, runId, receipt, `Run ${runId} is ${String(receipt.body.status ?? "updated")}.`);
+		}
+		case "restart":
+		case "fork": {
+			const runId = required(params.runId, "runId", params.action);
+			const fromNode = params.action === "fork" ? required(params.fromNode, "fromNode", "fork", "the node to start at") : "";
+			const refusal = lineageRefusal(params.action, await operations.getRun(runId), session.sessionId);
+			if (refusal) throw new WorkflowError(refusal);
+			if (params.action === "restart") {
+				const receipt = await operations.restart(runId, key);
+				return result(params.action, runId, receipt, `Run ${runId} is ${String(receipt.body.status ?? "queued")} again, from its start.`);
+			}
+			const receipt = await operations.fork(
+				runId,
+				{ fromNode, visit: params.visit, input: params.input as JsonValue | undefined, originSession: session.sessionId },
+				key,
+			);
+			return result(params.action, String(receipt.body.runId), receipt, formatForked(receipt.body));
 		}
 		case "answer": {
 			const runId = required(params.runId, "runId", "answer");

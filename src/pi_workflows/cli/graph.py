@@ -134,8 +134,9 @@ def render_mermaid(definition: Mapping[str, Any]) -> str:
 
 def render_run_graph(graph: Mapping[str, Any]) -> Text:
     """One run's graph view, layer by layer (the number on the left is the distance from the
-    start): each node with its state glyph, kind and state (a times sign and N when it ran
-    N > 1 times; the current node highlighted), and its outgoing edges below it."""
+    start): each node with its state glyph, kind and state (`(carried)` when a fork carried
+    it from its source; a times sign and N when it ran N > 1 times; the current node
+    highlighted), and its outgoing edges below it."""
     text = Text()
     out: dict[str, list[tuple[str, str | None]]] = {}
     for edge in graph.get("edges") or []:
@@ -158,6 +159,8 @@ def render_run_graph(graph: Mapping[str, Any]) -> Text:
         text.append(plain(node.get("id")), style="bold reverse" if node.get("current") else "bold")
         text.append(f" {plain(node.get('kind'))} ", style="dim")
         text.append(state, style=style)
+        if node.get("carried"):
+            text.append(" (carried)", style="dim")  # a fork carried it from its source
         attempts = node.get("attempts")
         if isinstance(attempts, int) and attempts > 1:
             text.append(f" \u00d7{attempts}", style="bold")  # the times sign

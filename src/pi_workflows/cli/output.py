@@ -186,10 +186,11 @@ class _RunList:
 
 
 def progress_text(run: Mapping[str, Any]) -> str:
-    """` 3/10 done` after the status of a parent waiting on its children, else empty."""
+    """` 3/10 done` after the status of a parent waiting on its children, ` (fork)` after
+    that of a fork, else empty."""
     join = run.get("children")
     if not isinstance(join, Mapping):
-        return ""
+        return " (fork)" if run.get("forkedFrom") else ""
     failed = f", {join.get('failed')} failed" if join.get("failed") else ""
     return f" {_plain(join.get('ended'))}/{_plain(join.get('total'))} done{failed}"
 

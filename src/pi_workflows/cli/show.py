@@ -23,6 +23,7 @@ from rich.console import Console, ConsoleOptions, Group, JustifyMethod, Renderab
 from rich.table import Table
 from rich.text import Text
 
+from pi_workflows.cli.lineage_text import upgrade_lines
 from pi_workflows.cli.output import format_duration, format_time, plain, records, status_text
 from pi_workflows.cli.requests import request_rows
 
@@ -93,7 +94,7 @@ def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
     fields.add_row("started", Text(format_time(view.get("createdAt"))))
     began = view.get("roundStartedAt") or view.get("createdAt")
     if began != view.get("createdAt"):
-        fields.add_row("restarted", Text(format_time(began)))
+        fields.add_row("restarted", Text(format_time(began) + _round_note(view)))
     finished = view.get("finishedAt")
     if finished is not None:
         took = format_duration(began, finished)  # this round's own time
@@ -104,11 +105,7 @@ def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
         fields.add_row("mode", Text(plain(view.get("executionMode"))))
     if view.get("originSession"):
         fields.add_row("session", Text(plain(view.get("originSession"))))
-    if view.get("parentRunId"):
-        lineage = f"{plain(view.get('parentRunId'))} (depth {plain(view.get('depth'))}"
-        if view.get("rootRunId") != view.get("parentRunId"):
-            lineage += f", root {plain(view.get('rootRunId'))}"
-        fields.add_row("parent", Text(lineage + ")"))
+    _lineage(fields, view)
     started_by = view.get("schedule")
     if isinstance(started_by, Mapping):
         fields.add_row(
@@ -144,6 +141,55 @@ def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
             )
         fields.add_row("origin", Text(plain(view.get("origin"))))
     return fields
+
+
+def _round_note(view: Mapping[str, Any]) -> str:
+    """` (round 2; round 1 ended completed)` for a restarted run, from its lineage."""
+    lineage = view.get("lineage")
+    rounds = records(lineage.get("rounds")) if isinstance(lineage, Mapping) else []
+    if not rounds:
+        return ""
+    last = rounds[-1]
+    number = last.get("round")
+    if not isinstance(number, int) or not last.get("from"):
+        return f" (round {plain(number)})"
+    return f" (round {number}; round {number - 1} ended {plain(last.get('from'))})"
+
+
+LINEAGE_FORKS_SHOWN: Final = 5
+"""Forks of a run `run show` names (`run list --lineage` lists them all)."""
+
+
+def _lineage(fields: Table, view: Mapping[str, Any]) -> None:
+    """The rows of where the run came from (its parent, or the run and node it was forked
+    from) and what came from it (its forks)."""
+    lineage = view.get("lineage") if isinstance(view.get("lineage"), Mapping) else {}
+    assert isinstance(lineage, Mapping)
+    if view.get("parentRunId"):
+        parent = f"{plain(view.get('parentRunId'))} (depth {plain(view.get('depth'))}"
+        if view.get("rootRunId") != view.get("parentRunId"):
+            parent += f", root {plain(view.get('rootRunId'))}"
+        fields.add_row("parent", Text(parent + ")"))
+    source = lineage.get("forkedFrom")
+    if isinstance(source, Mapping):
+        text = (
+            f"{plain(source.get('runId'))} at node {plain(source.get('nodeId'))} (visit"
+            f" {plain(source.get('visit'))}); {plain(lineage.get('carriedAttempts'))} node"
+            " result(s) carried"
+        )
+        if source.get("exists") is False:
+            text += " (that run was removed)"
+        fields.add_row("forked from", Text(text))
+    forks = records(lineage.get("forks"))
+    if forks:
+        shown = ", ".join(
+            f"{plain(f.get('runId'))} ({plain(f.get('status'))})"
+            for f in forks[:LINEAGE_FORKS_SHOWN]
+        )
+        more = len(forks) - LINEAGE_FORKS_SHOWN + int(lineage.get("forksOmitted") or 0)
+        if more > 0:
+            shown += f" and {more} more: pi-workflows run list --lineage {plain(view.get('runId'))}"
+        fields.add_row("forks", Text(shown))
 
 
 _RESUME_REASONS: Final = frozenset(
@@ -185,6 +231,12 @@ def _next_for_park(view: Mapping[str, Any], run_id: str, reason: Any) -> str:
             f" --applied|--rejected|--retry, then pi-workflows run resume {run_id}"
         )
     if reason in ("workflowSourceChanged", "workflowLoadFailed"):
+        plan = view.get("upgrade")
+        if isinstance(plan, Mapping) and plan.get("possible"):
+            return (
+                f"continue it on the new code (see Upgrade): pi-workflows run upgrade {run_id};"
+                f" or start it over: pi-workflows run restart {run_id}"
+            )
         return (
             "put the workflow's files back as they were, then pi-workflows run resume"
             f" {run_id}; or start it over on the new code: pi-workflows run restart {run_id}"
@@ -399,6 +451,8 @@ def _outcome(attempt: Mapping[str, Any]) -> Text:
     text = status_text(status)
     if isinstance(try_no, int) and try_no > 1:
         text.append(tried)
+    if attempt.get("carriedFrom"):
+        text.append(" (carried)", style="dim")
     return text
 
 
@@ -489,9 +543,17 @@ class _Effects:
 
 
 def render_run(view: Mapping[str, Any], *, verbose: bool = False) -> RenderableType:
-    """A `RunView`: summary, what it waits on, attempts, tracebacks, messages, effects and
-    output."""
+    """A `RunView`: summary, what an upgrade would do (`upgrade`, the plan `run show` adds
+    for a run parked on changed code), what it waits on, attempts, tracebacks, messages,
+    effects and output."""
     parts: list[RenderableType] = [render_summary(view, verbose=verbose)]
+    plan = view.get("upgrade")
+    if isinstance(plan, Mapping):
+        lines = Table(box=None, show_header=False, pad_edge=True, padding=(0, 0, 0, 2))
+        lines.add_column(overflow="fold")
+        for line in upgrade_lines(plan):
+            lines.add_row(Text(line))
+        parts.extend([Text(""), Text("Upgrade (pi-workflows run upgrade)", style="bold"), lines])
     waiting = _waiting(view)
     if waiting is not None:
         parts.extend([Text(""), waiting])

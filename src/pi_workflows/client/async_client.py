@@ -238,6 +238,30 @@ class AsyncClient(AsyncInteractionMethods, AsyncRunMethods, AsyncScheduleMethods
         """`run.restart`: run the workflow again from its start as a new generation."""
         return await self.call("run.restart", run_id=run_id, idempotency_key=idempotency_key)
 
+    async def fork(
+        self,
+        run_id: str,
+        node: str,
+        *,
+        visit: int | None = None,
+        input: Any = None,
+        session: str | None = None,
+        detached: bool | None = None,
+        idempotency_key: str | None = None,
+    ) -> Receipt:
+        """`run.fork`: a new run starting at `node` of `run_id` (see `Client.fork`)."""
+        payload = ops.fork_payload(node, visit, input, session, detached)
+        return await self.call("run.fork", payload, run_id=run_id, idempotency_key=idempotency_key)
+
+    async def upgrade(
+        self, run_id: str, *, dry_run: bool = False, idempotency_key: str | None = None
+    ) -> Receipt:
+        """`run.upgrade`: continue a parked run on current code (see `Client.upgrade`)."""
+        payload: JsonObject = {"dryRun": True} if dry_run else {}
+        return await self.call(
+            "run.upgrade", payload, run_id=run_id, idempotency_key=idempotency_key
+        )
+
     async def signal(
         self,
         run_id: str,

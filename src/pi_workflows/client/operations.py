@@ -345,6 +345,35 @@ def list_runs_page(
     return list(page.get("runs", [])), None if cursor is None else str(cursor)
 
 
+def fork_payload(
+    node: str,
+    visit: int | None,
+    run_input: Any,
+    session: str | None,
+    detached: bool | None,
+) -> JsonObject:
+    """The `run.fork` payload: `input` only when one replaces the source's (not None)."""
+    payload: JsonObject = {"fromNode": node}
+    if visit is not None:
+        payload["visit"] = visit
+    if run_input is not None:
+        payload["input"] = run_input
+    if session is not None:
+        payload["originSession"] = session
+    if detached is not None:
+        payload["detached"] = detached
+    return payload
+
+
+def list_lineage(run_id: str, limit: int | None) -> Program[list[JsonObject]]:
+    """`run.list` with `lineage`: the runs that came from `run_id`."""
+    payload: JsonObject = {"lineage": run_id}
+    if limit is not None:
+        payload["limit"] = limit
+    runs = (yield from call("run.list", payload)).body
+    return list(runs.get("runs", []))
+
+
 def get_run(run_id: str) -> Program[JsonObject]:
     """`run.get`: the `RunView`."""
     run = (yield from call("run.get", None, run_id)).body.get("run")

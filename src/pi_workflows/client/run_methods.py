@@ -194,6 +194,12 @@ class RunMethods:
             if after is None:
                 return
 
+    def list_lineage(self, run_id: str, *, limit: int | None = None) -> list[JsonObject]:
+        """`run.list` with `lineage`: the runs that came from `run_id` (its children and
+        forks, theirs, and so on), oldest generation first, each summary with `via`
+        (`child` or `fork`), `from` (the run it came from) and `generation`."""
+        return self._run(ops.list_lineage(run_id, limit))
+
     def history(self, run_id: str, *, after: int = 0, limit: int | None = None) -> list[JsonObject]:
         """The run's events after revision `after`, oldest first (every page, or `limit`)."""
         return self._run(ops.history(run_id, after, limit))
@@ -361,6 +367,10 @@ class AsyncRunMethods:
                 yield run
             if after is None:
                 return
+
+    async def list_lineage(self, run_id: str, *, limit: int | None = None) -> list[JsonObject]:
+        """`run.list` with `lineage`: the runs that came from `run_id` (see `Client`)."""
+        return await self._run(ops.list_lineage(run_id, limit))
 
     async def history(
         self, run_id: str, *, after: int = 0, limit: int | None = None

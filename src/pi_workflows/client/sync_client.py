@@ -363,6 +363,41 @@ class Client(InteractionMethods, RunMethods, ScheduleMethods):
         """`run.restart`: run the workflow again from its start as a new generation."""
         return self.call("run.restart", run_id=run_id, idempotency_key=idempotency_key)
 
+    def fork(
+        self,
+        run_id: str,
+        node: str,
+        *,
+        visit: int | None = None,
+        input: Any = None,
+        session: str | None = None,
+        detached: bool | None = None,
+        idempotency_key: str | None = None,
+    ) -> Receipt:
+        """`run.fork`: a new run of the workflow as it is now that starts at `visit` (default:
+        the latest) of `node` of `run_id`, with the outputs, results and settled effects of
+        everything the source finished before that visit carried over; receipt `{runId,
+        sourceRunId, nodeId, visit, carriedAttempts, carriedEffects, effectsAhead, ...}`.
+
+        `input` (not None) replaces the source's input (the carried outputs are kept as
+        they are). The fork runs in the source's session, or detached like it, unless
+        `session` or `detached` says otherwise. Refused while the source runs or has an
+        effect applying or ambiguous.
+        """
+        payload = ops.fork_payload(node, visit, input, session, detached)
+        return self.call("run.fork", payload, run_id=run_id, idempotency_key=idempotency_key)
+
+    def upgrade(
+        self, run_id: str, *, dry_run: bool = False, idempotency_key: str | None = None
+    ) -> Receipt:
+        """`run.upgrade`: let a paused or waiting run continue on its workflow's code as it
+        is now; receipt: the plan carried out (`{from, to, changes, recreatesRequest,
+        continues, status, ...}`). With `dry_run` only the plan, and nothing changes.
+        Refused, with the reasons, when the new graph cannot carry the run.
+        """
+        payload: JsonObject = {"dryRun": True} if dry_run else {}
+        return self.call("run.upgrade", payload, run_id=run_id, idempotency_key=idempotency_key)
+
     def signal(
         self,
         run_id: str,

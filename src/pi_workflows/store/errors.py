@@ -320,3 +320,39 @@ class InvalidScheduleError(StoreError):
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(message)
+
+
+class ForkPointError(StoreError):
+    """Raised when a fork names a node or visit the source run never reached in its current
+    round, or a node the workflow's current code does not have.
+
+    Unlike ``GraphCarryError`` the graph may be fine; the fork point itself is wrong. The
+    message names what exists instead. Nothing was stored.
+    """
+
+    code = "unknownForkPoint"
+
+    def __init__(self, run_id: str, node_id: str, visit: int | None, message: str) -> None:
+        self.run_id = run_id
+        self.node_id = node_id
+        self.visit = visit
+        super().__init__(message)
+
+
+class GraphCarryError(StoreError):
+    """Raised when a workflow's current code cannot carry a run's recorded state (a fork, an
+    upgrade, a fork's restart): a node the run waits at or resumes at is gone, or a node
+    with a recorded result is gone or changed kind (``store/carry.py``).
+
+    ``reasons`` lists each problem in one line; nothing was changed.
+    """
+
+    code = "cannotCarry"
+
+    def __init__(self, run_id: str, operation: str, reasons: list[str]) -> None:
+        self.run_id = run_id
+        self.operation = operation
+        self.reasons = list(reasons)
+        super().__init__(
+            f"cannot {operation} run {run_id} on the workflow's current code: " + "; ".join(reasons)
+        )

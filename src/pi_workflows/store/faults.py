@@ -47,6 +47,8 @@ COMMIT_POINTS: Final[Mapping[str, str]] = MappingProxyType(
         "lifecycle.time_out": "a running run times out; its unfinished attempt closes timed out",
         "lifecycle.cancel": "a nonterminal run is cancelled, under its claim or a control claim",
         "lifecycle.restart": "an ended or paused run is queued to run again in a new round",
+        "lifecycle.fork": "a fork of a run is reserved with what it carries from its source",
+        "lifecycle.upgrade": "a parked run's source is replaced by the workflow's current code",
         "lifecycle.recover": "a running run whose runner is gone is made claimable again",
         "lifecycle.time_out_node": "a node past its deadline is settled timed out, run queued",
         "lifecycle.expire_request": "an open request past its deadline closes, its run queued",

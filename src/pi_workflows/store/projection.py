@@ -27,6 +27,7 @@ VIEW_COLUMNS = (
     "updated_at",
     "finished_at",
     "parent_run_id",
+    "forked_from",
 )
 
 
@@ -35,7 +36,7 @@ def expected_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | Non
     row = conn.execute(
         "SELECT r.run_id, r.workflow_name, r.status, r.park_reason, r.current_node, r.revision,"
         " r.created_at, r.updated_at, r.finished_at, q.status, COALESCE(l.generation, 0),"
-        " r.parent_run_id"
+        " r.parent_run_id, r.forked_from"
         " FROM runs r LEFT JOIN run_queue q USING (run_id) LEFT JOIN leases l USING (run_id)"
         " WHERE r.run_id = ?",
         (run_id,),
@@ -65,6 +66,7 @@ def expected_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | Non
         "updated_at": row[7],
         "finished_at": row[8],
         "parent_run_id": row[11],
+        "forked_from": row[12],
     }
 
 

@@ -3,15 +3,15 @@
 ``reserve`` creates a queued run (revision 1, its ``run.reserved`` event, through
 ``run_rows.insert_run``) with its definition snapshot, input and the source identity it
 must execute; ``restart`` queues an
-ended or paused run to run again from its start in a new round, optionally on its
-re-resolved source. Each is one transaction.
+ended or paused run to run again from its start (a fork: its fork point) in a new round,
+optionally on its re-resolved source. Each is one transaction.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pi_workflows.store import attempts, interactions, jsoncol, signals, tree
+from pi_workflows.store import attempts, forks, interactions, jsoncol, signals, tree
 from pi_workflows.store.claims import Claim
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import InvalidTransitionError
@@ -23,7 +23,7 @@ from pi_workflows.store.run_rows import (
     insert_run,
     store_definition,
 )
-from pi_workflows.store.runs import RunRow, WriteResult, write_run
+from pi_workflows.store.runs import RunRow, WriteResult, read_run, write_run
 from pi_workflows.store.states import AttemptStatus, NextCommand, Operation
 from pi_workflows.store.transitions import apply_transition
 
@@ -44,17 +44,17 @@ def restart(
     expected_revision: int | None = None,
     claims: Mapping[str, Claim] | None = None,
 ) -> WriteResult:
-    """Queue a paused, waiting, failed, timed-out or cancelled run to run again from its
-    start.
+    """Queue a paused, waiting or ended run (completed too) to run again from its start.
 
     Starts a new round: earlier attempts stay as history, but the next runner sees no
     outputs, results or steps, and events the old round never took are discarded (a wait,
-    a request or a sleep of the old round is cancelled). Refused while any effect of the
-    run is ambiguous (an operator resolves those first); idempotent effects left pending by
-    a lost runner are cancelled. The child runs of the old round are cancelled in the same
-    transaction (``claims``: the live claims of those still running); the new round starts
-    new children. A child run is never restarted alone (its parent's join counted its end):
-    its parent's restart starts a new one.
+    a request or a sleep of the old round is cancelled). A fork's start is its fork point:
+    its new round carries again what the fork carried (``forks.carry_again``). Refused
+    while any effect of the run is ambiguous (an operator resolves those first); idempotent
+    effects left pending by a lost runner are cancelled. The child runs of the old round
+    are cancelled in the same transaction (``claims``: the live claims of those still
+    running); the new round starts new children. A child run is never restarted alone (its
+    parent's join counted its end): its parent's restart starts a new one.
     ``new_source`` (the re-resolved run and its definition digest) replaces the recorded
     source identity, so a restart runs the code as it is now.
     """
@@ -101,6 +101,10 @@ def restart(
             " WHERE run_id = ?",
             (run_id,),
         )
+        # A fork starts each round at its fork point, with what it carried.
+        forks.carry_again(
+            tx, run, run.round + 1, None if new_source is None else new_source[0].definition
+        )
         if new_source is not None:
             fresh, digest = new_source
             store_definition(tx, fresh)
@@ -115,11 +119,13 @@ def restart(
             )
 
     with db.atomic("lifecycle.restart") as tx:
+        before = read_run(tx.conn, run_id)
         result = write_run(
             db,
             run_id,
             name="lifecycle.restart",
             event_type="run.restarted",
+            event_data={"round": before.round + 1, "from": before.status.value},
             claim=None,
             expected_revision=expected_revision,
             apply=apply,

@@ -2,8 +2,9 @@
 and first event.
 
 Owns how a run comes to exist, inside a caller's transaction: ``reservations.reserve`` (a
-client's or a schedule's run) and ``children`` (a parent's child runs) both insert through
-``insert_run``, so every run starts the same way. Changes no run's status afterwards.
+client's or a schedule's run), ``children`` (a parent's child runs) and ``forks`` (a fork of
+a run) all insert through ``insert_run``, so every run starts the same way. Changes no
+run's status afterwards.
 """
 
 from __future__ import annotations
@@ -63,6 +64,11 @@ class NewRun:
     # which gets its parent's.
     environment: RunEnvironment | None = None
 
+    # A fork (store/forks.py): the source run and the node visit it starts at; a root run.
+    forked_from: str | None = None
+    fork_node: str | None = None
+    fork_visit: int | None = None
+
 
 def _parent_environment(tx: Transaction, parent_run_id: str | None) -> RunEnvironment:
     """The environment a child run gets: its parent's, as recorded."""
@@ -99,13 +105,14 @@ def store_definition(tx: Transaction, new_run: NewRun) -> None:
 
 def insert_run(tx: Transaction, new_run: NewRun, run_id: str) -> WriteResult:
     """Insert a queued run (its definition is already stored) inside ``tx``: the run, its
-    sources, its queue row, its first event and its viewer row. ``reserve`` and a parent's
-    join (``children``) call it; nothing else creates runs."""
+    sources, its queue row, its first event and its viewer row. ``reserve``, a parent's
+    join (``children``) and a fork (``forks``) call it; nothing else creates runs."""
     tx.conn.execute(
         "INSERT INTO runs (run_id, workflow_name, definition_digest, input_json, input_ref,"
         " input_hash, status, revision, origin, origin_session, execution_mode, created_at,"
-        " updated_at, schedule_id, schedule_fire_at, parent_run_id, root_run_id, depth)"
-        " VALUES (?, ?, ?, ?, ?, ?, 'queued', 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " updated_at, schedule_id, schedule_fire_at, parent_run_id, root_run_id, depth,"
+        " forked_from, fork_node, fork_visit)"
+        " VALUES (?, ?, ?, ?, ?, ?, 'queued', 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             run_id,
             new_run.workflow_name,
@@ -122,6 +129,9 @@ def insert_run(tx: Transaction, new_run: NewRun, run_id: str) -> WriteResult:
             new_run.parent_run_id,
             new_run.root_run_id,
             new_run.depth,
+            new_run.forked_from,
+            new_run.fork_node,
+            new_run.fork_visit,
         ),
     )
     source = new_run.source
@@ -156,3 +166,12 @@ def insert_run(tx: Transaction, new_run: NewRun, run_id: str) -> WriteResult:
     )
     project_run(tx.conn, run_id)
     return WriteResult(run_id, 1, RunStatus.QUEUED, "run.reserved")
+
+
+def stored_definition(conn: sqlite3.Connection, digest: str) -> dict[str, Any]:
+    """The definition snapshot stored under ``digest`` (``{}`` when there is none)."""
+    row = conn.execute("SELECT data FROM blobs WHERE digest = ?", (digest,)).fetchone()
+    if row is None:
+        return {}
+    value = jsoncol.loads(bytes(row[0]).decode("utf-8"))
+    return value if isinstance(value, dict) else {}

@@ -82,6 +82,14 @@ CREATE TABLE runs (
     parent_run_id TEXT REFERENCES runs (run_id),
     root_run_id TEXT REFERENCES runs (run_id),
     depth INTEGER NOT NULL DEFAULT 0 CHECK (depth >= 0),
+    -- A fork (store/forks.py): the run it was forked from and the node visit it starts at.
+    -- Set at reservation, never changed; all three NULL for a run that is not a fork. A
+    -- fork is a root of its own tree, never a child of its source (cancel, pause and the
+    -- tree invariants never reach it); no foreign key, so retention may remove the source
+    -- while the fork keeps its lineage.
+    forked_from TEXT,
+    fork_node TEXT,
+    fork_visit INTEGER CHECK (fork_visit IS NULL OR fork_visit >= 1),
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL,
     finished_at INTEGER,
@@ -90,7 +98,10 @@ CREATE TABLE runs (
     CHECK (output_json IS NULL OR output_ref IS NULL),
     CHECK ((schedule_id IS NULL) = (schedule_fire_at IS NULL)),
     CHECK ((parent_run_id IS NULL) = (root_run_id IS NULL)),
-    CHECK ((parent_run_id IS NULL) = (depth = 0))
+    CHECK ((parent_run_id IS NULL) = (depth = 0)),
+    CHECK ((forked_from IS NULL) = (fork_node IS NULL)),
+    CHECK ((forked_from IS NULL) = (fork_visit IS NULL)),
+    CHECK (forked_from IS NULL OR parent_run_id IS NULL)
 ) STRICT;
 CREATE INDEX runs_running ON runs (run_id) WHERE status = 'running';
 CREATE INDEX runs_by_session ON runs (origin_session, created_at) WHERE origin_session IS NOT NULL;
@@ -107,6 +118,8 @@ CREATE INDEX runs_by_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT N
 CREATE INDEX runs_by_root ON runs (root_run_id) WHERE root_run_id IS NOT NULL;
 -- run list shows root runs by default: newest first without a scan of the children.
 CREATE INDEX runs_roots_by_age ON runs (created_at, run_id) WHERE parent_run_id IS NULL;
+-- A run's forks (run show's lineage, run list --lineage).
+CREATE INDEX runs_by_fork ON runs (forked_from) WHERE forked_from IS NOT NULL;
 
 -- What the run executes: the root source identity and every mounted source.
 CREATE TABLE run_sources (
@@ -180,6 +193,10 @@ CREATE TABLE node_attempts (
     error TEXT,
     -- The node deadline the server enforces while the attempt runs (NULL: none).
     deadline_at INTEGER,
+    -- A settled attempt a fork carried from its source (store/forks.py): the source's
+    -- attempt id (no foreign key: the source may be pruned). Its generation is 0 (no
+    -- runner of this run executed it).
+    carried_from TEXT,
     started_at INTEGER NOT NULL,
     finished_at INTEGER,
     -- The run revision whose event settled it (set with finished_at, never changed): the
@@ -188,7 +205,8 @@ CREATE TABLE node_attempts (
     UNIQUE (run_id, round, node_id, visit, attempt_no),
     CHECK ((status IN ('running', 'waiting')) = (finished_at IS NULL)),
     CHECK ((finished_at IS NULL) = (finished_revision IS NULL)),
-    CHECK ((status IN ('retried', 'exhausted')) = (retry_outcome IS NOT NULL))
+    CHECK ((status IN ('retried', 'exhausted')) = (retry_outcome IS NOT NULL)),
+    CHECK (carried_from IS NULL OR status IN ('completed', 'failed', 'timed_out'))
 ) STRICT;
 CREATE UNIQUE INDEX node_attempts_one_unfinished
     ON node_attempts (run_id) WHERE status IN ('running', 'waiting');
@@ -594,8 +612,12 @@ CREATE TABLE effects (
     result_json TEXT,
     result_ref TEXT REFERENCES blobs (digest),
     error TEXT,
+    -- A settled effect a fork carried from its source as a receipt (store/forks.py): the
+    -- source's effect id (no foreign key). It is never reserved to run again.
+    carried_from TEXT,
     created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
+    updated_at INTEGER NOT NULL,
+    CHECK (carried_from IS NULL OR status IN ('applied', 'rejected'))
 ) STRICT;
 CREATE INDEX effects_by_run ON effects (run_id);
 CREATE INDEX effects_by_status ON effects (status);
@@ -692,7 +714,9 @@ CREATE TABLE viewer_runs (
     updated_at INTEGER NOT NULL,
     finished_at INTEGER,
     -- The parent of a child run: run list shows root runs unless asked for children.
-    parent_run_id TEXT
+    parent_run_id TEXT,
+    -- The source of a fork (runs.forked_from): watch and run list mark forks.
+    forked_from TEXT
 ) STRICT;
 CREATE INDEX viewer_runs_by_status ON viewer_runs (status, created_at, run_id);
 CREATE INDEX viewer_runs_by_age ON viewer_runs (created_at, run_id);

@@ -148,10 +148,9 @@ TRANSITIONS: dict[Operation, Transition] = {
     Operation.TIME_OUT: _t({R}, RunStatus.TIMED_OUT, needs_claim=True),
     Operation.CANCEL: _t({Q, R, W, P}, RunStatus.CANCELLED, needs_claim=True),
     # A waiting run (on a request, a sleep, a retry delay or an event) restarts too: its
-    # request or wait is cancelled with the old round (no runner holds it).
-    Operation.RESTART: _t(
-        {P, W, RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.CANCELLED}, Q, needs_claim=False
-    ),
+    # request or wait is cancelled with the old round (no runner holds it); so does every
+    # ended run, a completed one included (a fresh round from the original input).
+    Operation.RESTART: _t({P, W, *TERMINAL_STATUSES}, Q, needs_claim=False),
 }
 
 

@@ -14,6 +14,7 @@ from pi_workflows.store import (
     effects,
     interactions,
     jsoncol,
+    lineage,
     progress,
     schedules,
     signals,
@@ -50,7 +51,7 @@ def _view_value(
 
 SUMMARY_COLUMNS = (
     "run_id, workflow_name, status, run_status, queue_status, park_reason, current_node,"
-    " revision, created_at, updated_at, finished_at, parent_run_id"
+    " revision, created_at, updated_at, finished_at, parent_run_id, forked_from"
 )
 
 
@@ -68,6 +69,7 @@ def _summary(row: sqlite3.Row) -> dict[str, Any]:
         "updatedAt": row[9],
         "finishedAt": row[10],
         "parentRunId": row[11],
+        "forkedFrom": row[12],
     }
 
 
@@ -196,7 +198,7 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
     ).fetchone()[0]
     attempt_rows = conn.execute(
         "SELECT * FROM (SELECT attempt_id, node_id, visit, attempt_no, status, round, rowid AS r,"
-        " started_at, finished_at, error, try_no, retry_outcome"
+        " started_at, finished_at, error, try_no, retry_outcome, carried_from"
         " FROM node_attempts WHERE run_id = ? ORDER BY started_at DESC, rowid DESC LIMIT ?)"
         " ORDER BY r",
         (run_id, VIEW_MAX_ITEMS),
@@ -242,6 +244,7 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         ).fetchone()[0],
         "origin": run.origin,
         **tree_view.tree_fields(conn, run_id),
+        "lineage": lineage.lineage_of(conn, run_id),
         "schedule": schedules.provenance(conn, [run_id]).get(run_id),
         "messages": run_messages(conn, run_id),
         "input": run_input,
@@ -264,6 +267,7 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
                 "error": row[9],
                 "tryNo": row[10],
                 "retryOutcome": row[11],
+                "carriedFrom": row[12],
                 **_attempt_log_fields(logs.get(row[0]), row[0] in shown_tracebacks),
                 "progress": progressed.get(row[0]),
             }
@@ -363,6 +367,28 @@ def list_runs_page(
     more = len(rows) > limit
     cursor = f"{runs[-1]['createdAt']}:{runs[-1]['runId']}" if more and runs else None
     return runs, cursor
+
+
+def list_lineage(conn: sqlite3.Connection, run_id: str, limit: int = 100) -> list[dict[str, Any]]:
+    """Summaries of the runs that came from ``run_id`` (``lineage.descendants``: its children
+    and forks, theirs, and so on), each with ``via`` (``child`` or ``fork``), ``from`` (the
+    run it came from) and ``generation``, oldest generation first, then oldest first."""
+    read_run(conn, run_id)  # RunNotFoundError for an unknown run
+    found = lineage.descendants(conn, run_id, limit)
+    if not found:
+        return []
+    facts = {item["runId"]: item for item in found}
+    marks = ", ".join("?" for _ in facts)
+    rows = conn.execute(
+        f"SELECT {SUMMARY_COLUMNS} FROM viewer_runs WHERE run_id IN ({marks})", tuple(facts)
+    ).fetchall()
+    runs = [{**_summary(row), **_relation(facts[row[0]])} for row in rows]
+    runs.sort(key=lambda run: (run["generation"], run["createdAt"], run["runId"]))
+    return _with_children(conn, _with_schedules(conn, runs))
+
+
+def _relation(item: dict[str, Any]) -> dict[str, Any]:
+    return {"via": item["via"], "from": item["from"], "generation": item["generation"]}
 
 
 def node_output(conn: sqlite3.Connection, run_id: str, node_id: str) -> dict[str, Any] | None:

@@ -141,10 +141,11 @@ def graph(conn: sqlite3.Connection, run: RunRow) -> dict[str, Any]:
     """The run's graph: ``{start, nodes: [GraphNode], edges: [{from, to, label}]}``.
 
     ``GraphNode`` is ``{id, kind, layer, state, visits, attempts, current, effect,
-    attemptId, error}``: ``state`` is ``pending`` (not run in this round) or the status of
+    attemptId, error, carried}``: ``state`` is ``pending`` (not run in this round) or the status of
     its latest attempt (``running``, ``waiting``, ``completed``, ``failed``, ``timed_out``,
     ``cancelled``, ``interrupted``); ``visits`` counts settled attempts and ``attempts``
-    every attempt of this round; ``current`` marks the run's current node.
+    every attempt of this round; ``current`` marks the run's current node; ``carried``
+    that its latest attempt is one a fork carried from its source.
     """
     definition = _definition(conn, run.definition_digest)
     nodes = definition.get("nodes", {})
@@ -152,15 +153,15 @@ def graph(conn: sqlite3.Connection, run: RunRow) -> dict[str, Any]:
     edges = _edges(definition)
     layers = _layers(definition.get("start"), node_ids, edges)
     rows = conn.execute(
-        "SELECT node_id, attempt_id, status, error FROM node_attempts"
+        "SELECT node_id, attempt_id, status, error, carried_from FROM node_attempts"
         " WHERE run_id = ? AND round = ? ORDER BY rowid",
         (run.run_id, run.round),
     ).fetchall()
-    latest: dict[str, tuple[str, str, str | None]] = {}
+    latest: dict[str, tuple[str, str, str | None, bool]] = {}
     tried: dict[str, int] = {}
     settled: dict[str, int] = {}
-    for node_id, attempt_id, status, error in rows:
-        latest[node_id] = (attempt_id, status, error)
+    for node_id, attempt_id, status, error, carried in rows:
+        latest[node_id] = (attempt_id, status, error, carried is not None)
         tried[node_id] = tried.get(node_id, 0) + 1
         if status in ("completed", "failed", "timed_out"):
             settled[node_id] = settled.get(node_id, 0) + 1
@@ -181,6 +182,7 @@ def graph(conn: sqlite3.Connection, run: RunRow) -> dict[str, Any]:
                 "effect": effect.get("type") if isinstance(effect, dict) else None,
                 "attemptId": None if attempt is None else attempt[0],
                 "error": None if attempt is None else attempt[2],
+                "carried": attempt is not None and attempt[3],
             }
         )
     return {"start": definition.get("start"), "nodes": shown, "edges": edges}

@@ -1,16 +1,18 @@
 """`pi-workflows run start|list|show|pause|resume|cancel|restart|signal`: start and control
 runs, and send them events.
 
-`run history` and `run logs` live in `run_history.py` and are added to this group by
-`cli.main`.
+`run history` and `run logs` live in `run_history.py`, `run fork` and `run upgrade` in
+`run_lineage.py`; `_RunGroup` adds them to this group when they are used.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import click
 
@@ -27,26 +29,32 @@ from pi_workflows.cli.options import (
 from pi_workflows.cli.output import console, plain, print_json, render_runs
 from pi_workflows.cli.show import render_run
 from pi_workflows.cli.waiting import FAILED_STATUSES, follow_run
-from pi_workflows.client import Receipt
+from pi_workflows.client import Client, ClientError, Receipt
 
 __all__ = ["run"]
 
 
 class _RunGroup(click.Group):
-    """The ``run`` group; ``history`` and ``logs`` (and their timeline formatting) are
-    imported only when one of them runs or the group's help lists them."""
+    """The ``run`` group; ``history`` and ``logs`` (and their timeline formatting), ``fork``
+    and ``upgrade`` are imported only when one of them runs or the group's help lists
+    them."""
 
-    _LAZY = ("history", "logs")
+    _LAZY: Final[Mapping[str, str]] = {
+        "history": "run_history",
+        "logs": "run_history",
+        "fork": "run_lineage",
+        "upgrade": "run_lineage",
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self._LAZY})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self._LAZY and cmd_name not in self.commands:
-            from pi_workflows.cli.commands import run_history  # noqa: PLC0415
-
-            self.add_command(run_history.history)
-            self.add_command(run_history.logs)
+            module = importlib.import_module(f"pi_workflows.cli.commands.{self._LAZY[cmd_name]}")
+            for name, where in self._LAZY.items():
+                if where == self._LAZY[cmd_name]:
+                    self.add_command(getattr(module, name))
         return super().get_command(ctx, cmd_name)
 
 
@@ -170,6 +178,10 @@ def start(
     "--children", "with_children", is_flag=True,
     help="Also child runs (of a subworkflow or fan_out node); hidden otherwise.",
 )  # fmt: skip
+@click.option(
+    "--lineage", "lineage_of", metavar="RUN_ID",
+    help="Instead: the runs that came from RUN_ID (its forks and children, theirs, ...).",
+)  # fmt: skip
 @json_option
 @click.pass_context
 def list_runs(
@@ -182,20 +194,27 @@ def list_runs(
     cursor: str | None,
     every: bool,
     with_children: bool,
+    lineage_of: str | None,
     as_json: bool,
 ) -> None:
     """List runs, newest first, a page at a time (100 unless --limit; --all for every run).
 
     Child runs are left out unless --children; a parent waiting on its children shows
-    their progress (`waiting 3/10 done`). When more runs match, the last line names the
-    cursor of the next page.
+    their progress (`waiting 3/10 done`), a fork is marked `(fork)`. When more runs match,
+    the last line names the cursor of the next page. `--lineage RUN_ID` lists the runs
+    that came from RUN_ID instead, oldest generation first (with --limit only).
 
     \b
     Example:
       pi-workflows run list --status failed --workflow triage --since 3d
       pi-workflows run list --schedule nightly
+      pi-workflows run list --lineage run_123
     """
     client = make_client(ctx)
+    if lineage_of is not None:
+        _list_lineage(client, lineage_of, limit, as_json, (statuses, workflow, schedule_name,
+                      since, cursor, every, with_children))  # fmt: skip
+        return
     status = list(statuses) or None
     if every:
         found = client.iter_runs(
@@ -215,6 +234,23 @@ def list_runs(
     if following is not None:
         again = _filters(list(statuses), workflow, schedule_name, since, limit, with_children)
         click.echo(f"more runs: pi-workflows run list {again}--after {following}")
+
+
+def _list_lineage(
+    client: Client, run_id: str, limit: int | None, as_json: bool, others: tuple[Any, ...]
+) -> None:
+    """`run list --lineage RUN_ID`: the runs that came from it, each marked with how."""
+    if any(others):
+        raise click.UsageError("--lineage takes no other filter than --limit")
+    runs = client.list_lineage(run_id, limit=limit)
+    if as_json:
+        print_json({"runs": runs, "next": None})
+        return
+    if not runs:
+        click.echo(f"no run came from run {run_id}")
+        return
+    click.echo(f"runs that came from run {run_id} (oldest generation first):")
+    console().print(render_runs(runs))
 
 
 def _filters(
@@ -284,8 +320,17 @@ def show(
     view = client.get_run_complete(run_id)
     if as_json:
         print_json(view)
-    else:
-        console().print(render_run(view, verbose=verbose))
+        return
+    if view.get("runStatus") == "paused" and view.get("parkReason") in _CODE_PARKS:
+        try:  # what `run upgrade` would do, for the summary's next step and its own section
+            view = {**view, "upgrade": client.upgrade(run_id, dry_run=True).body}
+        except ClientError as exc:
+            view = {**view, "upgrade": {"possible": False, "refusal": exc.message}}
+    console().print(render_run(view, verbose=verbose))
+
+
+_CODE_PARKS = frozenset({"workflowSourceChanged", "workflowLoadFailed"})
+"""Park reasons of a run whose code changed: `run show` asks what `run upgrade` would do."""
 
 
 @run.command("pause")
@@ -352,7 +397,11 @@ def cancel(
 @json_option
 @click.pass_context
 def restart(ctx: click.Context, run_id: str, idempotency_key: str | None, as_json: bool) -> None:
-    """Run the workflow of RUN_ID again from its start, as a new generation of the same run.
+    """Run the workflow of RUN_ID again from its start, as a new round of the same run.
+
+    Works from every status but queued and running, completed included; the new round runs
+    the workflow's code as it is now. A fork starts again from its fork point, with what it
+    carried from its source.
 
     \b
     Example:

@@ -197,7 +197,10 @@ class RunScreen(Screen[None]):
         """Show a pushed run view: the graph and the run's details."""
         self.view = view
         run = view.get("run") or {}
-        self.sub_title = f"{plain(run.get('workflow'))} · {plain(run.get('status'))}"
+        lineage = run.get("lineage") if isinstance(run.get("lineage"), dict) else {}
+        source = lineage.get("forkedFrom") if isinstance(lineage, dict) else None
+        fork = f" · fork of {plain(source.get('runId'))}" if isinstance(source, dict) else ""
+        self.sub_title = f"{plain(run.get('workflow'))} · {plain(run.get('status'))}{fork}"
         self.query_one("#graph", Static).update(render_run_graph(view.get("graph") or {}))
         self.query_one("#run", Static).update(render_run(run))
 

@@ -5,13 +5,15 @@ workflows, runs, values), ``interactions`` (checkpoint and decision answers, sub
 ``sessions`` (origin-session coordination), ``effects``, ``state``, ``history`` (event log
 and attempt logs), ``watch`` (live run and run-list views), ``retention`` (``state.prune``),
 ``workflows`` (show and check one workflow), ``signals`` (events sent to runs),
-``schedules`` (durable schedules), ``uploads`` (large inputs sent before ``run.start``).
+``schedules`` (durable schedules), ``uploads`` (large inputs sent before ``run.start``),
+``lineage`` (fork and upgrade).
 """
 
 from pi_workflows.server.handlers import (
     effects,
     history,
     interactions,
+    lineage,
     retention,
     runs,
     schedules,
@@ -25,6 +27,6 @@ from pi_workflows.server.handlers import (
 from pi_workflows.server.handlers.registry import dispatch, operation
 from pi_workflows.server.peers import current_peer
 
-__all__ = ["current_peer", "dispatch", "effects", "interactions", "operation", "runs",
+__all__ = ["current_peer", "dispatch", "effects", "interactions", "lineage", "operation", "runs",
            "schedules", "sessions", "signals", "state",
            "history", "retention", "uploads", "watch", "workflows"]  # fmt: skip

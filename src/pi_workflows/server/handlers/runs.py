@@ -266,10 +266,20 @@ async def run_start(server: ServerContext, request: Request) -> dict[str, Any]:
 
 @operation("run.list")
 async def run_list(server: ServerContext, request: Request) -> dict[str, Any]:
-    """``{status?, workflow?, schedule?, since?, after?, limit?, children?}``: run
+    """``{status?, workflow?, schedule?, since?, after?, limit?, children?, lineage?}``: run
     summaries, newest first, and ``next``, the cursor of the following page (null on the
     last page); ``schedule`` (a name or id) keeps the runs that schedule started; child runs
-    are left out unless ``children`` is true."""
+    are left out unless ``children`` is true. ``lineage`` (a run id, with ``limit`` only)
+    lists the runs that came from that run instead: its children and forks, theirs, and so
+    on, oldest generation first, each with ``via``, ``from`` and ``generation``."""
+    lineage = text(request.payload, "lineage", required=False)
+    if lineage is not None:
+        others = sorted(set(request.payload) - {"lineage", "limit"})
+        if others:
+            raise bad(f"payload field 'lineage' takes no other filter (got {', '.join(others)})")
+        with server.db.read() as conn:
+            found = views.list_lineage(conn, lineage, limit_of(request.payload, default=100))
+        return {"runs": found, "next": None}
     statuses = request.payload.get("status")
     if statuses is not None and (
         not isinstance(statuses, list) or not all(isinstance(s, str) for s in statuses)

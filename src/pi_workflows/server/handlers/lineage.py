@@ -1,0 +1,147 @@
+"""The lineage operations: fork a run from a node (``run.fork``) and let a parked run
+continue on changed workflow code (``run.upgrade``, or only what it would change with
+``dryRun``).
+
+Runs in the server. Each resolves the run's workflow as it is now (``runs.describe``: a
+resolver child, or its cached description while the sources are unchanged), then commits
+one store change (``forks.fork``,
+``upgrades.upgrade``) with its receipt; a dry run commits nothing and stores no receipt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pi_workflows.protocol import Request
+from pi_workflows.server.context import ServerContext
+from pi_workflows.server.handlers.registry import (
+    bad,
+    operation,
+    receipted,
+    run_id_of,
+    stored_receipt,
+    text,
+)
+from pi_workflows.server.handlers.runs import describe
+from pi_workflows.store import carry, forks, upgrades, values
+from pi_workflows.store.lifecycle import NewRun
+from pi_workflows.store.runs import read_run
+
+_UNSET = object()
+
+
+def _recorded(server: ServerContext, run_id: str) -> tuple[str, str | None, Any, str, str | None]:
+    """The run's source ref, project, input, execution mode and origin session."""
+    with server.db.read() as conn:
+        read_run(conn, run_id)  # RunNotFoundError first: an unknown run is notFound
+        row = conn.execute(
+            "SELECT s.source_ref, s.project_dir, r.input_json, r.input_ref, r.execution_mode,"
+            " r.origin_session FROM run_sources s JOIN runs r USING (run_id) WHERE run_id = ?",
+            (run_id,),
+        ).fetchone()
+        return row[0], row[1], values.load(conn, row[2], row[3]), row[4], row[5]
+
+
+async def _current(server: ServerContext, run_id: str, run_input: Any = _UNSET) -> NewRun:
+    """The run's workflow resolved as it is now, with ``run_input`` (default: the run's).
+    The cached description serves only while every source file is byte-for-byte the one it
+    described (``DescriptionCache``), so it is the code as it is now either way."""
+    ref, project, recorded, _, _ = _recorded(server, run_id)
+    return await describe(server, ref, project, recorded if run_input is _UNSET else run_input)
+
+
+def _visit_of(payload: dict[str, Any]) -> int | None:
+    visit = payload.get("visit")
+    if visit is not None and (not isinstance(visit, int) or isinstance(visit, bool) or visit < 1):
+        raise bad("payload field 'visit' must be a whole number from 1")
+    return visit
+
+
+@operation("run.fork", command=True)
+async def run_fork(server: ServerContext, request: Request) -> dict[str, Any]:
+    """``{fromNode, visit?, input?, originSession?, detached?}``: a new run of the source's
+    workflow as it is now, starting at ``visit`` (default: the latest) of ``fromNode`` with
+    what the source settled before it carried (``forks.fork``). ``input`` (when present)
+    replaces the source's input. It runs where the source did (its session, or detached)
+    unless ``originSession`` or ``detached`` says otherwise. The receipt names the fork
+    (``runId``), what it carried and the managed effects ahead of it."""
+    source_id = run_id_of(request)
+    stored = stored_receipt(server, request)
+    if stored is not None:
+        return stored
+    payload = request.payload
+    node_id = text(payload, "fromNode")
+    assert node_id is not None
+    visit = _visit_of(payload)
+    session = text(payload, "originSession", required=False)
+    detached = payload.get("detached")
+    if detached is not None and not isinstance(detached, bool):
+        raise bad("payload field 'detached' must be true or false")
+    _, _, _, mode, source_session = _recorded(server, source_id)
+    fresh = await _current(server, source_id, payload.get("input", _UNSET))
+    if detached is None:
+        detached = session is None and mode == "detached"
+    if detached and session is not None:
+        raise bad("a run is either detached or presented in an origin session, not both")
+    new_run = dataclasses.replace(
+        fresh,
+        origin=f"client:{request.client_id}",
+        origin_session=None if detached else (session or source_session),
+        detached=detached,
+    )
+
+    def change() -> tuple[str | None, dict[str, Any]]:
+        forked = forks.fork(server.db, source_id, node_id, new_run, visit=visit)
+        again = {(e["nodeId"], e["type"]) for e in forked.applied_again}
+        ahead = [
+            {**effect, "appliedInSource": (effect["nodeId"], effect["type"]) in again}
+            for effect in carry.effects_ahead(new_run.definition, node_id)
+        ]
+        fork_id = forked.result.run_id
+        return fork_id, {
+            "runId": fork_id,
+            "sourceRunId": source_id,
+            "nodeId": node_id,
+            "visit": forked.visit,
+            "workflow": new_run.workflow_name,
+            "status": forked.result.status.value,
+            "revision": forked.result.revision,
+            "carriedAttempts": forked.carried_attempts,
+            "carriedEffects": forked.carried_effects,
+            "effectsAhead": ahead,
+            "appliedAgain": forked.applied_again,
+        }
+
+    return receipted(server, request, change)
+
+
+@operation("run.upgrade", command=True)
+async def run_upgrade(server: ServerContext, request: Request) -> dict[str, Any]:
+    """``{dryRun?}``: let a paused or waiting run continue on its workflow's code as it is
+    now (``upgrades.upgrade``); the receipt is the plan that was carried out. With
+    ``dryRun`` the plan is returned and nothing is stored (no receipt)."""
+    run_id = run_id_of(request)
+    dry = request.payload.get("dryRun", False)
+    if not isinstance(dry, bool):
+        raise bad("payload field 'dryRun' must be true or false")
+    if not dry:
+        stored = stored_receipt(server, request)
+        if stored is not None:
+            return stored
+    fresh = await _current(server, run_id)
+    if dry:
+        with server.db.read() as conn:
+            return {"dryRun": True, **upgrades.plan(conn, run_id, fresh).to_json()}
+
+    def change() -> tuple[str | None, dict[str, Any]]:
+        result, found = upgrades.upgrade(server.db, run_id, fresh)
+        after = read_run(server.db.conn, run_id)
+        return run_id, {
+            "dryRun": False,
+            **found.to_json(),
+            "status": after.status.value,
+            "revision": result.revision,
+        }
+
+    return receipted(server, request, change)

@@ -1,0 +1,357 @@
+"""Forking a run: a new run that starts at one visit of a node of its source, on the
+workflow's current code, with what the source settled before that visit carried over.
+
+Owns the fork columns of ``runs`` (``forked_from``, ``fork_node``, ``fork_visit``) and the
+carried rows (``node_attempts.carried_from``, ``effects.carried_from``). ``fork`` is one
+transaction (``lifecycle.fork``): it checks the source (not queued or running, no effect
+applying or ambiguous), finds the fork point in the source's current round, checks that the
+new definition carries the recorded nodes (``carry``), inserts the fork through
+``run_rows.insert_run`` (revision 1, ``run.reserved``), copies every attempt the source
+settled before the fork point (round 0 of the fork, generation 0, ``carried_from``) and the
+effects those visits applied or rejected, as receipts under the fork's own keys, sets the
+fork's current node and step count, and appends ``run.forked`` (revision 2).
+
+A fork is a root run: ``parent_run_id`` stays NULL, so the tree operations (cancel, pause,
+resume, diagnose's tree invariants) never reach it from its source. It never writes a row
+of the source run, so forking moves none of the source's revisions and no runner of it (or
+of anything else) can see a conflict. ``carry_again`` lets a fork's restart start from its
+fork point again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from pi_workflows.protocol.effects import effect_key
+from pi_workflows.store import carry
+from pi_workflows.store.database import Database, Transaction
+from pi_workflows.store.errors import ForkPointError, GraphCarryError, InvalidTransitionError
+from pi_workflows.store.ids import new_id
+from pi_workflows.store.run_rows import (
+    NewRun,
+    insert_run,
+    read_environment,
+    store_definition,
+    stored_definition,
+)
+from pi_workflows.store.runs import RunRow, WriteResult, finish_change, read_run
+from pi_workflows.store.states import RunStatus
+
+__all__ = ["Forked", "carry_again", "fork", "unsettled_effects"]
+
+_SETTLED = ("completed", "failed", "timed_out")
+
+
+@dataclass(frozen=True)
+class Forked:
+    """A committed fork: the new run and what it carried.
+
+    ``applied_again``: the source's applied effects at or after the fork point (as
+    ``{effectId, nodeId, visit, type, kind}``): their nodes run again in the fork, as new
+    effects under the fork's keys.
+    """
+
+    result: WriteResult
+    source_run_id: str
+    node_id: str
+    visit: int
+    carried_attempts: int
+    carried_effects: int
+    applied_again: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class _Carried:
+    """A settled attempt to copy (from the source, or from a fork's round 0)."""
+
+    attempt_id: str
+    node_id: str
+    visit: int
+    attempt_no: int
+    status: str
+    try_no: int
+    output_json: str | None
+    output_ref: str | None
+    error: str | None
+    started_at: int
+    finished_at: int
+    carried_from: str  # what the copy records: the source attempt's id
+
+
+def unsettled_effects(conn: sqlite3.Connection, run_id: str) -> list[str]:
+    """The ids of the run's effects that are applying or ambiguous, oldest first."""
+    rows = conn.execute(
+        "SELECT effect_id FROM effects WHERE run_id = ? AND status IN ('applying', 'ambiguous')"
+        " ORDER BY created_at, rowid",
+        (run_id,),
+    ).fetchall()
+    return [str(row[0]) for row in rows]
+
+
+def _check_source(conn: sqlite3.Connection, source: RunRow) -> None:
+    if source.status in (RunStatus.QUEUED, RunStatus.RUNNING):
+        raise InvalidTransitionError(
+            source.run_id, "fork", source.status.value,
+            f"pause it first ('pi-workflows run pause {source.run_id}'), then fork it",
+        )  # fmt: skip
+    open_effects = unsettled_effects(conn, source.run_id)
+    if open_effects:
+        raise InvalidTransitionError(
+            source.run_id, "fork", source.status.value,
+            f"its effect(s) {', '.join(open_effects)} are applying or ambiguous; resolve them"
+            " with 'pi-workflows effect resolve' first",
+        )  # fmt: skip
+
+
+def _fork_point(
+    conn: sqlite3.Connection, source: RunRow, node_id: str, visit: int | None
+) -> tuple[int, int]:
+    """``(visit, rowid)`` of the first attempt of the fork visit in the source's current
+    round; ``visit`` None means the latest visit of the node."""
+    rows = conn.execute(
+        "SELECT visit, MIN(rowid) FROM node_attempts WHERE run_id = ? AND round = ?"
+        " AND node_id = ? GROUP BY visit ORDER BY visit",
+        (source.run_id, source.round, node_id),
+    ).fetchall()
+    if not rows:
+        ran = conn.execute(
+            "SELECT DISTINCT node_id FROM node_attempts WHERE run_id = ? AND round = ?"
+            " ORDER BY node_id",
+            (source.run_id, source.round),
+        ).fetchall()
+        names = ", ".join(str(row[0]) for row in ran) or "none"
+        raise ForkPointError(
+            source.run_id, node_id, visit,
+            f"run {source.run_id} never reached node {node_id} (in its current round); fork"
+            f" from a node it ran: {names}",
+        )  # fmt: skip
+    visits = {int(row[0]): int(row[1]) for row in rows}
+    chosen = max(visits) if visit is None else visit
+    if chosen not in visits:
+        raise ForkPointError(
+            source.run_id, node_id, visit,
+            f"run {source.run_id} ran node {node_id} {len(visits)} time(s) (visits"
+            f" {_ranges(sorted(visits))}); there is no visit {visit}",
+        )  # fmt: skip
+    return chosen, visits[chosen]
+
+
+def _ranges(numbers: list[int]) -> str:
+    if numbers == list(range(numbers[0], numbers[-1] + 1)) and len(numbers) > 2:
+        return f"{numbers[0]}-{numbers[-1]}"
+    return ", ".join(str(n) for n in numbers)
+
+
+def _settled_before(
+    conn: sqlite3.Connection, run_id: str, round_no: int, rowid: int
+) -> list[_Carried]:
+    rows = conn.execute(
+        "SELECT attempt_id, node_id, visit, attempt_no, status, try_no, output_json,"
+        " output_ref, error, started_at, finished_at FROM node_attempts"
+        " WHERE run_id = ? AND round = ? AND rowid < ? AND status IN (?, ?, ?) ORDER BY rowid",
+        (run_id, round_no, rowid, *_SETTLED),
+    ).fetchall()
+    return [_carried(row, str(row[0])) for row in rows]
+
+
+def _carried(row: sqlite3.Row, origin: str) -> _Carried:
+    return _Carried(
+        attempt_id=row[0], node_id=row[1], visit=row[2], attempt_no=row[3], status=row[4],
+        try_no=row[5], output_json=row[6], output_ref=row[7], error=row[8],
+        started_at=row[9], finished_at=row[10], carried_from=origin,
+    )  # fmt: skip
+
+
+def _copy_attempts(
+    tx: Transaction, run_id: str, round_no: int, rows: list[_Carried]
+) -> dict[tuple[str, int], str]:
+    """Insert the carried attempts into ``run_id``'s round ``round_no`` in order; the new
+    attempt id of each (node, visit). Their ``finished_revision`` is 0, no event of the
+    fork: they ran in the source, whose trace has their spans, so the OpenTelemetry
+    exporter never exports them again."""
+    copied: dict[tuple[str, int], str] = {}
+    for row in rows:
+        attempt_id = new_id("att")
+        tx.conn.execute(
+            "INSERT INTO node_attempts (attempt_id, run_id, round, node_id, visit, attempt_no,"
+            " generation, status, try_no, output_json, output_ref, error, carried_from,"
+            " started_at, finished_at, finished_revision)"
+            " VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            (
+                attempt_id, run_id, round_no, row.node_id, row.visit, row.attempt_no,
+                row.status, row.try_no, row.output_json, row.output_ref, row.error,
+                row.carried_from, row.started_at, row.finished_at,
+            ),
+        )  # fmt: skip
+        copied[(row.node_id, row.visit)] = attempt_id
+    return copied
+
+
+_EFFECT_COLUMNS = (
+    "e.effect_id, e.effect_type, e.effect_kind, e.node_id, e.visit, e.fingerprint, e.status,"
+    " e.attempt_count, e.result_json, e.result_ref, e.error, e.created_at, e.updated_at,"
+    " a.round, e.carried_from"
+)
+
+
+def _effects_of(conn: sqlite3.Connection, run_id: str) -> list[sqlite3.Row]:
+    return conn.execute(
+        f"SELECT {_EFFECT_COLUMNS} FROM effects e"
+        " LEFT JOIN node_attempts a ON a.attempt_id = e.node_attempt_id"
+        " WHERE e.run_id = ? ORDER BY e.created_at, e.rowid",
+        (run_id,),
+    ).fetchall()
+
+
+def _copy_effect(
+    tx: Transaction,
+    row: sqlite3.Row,
+    run_id: str,
+    round_no: int,
+    attempt_id: str,
+    origin: str,
+) -> None:
+    """One settled effect (``row``, with its attempts) as a receipt of ``attempt_id`` under
+    ``run_id``'s own key, recording ``origin`` as where it came from: a reservation of that
+    visit finds it applied (or rejected) and never runs its body."""
+    effect_id = new_id("eff")
+    node_id, visit, effect_type = str(row[3]), int(row[4]), str(row[1])
+    tx.conn.execute(
+        "INSERT INTO effects (effect_id, run_id, effect_key, node_attempt_id, effect_type,"
+        " effect_kind, node_id, visit, fingerprint, status, attempt_count, result_json,"
+        " result_ref, error, carried_from, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            effect_id, run_id, effect_key(run_id, round_no, node_id, visit, effect_type),
+            attempt_id, effect_type, row[2], node_id, visit, row[5], row[6], row[7], row[8],
+            row[9], row[10], origin, row[11], row[12],
+        ),
+    )  # fmt: skip
+    tx.conn.execute(
+        "INSERT INTO effect_attempts (effect_id, attempt_no, generation, node_attempt_id,"
+        " status, receipt_json, started_at, finished_at) SELECT ?, attempt_no, 0, ?, status,"
+        " receipt_json, started_at, finished_at FROM effect_attempts WHERE effect_id = ?"
+        " AND status IN ('applied', 'rejected')",
+        (effect_id, attempt_id, row[0]),
+    )
+
+
+def fork(
+    db: Database,
+    source_id: str,
+    node_id: str,
+    new_run: NewRun,
+    *,
+    visit: int | None = None,
+    run_id: str | None = None,
+) -> Forked:
+    """Create a fork of ``source_id`` at ``visit`` of ``node_id`` (its latest visit when
+    None), to run ``new_run`` (the workflow as it is now, with the input the fork takes).
+
+    Refused (nothing stored) when the source is queued or running
+    (``InvalidTransitionError``: pause it first), has an effect applying or ambiguous (the
+    ids are named), never reached that visit or the new code has no such node
+    (``ForkPointError``), or the new code cannot carry what the source recorded before it
+    (``GraphCarryError``).
+    """
+    fork_id = run_id or new_id("run")
+    with db.atomic("lifecycle.fork") as tx:
+        source = read_run(tx.conn, source_id)
+        _check_source(tx.conn, source)
+        nodes = carry.node_kinds(new_run.definition)
+        if node_id not in nodes:
+            raise ForkPointError(
+                source_id, node_id, visit,
+                f"workflow {new_run.workflow_name} has no node {node_id} (its nodes:"
+                f" {', '.join(sorted(nodes))})",
+            )  # fmt: skip
+        chosen, rowid = _fork_point(tx.conn, source, node_id, visit)
+        rows = _settled_before(tx.conn, source_id, source.round, rowid)
+        old = stored_definition(tx.conn, source.definition_digest)
+        problems = carry.carry_problems(
+            old, new_run.definition, recorded=[r.node_id for r in rows], resume_at=node_id
+        )
+        if problems:
+            raise GraphCarryError(source_id, "fork", problems)
+        store_definition(tx, new_run)
+        insert_run(
+            tx,
+            dataclasses.replace(
+                new_run, forked_from=source_id, fork_node=node_id, fork_visit=chosen,
+                parent_run_id=None, root_run_id=None, depth=0,
+                environment=new_run.environment or read_environment(tx.conn, source_id),
+            ),
+            fork_id,
+        )  # fmt: skip
+        copied = _copy_attempts(tx, fork_id, 0, rows)
+        carried, again = 0, []
+        for row in _effects_of(tx.conn, source_id):
+            if row[13] != source.round:
+                continue
+            target = copied.get((str(row[3]), int(row[4])))
+            if target is not None and row[6] in ("applied", "rejected"):
+                _copy_effect(tx, row, fork_id, 0, target, str(row[0]))
+                carried += 1
+            elif target is None and row[6] == "applied":
+                again.append(
+                    {"effectId": row[0], "nodeId": row[3], "visit": row[4], "type": row[1],
+                     "kind": row[2]}
+                )  # fmt: skip
+        tx.conn.execute(
+            "UPDATE runs SET current_node = ?, step_count = ? WHERE run_id = ?",
+            (node_id, len(rows), fork_id),
+        )
+        data = {
+            "sourceRunId": source_id,
+            "nodeId": node_id,
+            "visit": chosen,
+            "carriedAttempts": len(rows),
+            "carriedEffects": carried,
+        }
+        result = finish_change(tx, fork_id, 1, "run.forked", data)
+        return Forked(result, source_id, node_id, chosen, len(rows), carried, again)
+
+
+def carry_again(
+    tx: Transaction, run: RunRow, round_no: int, definition: dict[str, Any] | None
+) -> bool:
+    """A fork's restart: copy what the fork carried (its round 0 rows with
+    ``carried_from``) into ``round_no`` and make its fork node current again, so the new
+    round starts from the fork point. ``definition``: the code the new round runs (None:
+    the recorded one). Returns False for a run that is not a fork (nothing done)."""
+    row = tx.conn.execute(
+        "SELECT fork_node FROM runs WHERE run_id = ? AND forked_from IS NOT NULL",
+        (run.run_id,),
+    ).fetchone()
+    if row is None:
+        return False
+    node_id = str(row[0])
+    carried = [
+        _carried(found, str(found[11]))
+        for found in tx.conn.execute(
+            "SELECT attempt_id, node_id, visit, attempt_no, status, try_no, output_json,"
+            " output_ref, error, started_at, finished_at, carried_from FROM node_attempts"
+            " WHERE run_id = ? AND round = 0 AND carried_from IS NOT NULL ORDER BY rowid",
+            (run.run_id,),
+        )
+    ]
+    if definition is not None:
+        old = stored_definition(tx.conn, run.definition_digest)
+        problems = carry.carry_problems(
+            old, definition, recorded=[c.node_id for c in carried], resume_at=node_id
+        )
+        if problems:
+            raise GraphCarryError(run.run_id, "restart", problems)
+    copied = _copy_attempts(tx, run.run_id, round_no, carried)
+    for effect in _effects_of(tx.conn, run.run_id):
+        target = copied.get((str(effect[3]), int(effect[4])))
+        if effect[14] is not None and effect[13] == 0 and target is not None:
+            _copy_effect(tx, effect, run.run_id, round_no, target, str(effect[14]))
+    tx.conn.execute(
+        "UPDATE runs SET current_node = ?, step_count = ? WHERE run_id = ?",
+        (node_id, len(carried), run.run_id),
+    )
+    return True

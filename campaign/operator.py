@@ -86,19 +86,34 @@ def act(ctx: SeedContext, *, stuck_seconds: float) -> None:
 
 
 def _below(ctx: SeedContext, track: RunTrack) -> None:
-    """A parent's children that a fault parked (a runner crashed too often, ...): a person
-    resumes them, as the parent's `run show` says (its `needsPerson`); a pause of the
-    parent's tree is resumed with the parent, and a stopped server resumes its runs."""
+    """A parent's children that a fault parked (a runner crashed too often, an effect left
+    ambiguous, ...): a person resolves their effects from the witnesses and resumes them, as
+    the parent's `run show` says (its `needsPerson`); a pause of the parent's tree is
+    resumed with the parent, and a stopped server resumes its runs."""
     for below in (track.view or {}).get("needsPerson") or []:
         reason = below.get("parkReason")
         child = str(below.get("runId"))
-        if below.get("status") != "paused" or reason in ("userPaused", "serverStopped"):
+        status = below.get("status")
+        if status not in ("paused", "ambiguous") or reason in ("userPaused", "serverStopped"):
             continue
         if track.child_resumes.get(child, 0) >= MAX_RESUMES:
+            continue
+        if status == "ambiguous" and not _resolve_effects_of(ctx, track, child, terminal=False):
             continue
         track.child_resumes[child] = track.child_resumes.get(child, 0) + 1
         track.parks.append(f"child {child} {reason}: {below.get('parkDetail')}")
         _command(ctx, track, "resume", target=child)
+
+
+def runs_below(track: RunTrack) -> list[str]:
+    """The child runs the track's view lists in its joins (a tree of the campaign has at
+    most a handful, so the view lists them all)."""
+    found: list[str] = []
+    for join in (track.view or {}).get("joins") or []:
+        for child in join.get("children") or []:
+            if child.get("runId"):
+                found.append(str(child["runId"]))
+    return found
 
 
 def _command(
@@ -473,17 +488,31 @@ def _submit(ctx: SeedContext, track: RunTrack, request_id: str, first_seen: floa
 
 
 def _resolve_all(ctx: SeedContext, track: RunTrack, *, resume: bool = True) -> bool:
-    """Resolve every ambiguous effect of the run; then resume it. True when none is left."""
+    """Resolve every ambiguous effect of the run (and, once it ended, of the runs below it:
+    a cancelled tree may leave its children's effects ambiguous); then resume it. True when
+    none is left."""
     assert track.run_id is not None
-    effects = ctx.surfaces.read("list_effects", track.run_id)
-    if effects is None:
-        return False
-    ambiguous = [e for e in effects if e.get("status") == "ambiguous"]
-    for effect in ambiguous:
-        if not _resolve(ctx, track, effect, terminal=not resume):
+    below = [] if resume else runs_below(track)
+    for run_id in (track.run_id, *below):
+        if not _resolve_effects_of(ctx, track, run_id, terminal=not resume):
             return False
     if resume and track.status == "ambiguous":
         _resume(ctx, track)
+    return True
+
+
+def _resolve_effects_of(ctx: SeedContext, track: RunTrack, run_id: str, *, terminal: bool) -> bool:
+    """Resolve every ambiguous effect of `run_id` (the track's run or one below it). Not
+    done while a run that ended still has an effect applying (its runner is being stopped:
+    the effect settles when it is gone)."""
+    effects = ctx.surfaces.read("list_effects", run_id)
+    if effects is None:
+        return False
+    if terminal and any(e.get("status") == "applying" for e in effects):
+        return False
+    for effect in [e for e in effects if e.get("status") == "ambiguous"]:
+        if not _resolve(ctx, track, effect, terminal=terminal):
+            return False
     return True
 
 

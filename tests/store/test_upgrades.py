@@ -11,7 +11,8 @@ import pytest
 from pi_workflows.store import interactions, lifecycle, upgrades, views
 from pi_workflows.store.claims import Claim
 from pi_workflows.store.database import Database
-from pi_workflows.store.errors import GraphCarryError, InvalidTransitionError
+from pi_workflows.store.effect_writes import reserve_effect
+from pi_workflows.store.errors import EffectConflictError, GraphCarryError, InvalidTransitionError
 from pi_workflows.store.interactions import InteractionDraft
 from pi_workflows.store.lifecycle import GoTo, NewRun
 from pi_workflows.store.states import AttemptStatus, ParkReason
@@ -155,3 +156,52 @@ def test_the_plan_says_what_would_change_and_writes_nothing(db: Database) -> Non
     assert found.recreate is not None
     assert found.recreate["requestId"] == request_id
     assert snapshot(db) == rows
+
+
+def _paused_with_pending_effect(db: Database) -> str:
+    """A chain run (b: an action with an idempotent effect) parked while b's effect was
+    applying: the effect is pending, its body must run again."""
+    run_id = lifecycle.reserve(db, chain_run()).run_id
+    claim = lifecycle.claim(db, run_id, "runner-1").claim
+    first = lifecycle.start_node(db, claim, "a").attempt
+    b = lifecycle.finish_node(
+        db, claim, first.attempt_id, AttemptStatus.COMPLETED, GoTo("b"),
+        output={"node": "a"}, start_next=True,
+    ).next_attempt  # fmt: skip
+    assert b is not None
+    reserve_effect(
+        db, claim, attempt_id=b.attempt_id, effect_type="ledger", effect_kind="idempotent",
+        fingerprint="old-request",
+    )  # fmt: skip
+    lifecycle.park(db, claim, ParkReason.SERVER_STOPPED)
+    assert count(db, "effects", "run_id = ? AND status = 'pending'", run_id) == 1
+    return run_id
+
+
+def _reserve_again(db: Database, run_id: str, fingerprint: str) -> str:
+    lifecycle.resume(db, run_id)
+    claim = lifecycle.claim(db, run_id, "runner-2").claim
+    attempt = lifecycle.start_node(db, claim, "b").attempt
+    reservation, _ = reserve_effect(
+        db, claim, attempt_id=attempt.attempt_id, effect_type="ledger",
+        effect_kind="idempotent", fingerprint=fingerprint,
+    )  # fmt: skip
+    return str(reservation.status)
+
+
+def test_an_upgraded_run_reserves_its_pending_effect_with_the_new_codes_request(
+    db: Database,
+) -> None:
+    """The new code of an upgraded run asks for the same key with another request: it takes
+    the key over (the body runs again under it) instead of conflicting; without an upgrade
+    another request for the key is still a conflict."""
+    upgraded = _paused_with_pending_effect(db)
+    upgrades.upgrade(db, upgraded, chain_run(revision="test-2"))
+    assert _reserve_again(db, upgraded, "new-request") == "applying"
+    [(stored, attempts_made)] = db.conn.execute(
+        "SELECT fingerprint, attempt_count FROM effects WHERE run_id = ?", (upgraded,)
+    ).fetchall()
+    assert (stored, attempts_made) == ("new-request", 2)
+    plain = _paused_with_pending_effect(db)
+    with pytest.raises(EffectConflictError):
+        _reserve_again(db, plain, "new-request")

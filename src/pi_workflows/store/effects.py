@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from pi_workflows.protocol.effects import TIMED_OUT_RESULT, effect_key
 from pi_workflows.store import jsoncol, values
@@ -258,6 +258,27 @@ def _wire(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
     }
 
 
+UPGRADED_PREFIX: Final = "upgraded:"
+"""Marks a stored fingerprint that the next reservation of its key may replace: the run was
+upgraded to new code (``upgrades.release_fingerprints``), whose request for the same node
+visit legitimately differs."""
+
+
+def release_fingerprints(tx: Transaction, run_id: str, round_no: int) -> int:
+    """Let the new code of an upgraded run reserve its current round's keys again with its
+    own request (a pending effect whose body runs again, the next try of a retried one, an
+    applied one the visit adopts): their stored fingerprints are marked, not compared. An
+    effect whose outcome is open (applying, ambiguous) is left alone."""
+    cursor = tx.conn.execute(
+        "UPDATE effects SET fingerprint = ? || fingerprint WHERE run_id = ?"
+        " AND status IN ('pending', 'applied', 'rejected') AND fingerprint NOT LIKE ?"
+        " AND node_attempt_id IN (SELECT attempt_id FROM node_attempts WHERE run_id = ?"
+        " AND round = ?)",
+        (UPGRADED_PREFIX, run_id, UPGRADED_PREFIX + "%", run_id, round_no),
+    )
+    return cursor.rowcount
+
+
 def reserve(
     tx: Transaction,
     *,
@@ -311,7 +332,15 @@ def reserve(
     )
     kind, last_attempt = row[7], row[8]
     if stored_fingerprint != fingerprint:
-        raise EffectConflictError(run_id, node_id, effect_type)
+        if not str(stored_fingerprint).startswith(UPGRADED_PREFIX):
+            raise EffectConflictError(run_id, node_id, effect_type)
+        # The run was upgraded since the key was reserved (``upgrades.upgrade``): the new
+        # code's request takes the key over, with the outcome rules below.
+        tx.conn.execute(
+            "UPDATE effects SET fingerprint = ?, effect_kind = ? WHERE effect_id = ?",
+            (fingerprint, effect_kind, effect_id),
+        )
+        kind = effect_kind
     status = EffectStatus(status)
     retried = kind == "idempotent" and _tried_again(tx.conn, last_attempt, node_attempt_id)
     if status in (EffectStatus.APPLIED, EffectStatus.REJECTED) and not retried:

@@ -19,6 +19,10 @@ The rules, each decided here once:
   resolved ``cancelled``), and the next runner runs the same visit again on the new code,
   which renders the prompt and contract afresh and opens a new request (its deadline
   starts again). A request whose submission is being validated is refused (wait for it);
+- the run's current round's effect keys are released to the new code
+  (``effects.release_fingerprints``): the visit it re-runs may reserve its key with the new
+  code's request (a pending effect runs its body again, the next try of a retried one too,
+  an applied one is adopted) instead of conflicting with the old request;
 - a run parked because its code changed (``workflowSourceChanged``,
   ``workflowLoadFailed``) continues as ``run resume`` would; a run paused for another
   reason stays paused (``run resume`` continues it); a waiting run keeps waiting on its
@@ -204,6 +208,7 @@ def upgrade(
                 "effect(s) are ambiguous; resolve them with 'pi-workflows effect resolve' first",
             )  # fmt: skip
         _swap_source(tx, run_id, new_run)
+        effects.release_fingerprints(tx, run_id, run.round)
         if found.recreate is not None:
             attempts.close_unfinished(tx, run_id, AttemptStatus.INTERRUPTED, error=UPGRADED_MARK)
             interactions.cancel_open(tx, run_id)

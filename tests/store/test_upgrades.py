@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from pi_workflows.store import interactions, lifecycle, upgrades, views
+from pi_workflows.store import interactions, lifecycle, upgrades, views, wait_steps
 from pi_workflows.store.claims import Claim
 from pi_workflows.store.database import Database
 from pi_workflows.store.effect_writes import reserve_effect
@@ -205,3 +205,18 @@ def test_an_upgraded_run_reserves_its_pending_effect_with_the_new_codes_request(
     plain = _paused_with_pending_effect(db)
     with pytest.raises(EffectConflictError):
         _reserve_again(db, plain, "new-request")
+
+
+def test_a_node_waiting_out_a_retry_delay_keeps_its_kind(db: Database) -> None:
+    """A run waiting on a retry delay of b (its try settled ``retried``, no attempt open):
+    the next try continues b's visit, so new code that changed b's kind is refused."""
+    run_id, claim, attempt_id = _at_b(db)
+    wait_steps.retry(db, claim, attempt_id, AttemptStatus.FAILED, "flaky", delay_ms=60_000)
+    assert run_status(db, run_id) == "waiting"
+    rows = snapshot(db)
+    with pytest.raises(GraphCarryError) as changed:
+        upgrades.upgrade(db, run_id, _new({"a": "compute", "b": "compute", "c": "compute"}))
+    assert changed.value.reasons == [
+        "node b has a recorded result as checkpoint but is now compute"
+    ]
+    assert snapshot(db) == rows

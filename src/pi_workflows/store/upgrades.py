@@ -142,7 +142,9 @@ def plan(conn: sqlite3.Connection, run_id: str, new_run: NewRun) -> UpgradePlan:
         str(row[0])
         for row in conn.execute(
             "SELECT DISTINCT node_id FROM node_attempts WHERE run_id = ? AND round = ?"
-            " AND status IN ('completed', 'failed', 'timed_out')",
+            # A retried or exhausted try counts too: the next try (after a retry delay, or
+            # a person's resume) continues that node's visit, so its kind must stay.
+            " AND status IN ('completed', 'failed', 'timed_out', 'retried', 'exhausted')",
             (run_id, run.round),
         )
     ]

@@ -336,3 +336,28 @@ def test_a_run_that_ended_otherwise_forks_at_the_node_it_ended_in(
     walk(db, lifecycle.claim(db, fork, "runner-2").claim, ["c", "d"], effect_on=None)
     assert run_status(db, fork) == "completed"
     assert problems(db) == []
+
+
+def test_a_parent_whose_tree_works_or_has_an_unsettled_effect_is_neither_forked_nor_restarted(
+    db: Database, clock: FakeClock
+) -> None:
+    """A waiting parent whose child still runs is refused ('pause it first'); once the child
+    parked with its manual effect ambiguous, a fork and a restart of the parent are refused
+    naming the child's effect (a restart would cancel the child and apply it again in a new
+    one); nothing is stored."""
+    ctx = st.last_child_running(db, clock)
+    parent, child = ctx["run_id"], ctx["children"][0]
+    reservation, _ = reserve_effect(
+        db, ctx["child_claim"], attempt_id=ctx["child_attempt"], effect_type="charge",
+        effect_kind="manual", fingerprint="f",
+    )  # fmt: skip
+    with pytest.raises(InvalidTransitionError, match=f"still working \\({child}\\)"):
+        forks.fork(db, parent, "a", st.new_run())
+    lifecycle.park(db, ctx["child_claim"], ParkReason.SERVER_STOPPED)
+    assert count(db, "effects", "effect_id = ? AND status = 'ambiguous'", reservation.effect_id)
+    rows = snapshot(db)
+    with pytest.raises(InvalidTransitionError, match=reservation.effect_id):
+        forks.fork(db, parent, "a", st.new_run())
+    with pytest.raises(InvalidTransitionError, match=reservation.effect_id):
+        lifecycle.restart(db, parent)
+    assert snapshot(db) == rows

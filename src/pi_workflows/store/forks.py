@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pi_workflows.protocol.effects import effect_key
-from pi_workflows.store import carry
+from pi_workflows.store import carry, children
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import ForkPointError, GraphCarryError, InvalidTransitionError
 from pi_workflows.store.ids import new_id
@@ -82,11 +82,15 @@ class _Carried:
 
 
 def unsettled_effects(conn: sqlite3.Connection, run_id: str) -> list[str]:
-    """The ids of the run's effects that are applying or ambiguous, oldest first."""
+    """The ids of the effects of the run and of every run below it (its child runs, theirs,
+    ...) that are applying or ambiguous, oldest first: what a fork or a restart would
+    repeat before anyone knows whether they applied."""
+    tree = [run_id, *children.descendants(conn, run_id)]
+    marks = ", ".join("?" for _ in tree)
     rows = conn.execute(
-        "SELECT effect_id FROM effects WHERE run_id = ? AND status IN ('applying', 'ambiguous')"
-        " ORDER BY created_at, rowid",
-        (run_id,),
+        f"SELECT effect_id FROM effects WHERE run_id IN ({marks})"
+        " AND status IN ('applying', 'ambiguous') ORDER BY created_at, rowid",
+        tree,
     ).fetchall()
     return [str(row[0]) for row in rows]
 
@@ -97,12 +101,24 @@ def _check_source(conn: sqlite3.Connection, source: RunRow) -> None:
             source.run_id, "fork", source.status.value,
             f"pause it first ('pi-workflows run pause {source.run_id}'), then fork it",
         )  # fmt: skip
+    below = children.descendants(conn, source.run_id)
+    live = [
+        run_id
+        for run_id in below
+        if read_run(conn, run_id).status in (RunStatus.QUEUED, RunStatus.RUNNING)
+    ]
+    if live:
+        raise InvalidTransitionError(
+            source.run_id, "fork", source.status.value,
+            f"run(s) below it are still working ({', '.join(live[:5])}); pause it first"
+            f" ('pi-workflows run pause {source.run_id}' pauses its whole tree), then fork it",
+        )  # fmt: skip
     open_effects = unsettled_effects(conn, source.run_id)
     if open_effects:
         raise InvalidTransitionError(
             source.run_id, "fork", source.status.value,
-            f"its effect(s) {', '.join(open_effects)} are applying or ambiguous; resolve them"
-            " with 'pi-workflows effect resolve' first",
+            f"effect(s) {', '.join(open_effects)} of it or of a run below it are applying or"
+            " ambiguous; resolve them with 'pi-workflows effect resolve' first",
         )  # fmt: skip
 
 

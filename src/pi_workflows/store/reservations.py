@@ -71,17 +71,17 @@ def restart(
                 f"it is a child of run {parent}, whose node already took its result; restart"
                 f" the parent ('pi-workflows run restart {parent}'), which starts new children",
             )
-        open_effects = tx.conn.execute(
-            "SELECT COUNT(*) FROM effects WHERE run_id = ? AND status IN ('applying', 'ambiguous')",
-            (run_id,),
-        ).fetchone()[0]
+        # Its own and its tree's: a restart cancels the runs below, and the new round's
+        # children would apply again what nobody knows whether the old ones applied.
+        open_effects = forks.unsettled_effects(tx.conn, run_id)
         if open_effects:
             raise InvalidTransitionError(
                 run_id,
                 Operation.RESTART.value,
                 run.status.value,
-                f"{open_effects} effect(s) are ambiguous; resolve them with "
-                "'pi-workflows effect resolve' first",
+                f"effect(s) {', '.join(open_effects[:5])} of it or of a run below it are"
+                " applying or ambiguous; pause it (its tree's nodes then settle their effects)"
+                " or resolve them with 'pi-workflows effect resolve' first",
             )
         # Idempotent effects a lost runner left pending belong to the old round: the new
         # round's keys differ, so they will never be reserved again.

@@ -141,25 +141,38 @@ def test_the_model_forks_an_ended_run_of_its_session(
     assert server.diagnose() == []
 
 
-@pytest.mark.parametrize("case", ["other session", "not ended", "manual effect"])
+PARENT = """
+from pi_workflows import Workflow, subworkflow
+
+workflow = Workflow("parent", start="one", nodes={"one": subworkflow("manual")}, edges=[])
+"""
+
+
+@pytest.mark.parametrize("case", ["other session", "not ended", "manual effect", "child runs"])
 def test_the_model_may_not_restart_or_fork_what_the_docs_keep_for_the_person(
     server: ServerProcess, make_pi: MakePi, provider: MockProvider, case: str
 ) -> None:
     """The tool refuses to restart a run another session started, a run that has not ended,
-    and a run that applied a manual effect; the refusal names the person's command and the
-    run is left as it was."""
+    a run that applied a manual effect, and a run whose child runs may have (a parent whose
+    child applied one); the refusal names the person's command and the run is left as it
+    was."""
     _steps(server, "hello")
     server.write_workflow("manual", MANUAL)
+    server.write_workflow("parent", PARENT)
     if case == "other session":
         run_id, words = _completed(server, origin_session="someone-else"), "not started from"
     elif case == "not ended":
         run_id = server.start_run("steps", origin_session=SESSION)
         server.wait_status(run_id, "waiting")
         words = "only runs that have ended"
-    else:
+    elif case == "manual effect":
         run_id = server.start_run("manual", origin_session=SESSION)
         server.wait_status(run_id, "completed")
         words = "applied a manual effect"
+    else:  # its child applied the manual effect: not in the parent's own effects
+        run_id = server.start_run("parent", origin_session=SESSION)
+        server.wait_status(run_id, "completed")
+        words = "started child runs"
     before = server.run(run_id)
     provider.on(last_is_tool_result, text("I may not."))
     provider.on(

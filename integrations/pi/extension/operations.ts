@@ -75,8 +75,11 @@ export interface RunView {
 	error?: JsonValue;
 	/** The Pi session that presents it (`detached-<run id>` for a detached run). */
 	originSession?: string | null;
-	/** Its managed effects (`kind`: `idempotent` or `manual`). */
+	/** Its managed effects (`kind`: `idempotent` or `manual`): the newest ones, and how many older are left out. */
 	effects?: { effectId: string; kind: string; nodeId: string; status: string }[];
+	effectsOmitted?: number;
+	/** The child runs it started (`subworkflow`, `fan_out`), one entry per join. */
+	joins?: { total?: number }[];
 	/** Where it came from and what came from it (`lineage.kind`: `fork`, `child` or `root`). */
 	lineage?: { kind: string; parentRunId?: string | null; forks?: { runId: string; status: string }[] } | null;
 }

@@ -59,9 +59,10 @@ export const ENDED_STATUSES: readonly string[] = ["completed", "failed", "timed_
 
 /**
  * Why the model may not restart or fork `view`, or null when it may: only a run this session
- * started (its origin session), that has ended, and that applied no manual effect (a manual
- * effect is never repeated without a person: a restart repeats every effect, a fork those at
- * or after its node). Everything else is the person's (`/workflow restart|fork`).
+ * started (its origin session), that has ended, that started no child runs and that applied
+ * no manual effect (a manual effect is never repeated without a person: a restart repeats
+ * every effect, a fork those at or after its node, and a run's children may have applied
+ * some). Everything else is the person's (`/workflow restart|fork`).
  */
 export function lineageRefusal(action: "restart" | "fork", view: RunView, sessionId: string): string | null {
 	const person = `the person can (/workflow ${action} ${view.runId}${action === "fork" ? " NODE" : ""})`;
@@ -70,6 +71,15 @@ export function lineageRefusal(action: "restart" | "fork", view: RunView, sessio
 	}
 	if (!ENDED_STATUSES.includes(view.status)) {
 		return `Run ${view.runId} is ${view.status}: the workflow tool ${action}s only runs that have ended; ${person}`;
+	}
+	if ((view.joins ?? []).length > 0) {
+		return (
+			`Run ${view.runId} started child runs, whose effects a ${action} could apply again: ` +
+			`the workflow tool cannot ${action} it; ${person}`
+		);
+	}
+	if ((view.effectsOmitted ?? 0) > 0) {
+		return `Run ${view.runId} has more effects than its view lists: the workflow tool cannot ${action} it; ${person}`;
 	}
 	const manual = (view.effects ?? []).filter((effect) => effect.kind === "manual" && effect.status === "applied");
 	if (manual.length > 0) {

@@ -503,3 +503,39 @@ def test_a_fork_exports_only_the_nodes_it_ran_in_its_own_trace(
     theirs = [s for s in spans if s.trace_id == trace_of(source)]
     assert sorted(s.name for s in theirs) == ["node ask", "node fetch", "run plain"]
     assert [n for n, c in Counter(s.span_id for s in spans).items() if c > 1] == []
+
+
+ASKS = """
+from pi_workflows import Workflow, checkpoint, compute, edge
+
+workflow = Workflow(
+    "asks",
+    start="ask",
+    nodes={"ask": checkpoint(lambda ctx: {"question": "go?"}),
+           "done": compute(lambda ctx: ctx.outputs["ask"])},
+    edges=[edge("ask", "done")],
+)
+"""
+
+
+def test_a_round_restarted_while_waiting_ends_its_own_run_span(
+    server: ServerProcess, receiver: Receiver
+) -> None:
+    """Restarting a waiting run ends its round: that round's run span arrives (status
+    unset, `restarted`), and the next round's span, which completes, links to it."""
+    server.write_workflow("asks", ASKS)
+    server.start()
+    run_id = server.start_run("asks")
+    server.wait_status(run_id, "waiting")
+    with server.client() as client:
+        client.restart(run_id)
+        server.wait_status(run_id, "waiting")
+        client.answer_checkpoint(run_id, {"yes": True})
+    server.wait_status(run_id, "completed")
+    spans = receiver.wait_spans(lambda s: len(by_name(s, "run asks")) == 2, what="both rounds")
+    first, second = sorted(by_name(spans, "run asks"), key=lambda s: s.start_ns)
+    assert first.attributes["pi_workflows.run.status"] == "restarted"
+    assert (first.status_code, second.status_code) == (0, 1)
+    assert second.links == [(first.trace_id, first.span_id)]
+    nodes = [s for s in spans if s.name == "node ask"]
+    assert {s.parent_id for s in nodes} == {first.span_id, second.span_id}

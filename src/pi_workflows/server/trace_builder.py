@@ -134,6 +134,10 @@ class Builder:
             self._event_points(facts, event, points)
             if event.type in ("run.reserved", "run.restarted"):
                 points.append(MetricPoint(Instrument.RUNS_STARTED, 1, workflow))
+            if event.type == "run.restarted" and before not in TERMINAL:
+                # A restart of a paused or waiting run ends its round here: that round's
+                # span ends with it (the next round's links to it).
+                spans.append(self._run_span(facts, trace, event, restarted=True))
             if event.run_status in TERMINAL and before not in TERMINAL:
                 spans.append(self._run_span(facts, trace, event))
                 points.append(
@@ -210,7 +214,11 @@ class Builder:
             "pi_workflows.run.id": facts.run_id,
         }
 
-    def _run_span(self, facts: RunFacts, trace: int, ended: EventRow) -> SpanRecord:
+    def _run_span(
+        self, facts: RunFacts, trace: int, ended: EventRow, *, restarted: bool = False
+    ) -> SpanRecord:
+        """The span of the round that ``ended`` ended: by reaching a terminal status, or
+        (``restarted``) by a restart of the run before it ended."""
         round_no = telemetry.restarts_before(self.conn, facts.run_id, ended.revision)
         start = telemetry.round_start(self.conn, facts.run_id, round_no) or (1, facts.created_at)
         history = telemetry.run_events(self.conn, facts.run_id, start[0], ended.revision)
@@ -226,7 +234,7 @@ class Builder:
                     if key in EVENT_DATA_KEYS and isinstance(value, str | int)
                 }
                 span_events.append(SpanEvent(event.type, event.at, data))
-        status_now = ended.run_status
+        status_now = "restarted" if restarted else ended.run_status
         same_round = facts.round == round_no and facts.status == status_now
         error = facts.error if same_round and facts.error else None
         attrs = self._run_attrs(facts) | {
@@ -246,7 +254,9 @@ class Builder:
             attrs["pi_workflows.run.input"] = self._payload(facts.input_json)
             if same_round:
                 attrs["pi_workflows.run.output"] = self._payload(facts.output_json)
-        status = {"completed": Status.OK, "cancelled": Status.UNSET}.get(status_now, Status.ERROR)
+        status = {"completed": Status.OK, "cancelled": Status.UNSET, "restarted": Status.UNSET}.get(
+            status_now, Status.ERROR
+        )
         parent = (
             None
             if facts.parent_attempt_id is None

@@ -325,3 +325,39 @@ def test_detached_children_each_get_an_agent_within_the_agent_capacity(
         "every agent to stop with the tree",
     )
     assert server_process.diagnose() == []
+
+
+TOOLED = """
+from pi_workflows import Workflow, agent
+
+workflow = Workflow("tooled", start="a", nodes={
+    "a": agent(prompt="Do it", expected_output="{}", allowed_tools=TOOLS)}, edges=[])
+"""
+
+
+def test_an_upgrade_gives_a_detached_run_an_agent_with_the_new_codes_tools(
+    server_process: ServerProcess, tmp_path: Path
+) -> None:
+    """A detached run's agent starts with the tools its steps allow; the run is upgraded to
+    code whose step allows another: the old agent is stopped and a new one starts with the
+    new tools (one agent serves the run's steps, and its tools are fixed when it starts)."""
+    program, record = _stand_in(tmp_path)
+    server_process.write_workflow("tooled", TOOLED.replace("TOOLS", repr(["read"])))
+    server_process.start(PI_WORKFLOWS_PI=str(program))
+    run_id = server_process.start_run("tooled", detached=True)
+    server_process.wait_status(run_id, "waiting")
+    wait_for(lambda: _starts(record), 30, "the agent to start")
+    [first] = _starts(record)
+    argv = first["argv"]
+    assert isinstance(argv, list)
+    assert argv[argv.index("--tools") + 1] == "read,workflow"
+    server_process.write_workflow("tooled", TOOLED.replace("TOOLS", repr(["read", "grep"])))
+    with server_process.client() as client:
+        client.upgrade(run_id)
+    wait_for(lambda: len(_starts(record)) == 2, 30, "a new agent to start")
+    wait_for(lambda: not _alive(int(str(first["pid"]))), 30, "the old agent to be stopped")
+    second = _starts(record)[1]["argv"]
+    assert isinstance(second, list)
+    assert second[second.index("--tools") + 1] == "grep,read,workflow"
+    assert server_process.wait_status(run_id, "waiting")["waitingOn"]["nodeId"] == "a"
+    assert server_process.diagnose() == []

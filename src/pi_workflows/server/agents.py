@@ -57,6 +57,7 @@ class Agent:
     agent_id: str
     run_id: str
     process: Process
+    definition_digest: str = ""  # the run's code when it started (its tools come from it)
     stopping: bool = False
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
@@ -223,7 +224,11 @@ class HeadlessAgents:
                 self._starting.add(run_id)
                 self._spawn_task(self._start(want), f"agent-{run_id}")
         for run_id, agent in list(self.agents.items()):
-            if run_id not in wanted and not agent.stopping:
+            needed = wanted.get(run_id)
+            # An agent no run needs stops; so does one whose run now runs other code (an
+            # upgrade): its tools and steps come from that code, so a new one starts.
+            stale = needed is not None and needed.definition_digest != agent.definition_digest
+            if (needed is None or stale) and not agent.stopping:
                 agent.stopping = True
                 self._spawn_task(self._stop(agent), f"agent-stop-{run_id}")
 
@@ -296,7 +301,7 @@ class HeadlessAgents:
             spawned=record,
             keep_stdout=False,  # its RPC stream: the conversation, never the server's to keep
         )
-        agent = Agent(recorded[0], want.run_id, process)
+        agent = Agent(recorded[0], want.run_id, process, want.definition_digest)
         self.agents[want.run_id] = agent
         agent.task = asyncio.create_task(self._watch(agent), name=f"agent-watch-{want.run_id}")
         log.info("started the headless Pi of run %s (pid %d)", want.run_id, process.pid)

@@ -22,6 +22,7 @@ class Wanted:
     run_id: str
     session_id: str
     project_dir: str | None
+    definition_digest: str = ""  # the code its steps come from (an upgrade changes it)
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,8 @@ def wanted(conn: sqlite3.Connection) -> list[Wanted]:
     an event wait) wants none: it holds no process while it waits, its agent included.
     Oldest first: the server's agent capacity goes to them in that order."""
     rows = conn.execute(
-        "SELECT r.run_id, r.origin_session, s.project_dir FROM runs r JOIN run_sources s"
-        " USING (run_id) WHERE r.execution_mode = 'detached'"
+        "SELECT r.run_id, r.origin_session, s.project_dir, r.definition_digest FROM runs r"
+        " JOIN run_sources s USING (run_id) WHERE r.execution_mode = 'detached'"
         " AND r.status IN ('queued', 'running', 'waiting')"  # runs_detached_active
         " AND (EXISTS (SELECT 1 FROM interactive_requests q WHERE q.run_id = r.run_id"
         " AND q.status IN ('pending', 'validating') AND q.kind != 'decision')"
@@ -52,7 +53,7 @@ def wanted(conn: sqlite3.Connection) -> list[Wanted]:
         " WHERE w.run_id = r.run_id AND w.status = 'pending')))"
         " ORDER BY r.created_at, r.run_id",
     ).fetchall()
-    return [Wanted(row[0], row[1], row[2]) for row in rows]
+    return [Wanted(row[0], row[1], row[2], row[3]) for row in rows]
 
 
 def live(conn: sqlite3.Connection) -> list[AgentRecord]:

@@ -184,3 +184,20 @@ def test_the_async_client_uploads_a_large_input_the_same_way(server: ServerProce
     run_id = asyncio.run(start())
     view = server.wait_status(run_id, "completed")
     assert view["output"] == _measure(value)
+
+
+def test_a_fork_takes_a_new_input_over_one_frame(server: ServerProcess, tmp_path: Path) -> None:
+    """`run fork --input @file` with 2 MiB of JSON (over the 1 MiB frame) uploads it as
+    `run start` does: the fork runs on it whole."""
+    source = server.start_run("whole", {"small": True})
+    server.wait_status(source, "completed")
+    value = {"items": ["fork " + "y" * 100 for _ in range(20_000)]}
+    assert len(canonical_json(value)) > 2 * 1024 * 1024
+    path = tmp_path / "fork-input.json"
+    path.write_text(json.dumps(value), encoding="utf-8")
+    result = pw(server, "run", "fork", source, "--from", "measure", "--input", f"@{path}",
+                "--json")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    fork = json.loads(result.stdout)["runId"]
+    assert server.wait_status(fork, "completed")["output"] == _measure(value)
+    assert server.diagnose() == []

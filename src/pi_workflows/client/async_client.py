@@ -250,8 +250,9 @@ class AsyncClient(AsyncInteractionMethods, AsyncRunMethods, AsyncScheduleMethods
         idempotency_key: str | None = None,
     ) -> Receipt:
         """`run.fork`: a new run starting at `node` of `run_id` (see `Client.fork`)."""
-        payload = ops.fork_payload(node, visit, input, session, detached)
-        return await self.call("run.fork", payload, run_id=run_id, idempotency_key=idempotency_key)
+        return await self._run(
+            ops.fork(run_id, node, visit, input, session, detached, idempotency_key)
+        )
 
     async def upgrade(
         self, run_id: str, *, dry_run: bool = False, idempotency_key: str | None = None

@@ -281,26 +281,56 @@ def start_run(
         InputTooLargeError: the input is over the 16 MiB bound (nothing is sent).
     """
     payload = start_payload(workflow, run_input, project_dir, origin_session, detached, env)
+    return (yield from with_input("run.start", payload, None, idempotency_key))
+
+
+def with_input(
+    operation: str, payload: JsonObject, run_id: str | None, idempotency_key: str | None
+) -> Program[Receipt]:
+    """Send `operation` whose `payload` carries a run's `input`: inline up to
+    `INLINE_INPUT_BYTES` of canonical JSON, else uploaded first (`upload`) and named by
+    digest (`inputRef`); if the server no longer holds it when the command arrives (the
+    connection was lost in between), it is uploaded again once.
+
+    Raises:
+        InputTooLargeError: the input is over the 16 MiB bound (nothing is sent).
+    """
     try:
         data = canonical_json(payload["input"])
     except NotJsonError as exc:
-        raise InvalidPayloadError("run.start", "$.input" + exc.path[1:], exc.reason) from None
+        raise InvalidPayloadError(operation, "$.input" + exc.path[1:], exc.reason) from None
     if len(data) > MAX_INPUT_BYTES:
         raise InputTooLargeError(len(data))
     if len(data) <= INLINE_INPUT_BYTES:
-        return (yield from call("run.start", payload, None, idempotency_key))
+        return (yield from call(operation, payload, run_id, idempotency_key))
     digest = sha256_hex(data)
-    del payload["input"]
+    payload = {k: v for k, v in payload.items() if k != "input"}
     payload["inputRef"] = {"digest": digest, "bytes": len(data)}
-    key = idempotency_key or new_key()  # the same for the start sent again after a re-upload
+    key = idempotency_key or new_key()  # the same for the command sent again after a re-upload
     for again in (False, True):
         yield from upload(data, digest)
         try:
-            return (yield from call("run.start", payload, None, key))
+            return (yield from call(operation, payload, run_id, key))
         except RejectedError as exc:
             if exc.code != "inputNotUploaded" or again:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def fork(
+    run_id: str,
+    node: str,
+    visit: int | None,
+    run_input: Any,
+    session: str | None,
+    detached: bool | None,
+    idempotency_key: str | None,
+) -> Program[Receipt]:
+    """`run.fork`; a new `input` (not None) is sent like `run.start`'s (`with_input`)."""
+    payload = fork_payload(node, visit, run_input, session, detached)
+    if run_input is None:
+        return (yield from call("run.fork", payload, run_id, idempotency_key))
+    return (yield from with_input("run.fork", payload, run_id, idempotency_key))
 
 
 def upload(data: bytes, digest: str) -> Program[None]:

@@ -384,8 +384,7 @@ class Client(InteractionMethods, RunMethods, ScheduleMethods):
         `session` or `detached` says otherwise. Refused while the source runs or has an
         effect applying or ambiguous.
         """
-        payload = ops.fork_payload(node, visit, input, session, detached)
-        return self.call("run.fork", payload, run_id=run_id, idempotency_key=idempotency_key)
+        return self._run(ops.fork(run_id, node, visit, input, session, detached, idempotency_key))
 
     def upgrade(
         self, run_id: str, *, dry_run: bool = False, idempotency_key: str | None = None

@@ -23,7 +23,7 @@ from pi_workflows.server.handlers.registry import (
     stored_receipt,
     text,
 )
-from pi_workflows.server.handlers.runs import describe
+from pi_workflows.server.handlers.runs import describe, start_input
 from pi_workflows.store import carry, forks, upgrades, values
 from pi_workflows.store.lifecycle import NewRun
 from pi_workflows.store.runs import read_run
@@ -60,10 +60,11 @@ def _visit_of(payload: dict[str, Any]) -> int | None:
 
 @operation("run.fork", command=True)
 async def run_fork(server: ServerContext, request: Request) -> dict[str, Any]:
-    """``{fromNode, visit?, input?, originSession?, detached?}``: a new run of the source's
-    workflow as it is now, starting at ``visit`` (default: the latest) of ``fromNode`` with
+    """``{fromNode, visit?, input? | inputRef?, originSession?, detached?}``: a new run of the
+    source's workflow as it is now, starting at ``visit`` (default: the latest) of ``fromNode`` with
     what the source settled before it carried (``forks.fork``). ``input`` (when present)
-    replaces the source's input. It runs where the source did (its session, or detached)
+    replaces the source's input (``inputRef``: one this connection uploaded, as for
+    ``run.start``, up to 16 MiB). It runs where the source did (its session, or detached)
     unless ``originSession`` or ``detached`` says otherwise. The receipt names the fork
     (``runId``), what it carried and the managed effects ahead of it."""
     source_id = run_id_of(request)
@@ -79,7 +80,8 @@ async def run_fork(server: ServerContext, request: Request) -> dict[str, Any]:
     if detached is not None and not isinstance(detached, bool):
         raise bad("payload field 'detached' must be true or false")
     _, _, _, mode, source_session = _recorded(server, source_id)
-    fresh = await _current(server, source_id, payload.get("input", _UNSET))
+    replaced = "input" in payload or "inputRef" in payload
+    fresh = await _current(server, source_id, start_input(server, payload) if replaced else _UNSET)
     if detached is None:
         detached = session is None and mode == "detached"
     if detached and session is not None:

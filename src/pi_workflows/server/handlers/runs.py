@@ -206,9 +206,10 @@ def run_environment(payload: dict[str, Any], project: str | None) -> RunEnvironm
     return RunEnvironment(project or directory, variables)
 
 
-def _start_input(server: ServerContext, payload: dict[str, Any]) -> Any:
-    """The input of ``run.start``: inline (``input``) or uploaded first (``inputRef``), at
-    most ``MAX_INPUT_BYTES`` of canonical JSON."""
+def start_input(server: ServerContext, payload: dict[str, Any]) -> Any:
+    """The input of ``run.start`` (and of ``run.fork`` that replaces its source's): inline
+    (``input``) or uploaded first (``inputRef``), at most ``MAX_INPUT_BYTES`` of canonical
+    JSON."""
     if "inputRef" in payload:
         if "input" in payload:
             raise bad("send the input inline ('input') or uploaded ('inputRef'), not both")
@@ -242,7 +243,7 @@ async def run_start(server: ServerContext, request: Request) -> dict[str, Any]:
         raise bad("payload field 'detached' must be true or false")
     if detached and session is not None:
         raise bad("a run is either detached or presented in an origin session, not both")
-    new_run = await describe(server, spec, project, _start_input(server, request.payload))
+    new_run = await describe(server, spec, project, start_input(server, request.payload))
     new_run = dataclasses.replace(
         new_run,
         origin=f"client:{request.client_id}",

@@ -118,3 +118,26 @@ def test_a_damaged_leaf_page_loses_only_its_rows(tmp_path: Path) -> None:
     assert report.tables["runs"].copied == RUNS  # the other tables are whole
     assert report.tables["node_attempts"].copied == RUNS
     assert report.integrity == []  # the new file itself is sound
+
+
+def test_id_counters_never_go_back(tmp_path: Path) -> None:
+    """The newest events are gone (pruned with their run, or on a damaged page): the new
+    file's event counter stays where the old one was, so no event id is given twice."""
+    source = _state_file(tmp_path)
+    conn = sqlite3.connect(source)
+    try:
+        (top,) = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute("DROP TRIGGER events_are_immutable_delete")  # the rows are simply gone
+        conn.execute("DELETE FROM events WHERE event_id > ?", (top - 5,))
+        conn.commit()
+    finally:
+        conn.close()
+    salvage(source, tmp_path / "new.sqlite", FakeClock())
+    new = sqlite3.connect(tmp_path / "new.sqlite")
+    try:
+        (seq,) = new.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
+        (largest,) = new.execute("SELECT MAX(event_id) FROM events").fetchone()
+    finally:
+        new.close()
+    assert (seq, largest) == (top, top - 5)

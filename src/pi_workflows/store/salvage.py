@@ -134,11 +134,31 @@ def _copy_all(old: sqlite3.Connection, new: sqlite3.Connection, report: SalvageR
     new.execute("DELETE FROM server_state")
     for table in tables:
         report.tables[table] = _copy_table(old, new, table)
+    _carry_sequences(old, new)
     for _name, sql in triggers:
         new.execute(sql)
     if not new.execute("SELECT 1 FROM server_state").fetchone():
         new.execute("INSERT INTO server_state (id, epoch) VALUES (1, 0)")
     new.execute("COMMIT")
+
+
+def _carry_sequences(old: sqlite3.Connection, new: sqlite3.Connection) -> None:
+    """Keep every AUTOINCREMENT counter at least where the old file had it, so an id is
+    never given twice (an event id a reader, such as the OpenTelemetry exporter's cursor,
+    has passed already) when the newest rows were pruned or lost. Unreadable counters are
+    left to SQLite (the largest id copied, plus one)."""
+    try:
+        rows = old.execute("SELECT name, seq FROM sqlite_sequence").fetchall()
+    except sqlite3.DatabaseError:
+        return
+    for name, seq in rows:
+        if not isinstance(seq, int):
+            continue
+        found = new.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (name,)).fetchone()
+        if found is None:
+            new.execute("INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (name, seq))
+        elif found[0] < seq:
+            new.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = ?", (seq, name))
 
 
 def _copy_table(old: sqlite3.Connection, new: sqlite3.Connection, table: str) -> TableCopy:

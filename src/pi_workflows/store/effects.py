@@ -344,6 +344,15 @@ def reserve(
     status = EffectStatus(status)
     retried = kind == "idempotent" and _tried_again(tx.conn, last_attempt, node_attempt_id)
     if status in (EffectStatus.APPLIED, EffectStatus.REJECTED) and not retried:
+        # The adopting attempt becomes the effect's last: when a retry policy tries the
+        # visit again after it, that next try runs the body again (``_tried_again``), as it
+        # would after the attempt that ran the body. (A runner that died after its body's
+        # outcome settled leaves it to the next runner's attempt of the same try.)
+        if last_attempt != node_attempt_id:
+            tx.conn.execute(
+                "UPDATE effects SET node_attempt_id = ? WHERE effect_id = ?",
+                (node_attempt_id, effect_id),
+            )
         return Reservation(
             effect_id,
             key,

@@ -106,9 +106,9 @@ def mend(ctx: SeedContext, track: RunTrack, send: Send) -> bool:
     workflow's code, then upgrades the run (sometimes after a dry run), and only then
     answers. Returns True when it handled the run this tick (the operator answers nothing
     else for it)."""
-    if track.upgraded:
-        return False
     view = track.view or {}
+    if track.upgraded or view.get("status") in TERMINAL:
+        return False  # an ended run (a cancel came first) is the operator's like any other
     waiting = view.get("waitingOn") or {}
     code_park = view.get("status") == "paused" and view.get("parkReason") in (
         "workflowSourceChanged",

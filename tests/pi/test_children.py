@@ -354,7 +354,9 @@ def test_detached_sub_agents_work_at_once_and_the_origin_session_reads_their_out
         wait_agent_gone(server, run_id)
     assert agent_rows(server, parent) == []
     assert server.query("SELECT COUNT(*) FROM agent_processes WHERE status = 'live'") == [(0,)]
-    # The origin session presented the parent's step and result, nothing of the children.
+    # The origin session presented the parent's step and result, nothing of the children
+    # (the result is presented after the run ended: wait for it).
+    wait_for(lambda: workflow_messages(pi.entries(), "terminal"), 60, "the run's end message")
     entries = pi.entries()
     shown = workflow_messages(entries)
     assert [(m["details"]["kind"], m["details"]["runId"]) for m in shown] == [

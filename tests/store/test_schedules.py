@@ -305,3 +305,30 @@ def test_only_the_newest_fires_are_kept(
     assert [k[0] for k in kept] == [row.next_fire_at + 1000 * i for i in range(3, 8)]
     assert len(_runs_per_fire(db, row.schedule_id)) == 8
     assert problems(db) == []
+
+
+@pytest.mark.parametrize("action", [ScheduleAction.DELETE, ScheduleAction.PAUSE])
+def test_fire_times_due_but_not_fired_when_a_schedule_stops_are_recorded_missed(
+    db: Database, clock: FakeClock, action: ScheduleAction
+) -> None:
+    """The first fire was made; then the server could not fire (frozen) while three more came
+    due, and the schedule is deleted (or paused) before it could: those three are one
+    ``missed`` row saying why, so every fire time before it stopped is accounted for."""
+    row = _add(db, catchup=Catchup.ALL)
+    first = row.next_fire_at
+    assert first is not None
+    _to(clock, first)
+    assert _due_fire(db, clock, row.schedule_id).outcome is FireOutcome.STARTED
+    _to(clock, first + 3500)
+    schedules.change(db, "nightly", action)
+    missed = db.conn.execute(
+        "SELECT fire_at, missed, missed_until, detail FROM schedule_fires"
+        " WHERE schedule_id = ? AND outcome = 'missed'",
+        (row.schedule_id,),
+    ).fetchall()
+    how = "deleted" if action is ScheduleAction.DELETE else "paused"
+    assert [tuple(m) for m in missed] == [
+        (first + 1000, 3, first + 3000,
+         f"3 fire time(s) were due but not fired yet when the schedule was {how}"),
+    ]  # fmt: skip
+    assert problems(db) == []

@@ -383,7 +383,10 @@ def change(db: Database, name: str, action: ScheduleAction) -> ScheduleRow:
 
     A resumed schedule fires next at its first time after now: the fire times that passed
     while it was paused are not caught up. A deleted one keeps its row as the provenance of
-    its runs (they go on), and its queued fires are settled ``skipped``.
+    its runs (they go on), and its queued fires are settled ``skipped``. Fire times already
+    due that no fire was made for yet (the server was frozen or busy when they came) are
+    recorded as one ``missed`` row when a schedule is paused or deleted, so every fire time
+    before it stopped is accounted for.
     """
     with db.atomic("schedules.change") as tx:
         row = find(tx.conn, name)
@@ -392,6 +395,8 @@ def change(db: Database, name: str, action: ScheduleAction) -> ScheduleRow:
             raise ScheduleNotFoundError(name)
         if target is row.status:
             return row
+        if row.status is ScheduleStatus.ACTIVE:
+            _record_overdue(tx, row, "deleted" if target is ScheduleStatus.DELETED else "paused")
         next_fire = None
         if target is ScheduleStatus.ACTIVE:
             next_fire = row.cadence.next_after(tx.now)
@@ -433,6 +438,28 @@ def _record_missed(
         " missed_until, recorded_at, settled_at) VALUES (?, ?, 'missed', ?, ?, ?, ?, ?)",
         (row.schedule_id, first, detail, count, until, tx.now, tx.now),
     )
+
+
+def _record_overdue(tx: Transaction, row: ScheduleRow, how: str) -> None:
+    """Record as missed the fire times of an active schedule that were due at ``tx.now``
+    but not fired yet, because it is being ``how`` (paused or deleted) now."""
+    first = row.next_fire_at
+    if first is None or first > tx.now:
+        return
+    until = row.cadence.latest_until(tx.now, 1)
+    last = until[0] if until else first
+    count, exact = row.cadence.count_due(first, last)
+    many = f"{count}" if exact else f"at least {count}"
+    tx.conn.execute(
+        "INSERT INTO schedule_fires (schedule_id, fire_at, outcome, detail, missed,"
+        " missed_until, recorded_at, settled_at) VALUES (?, ?, 'missed', ?, ?, ?, ?, ?)"
+        " ON CONFLICT DO NOTHING",
+        (
+            row.schedule_id, first,
+            f"{many} fire time(s) were due but not fired yet when the schedule was {how}",
+            count, last, tx.now, tx.now,
+        ),
+    )  # fmt: skip
 
 
 def catch_up(

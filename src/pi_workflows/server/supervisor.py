@@ -3,7 +3,9 @@
 Runs in the server. A runner's launch (claim + envelope) commits before the child is
 spawned; the child gets a startup deadline, one explicit command, and its node deadlines;
 stopping is SIGTERM to its process group, a bounded grace, then SIGKILL. When a child ends,
-what happens to its run is decided from committed state, never from the exit alone.
+everything it started is stopped first, then ``settlement`` decides what happens to its run
+from committed state, never from the exit alone. The launch envelope is built in
+``envelope``; what is known of one runner is a ``runner_handle.RunnerHandle``.
 """
 
 from __future__ import annotations
@@ -13,12 +15,9 @@ import logging
 import signal
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from pi_workflows.otel import ids
 from pi_workflows.protocol import (
-    PROTOCOL_VERSION,
     RUNNER_SCHEMA,
     ErrorInfo,
     FrameTooLarge,
@@ -32,28 +31,26 @@ from pi_workflows.protocol import (
 )
 from pi_workflows.protocol.errors import ProtocolError
 from pi_workflows.protocol.process_start import process_start
-from pi_workflows.server import children, processes
+from pi_workflows.server import children, processes, settlement
 from pi_workflows.server.children import Child
 from pi_workflows.server.config import ServerConfig
+from pi_workflows.server.envelope import envelope_builder, environment
 from pi_workflows.server.processes import Identity
+from pi_workflows.server.runner_handle import Drain, RunnerHandle
 from pi_workflows.server.runner_messages import RunnerIdentity, answer
 from pi_workflows.server.template import RunnerTemplate
+from pi_workflows.store import children as child_runs
 from pi_workflows.store import (
-    attempts,
     effects,
     faults,
-    interaction_writes,
     interactions,
-    jsoncol,
     lifecycle,
-    run_rows,
     runners,
     takeover,
     views,
 )
-from pi_workflows.store import children as child_runs
 from pi_workflows.store.claims import Claim, read_lease, renew
-from pi_workflows.store.database import Database, Transaction
+from pi_workflows.store.database import Database
 from pi_workflows.store.errors import ClaimLostError, LeaseHeldError, StoreError
 from pi_workflows.store.runs import read_run
 from pi_workflows.store.states import ParkReason, RunStatus
@@ -61,8 +58,6 @@ from pi_workflows.store.states import ParkReason, RunStatus
 log = logging.getLogger(__name__)
 
 RUNNER_MODULE = "pi_workflows.runner"
-# A node that keeps crashing its runner after making progress parks after this many tries.
-MAX_ATTEMPTS_PER_VISIT = 3
 # How long the ``supervisor.delay_reply_after.KIND`` fault point holds a reply (tests only).
 FAULT_REPLY_DELAY_SECONDS = 3.0
 # After a child exited, how long a frame it sent just before may take to be read.
@@ -70,108 +65,6 @@ EXITED_READ_GRACE_SECONDS = 0.1
 # The node boundaries a drain parks at: right after the runner committed one of these, no
 # callback of the run is executing (the next node's attempt, if opened, has not started).
 DRAIN_BOUNDARIES = frozenset({"node.start", "node.finish", "node.retry"})
-
-
-@dataclass
-class Drain:
-    """A request to park a run at its runner's next node boundary (``Supervisor.drain``).
-
-    ``park`` commits the park under the runner's claim (with a command's receipt when a
-    command asked for it) and returns what the asker answers; ``done`` receives that answer.
-    ``kill_reason`` is how the runner is then stopped (``cancelled`` or ``stopping``).
-    """
-
-    park: Callable[[Claim], object]
-    done: asyncio.Future[object]
-    kill_reason: str
-
-
-@dataclass
-class RunnerHandle:
-    """One live runner as the supervisor tracks it."""
-
-    identity: RunnerIdentity
-    command: str
-    envelope: dict[str, Any]
-    child: Child | None = None
-    ready: bool = False
-    ready_revision: int | None = None
-    # cancelled | timedOut | nodeTimeout | stopping | claimLost | validationTimeout | lingered
-    kill_reason: str | None = None
-    claim_lost: bool = False
-    # The server refused one of its proposals (``KIND answered OUTCOME: CODE``): its exit
-    # is the server's doing, not a crash (outcome ``refused``).
-    refused: str | None = None
-    refused_code: str | None = None
-    # Set (store clock ms) for a runner launched to validate a submission: its time limit.
-    validating_until: int | None = None
-    # A pause or a server stop waiting for the runner's next node boundary.
-    drain: Drain | None = None
-    # When (loop time) the renewal first found the claim released by the runner's own last
-    # commit: a runner still alive long after is stopped (``lingered``).
-    released_seen: float | None = None
-    task: asyncio.Task[None] | None = None
-    stopped: asyncio.Event = field(default_factory=asyncio.Event)
-    # The root of its run's tree (itself for a root run): the scheduler shares capacity
-    # between trees.
-    root_id: str = ""
-
-    @property
-    def run_id(self) -> str:
-        """The run this runner executes."""
-        return self.identity.run_id
-
-    @property
-    def pid(self) -> int | None:
-        """The child's pid once spawned."""
-        return None if self.child is None else self.child.pid
-
-
-def _envelope(
-    config: ServerConfig, server_epoch: int
-) -> Callable[[Transaction, int, int], dict[str, Any]]:
-    def build(tx: Transaction, runner_epoch: int, generation: int) -> dict[str, Any]:
-        row = tx.conn.execute(
-            "SELECT r.run_id, r.workflow_name, r.definition_digest, r.input_hash, s.source_kind,"
-            " s.source_ref, s.source_revision, s.project_dir, s.mounted_json,"
-            " COALESCE(r.root_run_id, r.run_id)"
-            " FROM runs r JOIN run_sources s USING (run_id) WHERE r.run_id = (SELECT run_id"
-            " FROM run_runners WHERE runner_epoch = ?)",
-            (runner_epoch,),
-        ).fetchone()
-        return {
-            "runId": row[0],
-            "generation": generation,
-            "runnerEpoch": runner_epoch,
-            "serverEpoch": server_epoch,
-            "protocolVersion": PROTOCOL_VERSION,
-            "workflowName": row[1],
-            "projectDir": row[7],
-            "source": {
-                "kind": row[4],
-                "ref": row[5],
-                "revision": row[6],
-                "mounted": jsoncol.loads(row[8]),
-            },
-            "definitionDigest": row[2],
-            "inputHash": row[3],
-            "leaseMs": config.lease_ms,
-            # How long the runner lets a wait_event node's validate run on one event.
-            "validateMs": int(config.validate_seconds * 1000),
-            # The run tree's OpenTelemetry trace id: a node's ``ctx.trace_id``, and the
-            # parent of what workflow code traces while export is on (otel.ids).
-            "traceId": ids.trace_hex(ids.trace_id(row[9])),
-        }
-
-    return build
-
-
-def _environment(db: Database, run_id: str) -> dict[str, Any]:
-    """The run's recorded environment for its launch envelope (``workingDirectory`` and
-    ``environment``). It is sent to the child but not kept in ``run_runners.launch_json``:
-    it never changes for a run, and a copy per runner would store its values again."""
-    recorded = run_rows.read_environment(db.conn, run_id)
-    return {"workingDirectory": recorded.working_dir, "environment": recorded.variables}
 
 
 class Supervisor:
@@ -206,7 +99,7 @@ class Supervisor:
     def launch(self, run_id: str) -> RunnerHandle:
         """Claim ``run_id``, record the launch, and start its runner task."""
         launch = runners.launch(
-            self.db, run_id, self.server_epoch, _envelope(self.config, self.server_epoch)
+            self.db, run_id, self.server_epoch, envelope_builder(self.config, self.server_epoch)
         )
         root = self.db.conn.execute(
             "SELECT COALESCE(root_run_id, run_id) FROM runs WHERE run_id = ?", (run_id,)
@@ -214,7 +107,7 @@ class Supervisor:
         handle = RunnerHandle(
             identity=RunnerIdentity(run_id, launch.runner_epoch, launch.claim),
             command=launch.command.value,
-            envelope={**launch.envelope, **_environment(self.db, run_id)},
+            envelope={**launch.envelope, **environment(self.db, run_id)},
             root_id=str(root[0]) if root else run_id,
         )
         if interactions.validating_of(self.db.conn, run_id) is not None:
@@ -482,7 +375,7 @@ class Supervisor:
                     await children.wait_exited(child, grace)
                 code = await children.stop(child, grace)
             await self._stop_recorded(handle.identity.runner_epoch)
-            outcome = self._outcome(handle, code)
+            outcome = settlement.outcome(handle, code)
             runners.mark_exited(
                 self.db,
                 handle.identity.runner_epoch,
@@ -491,7 +384,7 @@ class Supervisor:
                 exit_signal=-code if code is not None and code < 0 else None,
                 output_tail=child.output_tail()[-4000:] if child else None,
             )
-            self._settle(handle, code)
+            settlement.settle(self.db, self.config, handle, code)
         except Exception:
             # A failure here (a disk error, a lock timeout) must not end supervision: the
             # periodic sweep recovers the run once its claim has expired.
@@ -510,112 +403,6 @@ class Supervisor:
                 log.warning(
                     "stopped %d process group(s) runner %d left running", len(stopped), runner_epoch
                 )
-
-    def _outcome(self, handle: RunnerHandle, code: int | None) -> str:
-        if handle.claim_lost or handle.kill_reason == "claimLost":
-            return "claimLost"
-        if handle.kill_reason in ("cancelled", "stopping"):
-            return "cancelled"
-        if handle.kill_reason in ("timedOut", "nodeTimeout", "validationTimeout", "lingered"):
-            return "timedOut"
-        if code == 0 and handle.kill_reason is None:
-            return "exited"
-        if handle.refused is not None and handle.kill_reason in (None, "crashed"):
-            return "refused"  # it stopped because the server said no: not a crash
-        return "crashed"
-
-    def _settle(self, handle: RunnerHandle, code: int | None) -> None:
-        """Decide the run's fate from committed state after its runner (and all it started)
-        ended.
-
-        Fenced by the runner's claim while it is live; when it is gone (expired while the
-        server was frozen or its loop stalled, or released by a wait or park the runner
-        committed) a control claim is taken, so a running run is never left behind with a
-        dead claim. A live claim of somebody else means the run moved on.
-        """
-        faults.hit("supervisor.settle")
-        run = read_run(self.db.conn, handle.run_id)
-        if run.status is not RunStatus.RUNNING:
-            return  # it waits, is paused or finished: nothing to do
-        try:
-            fence = lifecycle.live_or_control(self.db, handle.run_id, handle.identity.claim)
-        except LeaseHeldError:
-            return  # somebody else owns it now
-        if fence is not handle.identity.claim:
-            log.warning("run %s: its runner's claim was gone; recovered by control", run.run_id)
-        conflict = handle.kill_reason is None and handle.refused_code == "revisionConflict"
-        if (
-            handle.kill_reason != "stopping"
-            and not conflict  # the run moved under it: the next runner validates again
-            and interaction_writes.abandon(self.db, fence, self._ended_how(handle, code))
-        ):
-            return  # only that submission is rejected; the request waits for a corrected one
-        if handle.kill_reason == "nodeTimeout":
-            active = attempts.unfinished(self.db.conn, handle.run_id)
-            if active is not None:
-                takeover.time_out_node(
-                    self.db,
-                    fence,
-                    active.attempt_id,
-                    f"node {active.node_id} did not finish within its timeout",
-                )
-                return
-        if handle.kill_reason == "stopping":
-            lifecycle.park(self.db, fence, ParkReason.SERVER_STOPPED)
-            return
-        progressed = (
-            handle.ready_revision is not None and run.execution_revision > handle.ready_revision
-        )
-        if handle.refused is not None and handle.kill_reason is None:
-            self._settle_refused(handle, fence)
-            return
-        detail = f"runner exited with {'code ' + str(code) if code is not None else 'no code'}"
-        if not progressed:
-            lifecycle.park(self.db, fence, ParkReason.RUNNER_NO_PROGRESS, detail)
-            return
-        active = attempts.unfinished(self.db.conn, handle.run_id)
-        tries = 0 if active is None else attempts.crash_tries(self.db.conn, active)
-        if active is not None and tries >= MAX_ATTEMPTS_PER_VISIT:
-            lifecycle.park(
-                self.db,
-                fence,
-                ParkReason.RUNNER_CRASHED,
-                f"node {active.node_id} stopped its runner {tries} times; {detail}",
-            )
-            return
-        takeover.recover(self.db, handle.run_id, claim=fence)
-
-    def _settle_refused(self, handle: RunnerHandle, fence: Claim) -> None:
-        """The runner stopped because the server refused its proposal (``handle.refused``).
-
-        Not a crash: its effects' receipts were kept when the refusal was answered
-        (``runner_messages``), so nothing it did is lost. A revision conflict means the run
-        moved under it: the run is recovered and the next runner reads the new state (up to
-        ``MAX_ATTEMPTS_PER_VISIT`` attempts of one node visit). Any other refusal would be
-        refused again: the run parks ``proposalRefused`` with what was refused.
-        """
-        active = attempts.unfinished(self.db.conn, handle.run_id)
-        again = active is None or (
-            attempts.crash_tries(self.db.conn, active) < MAX_ATTEMPTS_PER_VISIT
-        )
-        if handle.refused_code == "revisionConflict" and again:
-            takeover.recover(self.db, handle.run_id, claim=fence)
-            return
-        lifecycle.park(
-            self.db,
-            fence,
-            ParkReason.PROPOSAL_REFUSED,
-            f"the server refused the runner: {handle.refused}; run resume tries again",
-        )
-
-    def _ended_how(self, handle: RunnerHandle, code: int | None) -> str:
-        if handle.refused is not None and handle.kill_reason is None:
-            return f"the server refused its {handle.refused}"
-        if handle.kill_reason == "validationTimeout":
-            return f"it ran longer than {self.config.validate_seconds:g} s or past the deadline"
-        if code is not None and code < 0:
-            return f"the runner was killed by signal {-code}"
-        return f"the runner exited with code {code}" if code is not None else "the runner ended"
 
     def tree_handles(self, run_id: str) -> list[RunnerHandle]:
         """The live runners of ``run_id`` and of every run below it in its tree."""
@@ -651,7 +438,7 @@ class Supervisor:
 
         SIGTERM (and SIGCONT, so a stopped group can act on it) to its process group now,
         SIGKILL after the grace period if it is still alive. Its conversation then ends at
-        the closed channel and ``_finish`` settles the run.
+        the closed channel and ``_finish`` settles the run (``settlement``).
         """
         if handle.kill_reason is not None:
             return

@@ -246,7 +246,7 @@ PARKED_MARK = "parked ("
 def crash_tries(conn: sqlite3.Connection, attempt: Attempt) -> int:
     """How many attempts of ``attempt``'s node visit (in its round) ended its runner: the
     interrupted ones a pause or a stop did not interrupt, plus ``attempt`` itself (whose
-    runner just ended). What the supervisor bounds (``MAX_ATTEMPTS_PER_VISIT``)."""
+    runner just ended). What the server's settlement bounds (``MAX_ATTEMPTS_PER_VISIT``)."""
     row = conn.execute(
         "SELECT COUNT(*) FROM node_attempts a JOIN node_attempts b ON b.run_id = a.run_id"
         " AND b.round = a.round AND b.node_id = a.node_id AND b.visit = a.visit"

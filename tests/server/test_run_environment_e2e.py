@@ -201,6 +201,33 @@ def test_a_variable_named_by_env_is_passed_and_others_are_not(
     assert not [name for name in variables if name.startswith("PI_WORKFLOWS_")]
 
 
+def test_run_show_names_the_directory_and_variables_but_never_a_value(
+    server: ServerProcess,
+) -> None:
+    """`run show` (human and --json) shows the recorded working directory and the names of
+    the recorded variables; no value, a secret given with --env included, is ever shown
+    (the workflow does not read it, so only the environment could show it)."""
+    secret = "s3cr3t-token-value"
+    run_id = started(
+        pw(server, "run", "start", "look", "--env", f"PWF_SECRET={secret}", "--wait", "--json")
+    )["runId"]
+    as_json = pw(server, "run", "show", run_id, "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    recorded = json.loads(as_json.stdout)["environment"]
+    assert recorded["workingDirectory"] == str(server.project)
+    assert "PWF_SECRET" in recorded["variables"]
+    assert "PATH" in recorded["variables"]
+    assert recorded["variables"] == sorted(recorded["variables"])
+    human = pw(server, "run", "show", run_id, COLUMNS="400")  # a temp path is long
+    assert human.returncode == 0, human.stderr
+    rows = {line.split(None, 1)[0]: line for line in human.stdout.splitlines() if line.strip()}
+    assert str(server.project) in rows["directory"]
+    assert "PWF_SECRET" in rows["variables"]
+    assert "PATH" in rows["variables"]
+    for shown in (as_json.stdout, human.stdout, pw(server, "run", "show", run_id, "-v").stdout):
+        assert secret not in shown
+
+
 def test_a_run_resumed_by_a_new_server_has_the_same_environment(server: ServerProcess) -> None:
     """A run waiting for an event when the server is SIGKILLed is resumed by a new server
     started with other variables; its next node sees the environment recorded at start."""

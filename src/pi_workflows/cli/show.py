@@ -77,7 +77,7 @@ def progress_line(progress: Any) -> Text | None:
 
 def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
     """The run's fields: id, workflow, status, node, its latest progress, times, execution
-    mode, origin session,
+    mode, origin session, recorded working directory and variable names, lineage,
     the schedule that started it and error (and, with `verbose`, the internal run and queue
     statuses, revision, generation, runner and who started it)."""
     fields = _fields()
@@ -105,6 +105,7 @@ def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
         fields.add_row("mode", Text(plain(view.get("executionMode"))))
     if view.get("originSession"):
         fields.add_row("session", Text(plain(view.get("originSession"))))
+    _environment(fields, view)
     _lineage(fields, view)
     started_by = view.get("schedule")
     if isinstance(started_by, Mapping):
@@ -141,6 +142,25 @@ def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
             )
         fields.add_row("origin", Text(plain(view.get("origin"))))
     return fields
+
+
+ENVIRONMENT_NAMES_SHOWN = 12
+"""Variable names `run show` lists before "and N more" (`--json` has them all)."""
+
+
+def _environment(fields: Table, view: Mapping[str, Any]) -> None:
+    """The run's recorded working directory and its variables' names (never their values:
+    `run show` output is pasted into issues and chats)."""
+    recorded = view.get("environment")
+    if not isinstance(recorded, Mapping):
+        return
+    fields.add_row("directory", Text(plain(recorded.get("workingDirectory") or "/")))
+    listed = recorded.get("variables")
+    names = [plain(name) for name in listed] if isinstance(listed, list) else []
+    shown = ", ".join(names[:ENVIRONMENT_NAMES_SHOWN]) or "none"
+    if len(names) > ENVIRONMENT_NAMES_SHOWN:
+        shown += f" and {len(names) - ENVIRONMENT_NAMES_SHOWN} more (run show --json)"
+    fields.add_row("variables", Text(shown))
 
 
 def _round_note(view: Mapping[str, Any]) -> str:

@@ -16,6 +16,7 @@ from pi_workflows.store import (
     jsoncol,
     lineage,
     progress,
+    run_rows,
     schedules,
     signals,
     tree_view,
@@ -243,6 +244,7 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
             "SELECT execution_mode FROM runs WHERE run_id = ?", (run_id,)
         ).fetchone()[0],
         "origin": run.origin,
+        "environment": _environment_view(conn, run_id),
         **tree_view.tree_fields(conn, run_id),
         "lineage": lineage.lineage_of(conn, run_id),
         "schedule": schedules.provenance(conn, [run_id]).get(run_id),
@@ -294,6 +296,16 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         "updatedAt": run.updated_at,
         "finishedAt": run.finished_at,
     }
+
+
+def _environment_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
+    """The run's recorded working directory and the names of its variables: never their
+    values (a variable may hold a secret, and views are printed and pushed)."""
+    try:
+        recorded = run_rows.read_environment(conn, run_id)
+    except LookupError:
+        return None
+    return {"workingDirectory": recorded.working_dir, "variables": sorted(recorded.variables)}
 
 
 def _round_started(conn: sqlite3.Connection, run_id: str, created_at: int) -> int:

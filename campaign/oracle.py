@@ -507,8 +507,8 @@ def scheduled(ctx: SeedContext, ledger: ledgers.Ledger) -> None:
         fires = [f for f in ledger.fires if f.schedule_id == schedule.schedule_id]
         for fire in fires:
             where = f"fire {fire.fire_at} of schedule {schedule.name}"
-            run = runs.get(str(fire.run_id)) if fire.run_id else None
-            if fire.outcome == "started" and (run is None or run.fire_at != fire.fire_at):
+            fired = runs.get(str(fire.run_id)) if fire.run_id else None
+            if fire.outcome == "started" and (fired is None or fired.fire_at != fire.fire_at):
                 ctx.violation("fireWithoutRun", f"{where} started no run of its own")
             elif fire.outcome in ("failed", "queued"):
                 ctx.violation("fireFailed", f"{where} is {fire.outcome}")
@@ -586,11 +586,11 @@ def durable(ctx: SeedContext, ledger: ledgers.Ledger) -> None:
     timer_runs = {
         t.run_id: t for t in ctx.tracks if t.run_id and t.planned.workflow.startswith("timer")
     }
-    for (run_id, round_no, node, visit, retry_round), tries in rounds.items():
+    for (run_id, round_no, node, visit_no, retry_round), tries in rounds.items():
         if run_id in timer_runs and node == "call" and tries > TIMER_ATTEMPTS:
             ctx.violation(
                 "triedTooOften",
-                f"node {node} visit {visit} (round {round_no}) was tried {tries} times in retry"
+                f"node {node} visit {visit_no} (round {round_no}) was tried {tries} times in retry"
                 f" round {retry_round + 1}; its policy allows {TIMER_ATTEMPTS}",
                 run_id,
             )

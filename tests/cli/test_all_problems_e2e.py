@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,15 +57,7 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 
 def pw(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
     """`pi-workflows --home HOME ARGS` as a child process, from the project directory."""
-    return subprocess.run(
-        [sys.executable, "-m", "pi_workflows.cli.main", "--home", str(server.home), *args],
-        capture_output=True,
-        text=True,
-        env=server.env,
-        cwd=server.project,
-        timeout=60,
-        check=False,
-    )
+    return server.cli(*args, timeout=60)
 
 
 def test_workflows_check_lists_every_problem_at_its_line_and_counts_them(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,15 +36,7 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 
 def pw(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
     """Run `pi-workflows --home HOME ARGS` in a child process, from the project directory."""
-    return subprocess.run(
-        [sys.executable, "-m", "pi_workflows.cli.main", "--home", str(server.home), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=server.project,
-        env=server.env,
-    )
+    return server.cli(*args, timeout=60)
 
 
 def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:

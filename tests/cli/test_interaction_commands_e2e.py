@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -57,15 +56,7 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 
 def pw(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
     """Run `pi-workflows --home HOME ARGS` in a child process, from the project directory."""
-    return subprocess.run(
-        [sys.executable, "-m", "pi_workflows.cli.main", "--home", str(server.home), *args],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-        cwd=server.project,
-        env=server.env,
-    )
+    return server.cli(*args)
 
 
 def ok(server: ServerProcess, *args: str) -> str:

@@ -69,15 +69,7 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 
 def pw(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
     """`pi-workflows --home HOME ARGS` in a child process, from the project directory."""
-    return subprocess.run(
-        [sys.executable, "-m", "pi_workflows.cli.main", "--home", str(server.home), *args],
-        capture_output=True,
-        text=True,
-        timeout=150,
-        check=False,
-        cwd=server.project,
-        env=server.env,
-    )
+    return server.cli(*args, timeout=150)
 
 
 def _measure(value: Any) -> dict[str, Any]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,15 +47,7 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 
 def pw(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
     """`pi-workflows --home HOME ARGS` as a child process."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pi_workflows.cli.main", "--home", str(server.home), *args],
-        capture_output=True,
-        text=True,
-        env={**server.env, "COLUMNS": "120"},
-        cwd=server.project,
-        timeout=60,
-        check=False,
-    )
+    done = server.cli(*args, timeout=60, env={**server.env, "COLUMNS": "120"})
     assert done.returncode == 0, done.stderr
     return done
 

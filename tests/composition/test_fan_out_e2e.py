@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +23,7 @@ pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 
 def _cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pi_workflows.cli.main", *args],
-        capture_output=True, text=True, env=server.env, timeout=60, check=False,
-        cwd=server.project,
-    )  # fmt: skip
+    return server.cli(*args, timeout=60)
 
 
 def _children(server: ServerProcess, parent: str) -> list[tuple[Any, ...]]:

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -54,11 +53,7 @@ workflow = Workflow("gates", start="each",
 
 
 def _cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pi_workflows.cli.main", *args],
-        capture_output=True, text=True, env=server.env, timeout=90, check=False,
-        cwd=server.project,
-    )  # fmt: skip
+    return server.cli(*args)
 
 
 def _children(server: ServerProcess, parent: str) -> list[tuple[Any, ...]]:

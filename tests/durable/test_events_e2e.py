@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -74,10 +73,7 @@ def _seen(witness: Path) -> list[object]:
 
 
 def _cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pi_workflows.cli.main", *args],
-        capture_output=True, text=True, env=server.env, timeout=60, check=False,
-    )  # fmt: skip
+    return server.cli(*args, timeout=60)
 
 
 @pytest.mark.slow

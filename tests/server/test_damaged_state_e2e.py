@@ -8,7 +8,6 @@ import hashlib
 import json
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,10 +27,7 @@ workflow = Workflow("chain", start="a", nodes={
 
 
 def _cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pi_workflows.cli.main", "--home", str(server.home), *args],
-        capture_output=True, text=True, env=server.env, timeout=120, check=False,
-    )  # fmt: skip
+    return server.cli(*args, timeout=120)
 
 
 def _damage(database: Path, table: str) -> None:

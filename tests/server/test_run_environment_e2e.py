@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -131,15 +130,7 @@ def client_env(server: ServerProcess, **extra: str) -> dict[str, str]:
 
 def pw(server: ServerProcess, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """`pi-workflows --home HOME ARGS` in a child process in the project, with `env` set."""
-    return subprocess.run(
-        [sys.executable, "-m", "pi_workflows.cli.main", "--home", str(server.home), *args],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-        cwd=server.project,
-        env=client_env(server, **env),
-    )
+    return server.cli(*args, env=client_env(server, **env))
 
 
 def started(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:

@@ -32,15 +32,7 @@ workflow = Workflow("waits", start="ask",
 
 def pw(server: ServerProcess, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Run `pi-workflows --home HOME ARGS` in a child process, from the project directory."""
-    return subprocess.run(
-        [sys.executable, "-m", "pi_workflows.cli.main", "--home", str(server.home), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        cwd=server.project,
-        env=server.env,
-    )
+    return server.cli(*args, timeout=timeout)
 
 
 def pw_json(server: ServerProcess, *args: str) -> Any:

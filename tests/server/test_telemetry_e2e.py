@@ -212,11 +212,7 @@ workflow = Workflow(
 
 
 def cli(server: ServerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pi_workflows.cli.main", "--home", str(server.home), *args],
-        capture_output=True, text=True, timeout=90, check=False, cwd=server.project,
-        env=server.env,
-    )  # fmt: skip
+    return server.cli(*args)
 
 
 def test_an_agent_step_answered_through_the_cli_carries_its_wait_for_the_model(

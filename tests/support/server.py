@@ -165,6 +165,21 @@ class ServerProcess:
         kwargs.setdefault("timeout", 30)
         return Client(self.home, **kwargs)
 
+    def cli(
+        self, *args: str, timeout: float = 90, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the real ``pi-workflows --home HOME ARGS`` in a child process, from the project
+        directory, with the server's environment (``env`` instead, when given)."""
+        return subprocess.run(
+            [sys.executable, "-m", "pi_workflows.cli.main", "--home", str(self.home), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            cwd=self.project,
+            env=self.env if env is None else env,
+        )
+
     def write_workflow(self, name: str, source: str) -> Path:
         """Write ``<project>/.pi/workflows/NAME.workflow.py``."""
         path = self.project / ".pi" / "workflows" / f"{name}.workflow.py"

@@ -104,6 +104,7 @@ class ScheduleTrack:
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # run id -> its summary
     refresh_at: float = 0.0  # when the operator lists its runs again (monotonic)
     listed_after_delete: bool = False  # its runs were listed once it could start no more
+    resumes: dict[str, int] = field(default_factory=dict)  # run id -> parks it resumed
 
     @property
     def quiet(self) -> bool:

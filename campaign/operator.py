@@ -21,7 +21,7 @@ import time
 from typing import Any, Final
 
 from campaign import lineage
-from campaign.context import TERMINAL, Resolution, RunTrack, SeedContext
+from campaign.context import TERMINAL, Resolution, RunTrack, ScheduleTrack, SeedContext
 from campaign.observe import dump_run
 from campaign.plan import Mode, rng_for
 from campaign.surfaces import Answer
@@ -373,6 +373,29 @@ def schedule(ctx: SeedContext) -> None:
             for summary in out.get("runs", []):
                 track.runs[str(summary.get("runId"))] = summary
             track.listed_after_delete = track.deleted
+    for run_id, summary in track.runs.items():
+        _resume_scheduled(ctx, track, run_id, summary)
+
+
+def _resume_scheduled(
+    ctx: SeedContext, track: ScheduleTrack, run_id: str, summary: dict[str, Any]
+) -> None:
+    """A run of the schedule that a fault parked (a runner killed before it committed
+    anything) is resumed as a person would, at most `MAX_RESUMES` times; whether a fault
+    explains the park is the oracle's question, as for every other run."""
+    if summary.get("status") != "paused" or summary.get("parkReason") in (
+        "userPaused",
+        "serverStopped",  # the next server start resumes it by itself
+    ):
+        return
+    done = track.resumes.get(run_id, 0)
+    if done >= MAX_RESUMES:
+        return
+    track.resumes[run_id] = done + 1
+    key = f"campaign-{ctx.seed}-scheduled-{run_id}-resume-{done}"
+    answer = ctx.surfaces.call("resume", run_id, idempotency_key=key)
+    ctx.note(f"resume scheduled {run_id} ({summary.get('parkReason')}): {answer.status}")
+    summary["status"] = "queued"  # until the next listing says otherwise
 
 
 def _event_key(ctx: SeedContext, track: RunTrack, what: str) -> str:

@@ -75,6 +75,36 @@ def test_a_server_frozen_past_the_lease_recovers_the_run_at_once(
     assert server_process.diagnose() == []
 
 
+def test_a_claim_lost_before_the_runner_was_ready_requeues_the_run(
+    server_process: ServerProcess,
+) -> None:
+    """Window: the server's loop stalls (as if frozen) past the lease between a runner's
+    spawn and its ready (found by campaign seed 11: a server frozen just after a schedule
+    fired). The runner is stopped as ``claimLost``; it did nothing, the server let its
+    claim lapse: the run is recovered and completes, never parked ``runnerNoProgress``."""
+    server_process.write_workflow("slow", SLOW.format(started="/dev/null", seconds=0))
+    server_process.start(
+        faults="supervisor.stall_before_launch=flag:1", PI_WORKFLOWS_LEASE_SECONDS="1"
+    )
+    run_id = server_process.start_run("slow")
+    view = server_process.wait_status(run_id, {"completed", "failed", "paused"}, 60)
+    assert view["status"] == "completed", view
+    sql = "SELECT outcome, ready_revision FROM run_runners WHERE run_id = ? ORDER BY runner_epoch"
+    wait_for(
+        lambda: all(o is not None for (o, _) in server_process.query(sql, run_id)),
+        30,
+        "every runner's outcome to be recorded",
+    )
+    runners = server_process.query(sql, run_id)
+    assert runners[0][0] == "claimLost", runners
+    assert [o for (o, _) in runners[1:]] == ["exited"], runners
+    assert server_process.query("SELECT COUNT(*) FROM node_attempts WHERE run_id = ?", run_id) == [
+        (2,)
+    ]  # slow and done, each once: the first runner never started a node
+    assert server_process.query("SELECT epoch FROM server_state") == [(1,)]  # same server
+    assert server_process.diagnose() == []
+
+
 CRASH_ONCE = """
 import os
 from pathlib import Path

@@ -87,6 +87,11 @@ def settle(db: Database, config: ServerConfig, handle: RunnerHandle, code: int |
         _settle_refused(db, handle, fence)
         return
     detail = f"runner exited with {'code ' + str(code) if code is not None else 'no code'}"
+    if not progressed and outcome(handle, code) == "claimLost":
+        # The server let the claim lapse (it was frozen, or its loop stalled) before the
+        # runner committed anything: nothing of the run failed, the next runner starts over.
+        takeover.recover(db, handle.run_id, claim=fence)
+        return
     if not progressed:
         lifecycle.park(db, fence, ParkReason.RUNNER_NO_PROGRESS, detail)
         return

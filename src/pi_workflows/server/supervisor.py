@@ -14,6 +14,7 @@ import asyncio
 import logging
 import signal
 import sqlite3
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +61,8 @@ log = logging.getLogger(__name__)
 RUNNER_MODULE = "pi_workflows.runner"
 # How long the ``supervisor.delay_reply_after.KIND`` fault point holds a reply (tests only).
 FAULT_REPLY_DELAY_SECONDS = 3.0
+# How long the ``supervisor.stall_before_launch`` fault point blocks the loop (tests only).
+FAULT_STALL_SECONDS = 2.5
 # After a child exited, how long a frame it sent just before may take to be read.
 EXITED_READ_GRACE_SECONDS = 0.1
 # The node boundaries a drain parks at: right after the runner committed one of these, no
@@ -142,6 +145,9 @@ class Supervisor:
 
     async def _talk(self, handle: RunnerHandle, child: Child) -> None:
         """The conversation with a spawned child: launch, ready, then its messages."""
+        if faults.flagged("supervisor.stall_before_launch"):
+            # Crash tests: the whole server stalls (as frozen) before the runner is ready.
+            time.sleep(FAULT_STALL_SECONDS)  # noqa: ASYNC251 - blocking the loop is the fault
         started = process_start(child.pid)
         if started is not None:
             runners.mark_spawned(self.db, handle.identity.runner_epoch, child.pid, started)

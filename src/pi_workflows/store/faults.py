@@ -3,9 +3,9 @@
 A fault point is armed by the environment variable ``PI_WORKFLOWS_FAULTS``, a comma list of
 ``NAME=ACTION`` where ACTION is ``exit`` (the process ends at once with status 137, like
 SIGKILL: no cleanup, no commit), ``raise`` (``InjectedFault`` is raised; ``raise:N`` only
-the first N times the point is reached) or ``flag`` (``hit``
-does nothing; the caller asks ``flagged`` and performs the fault itself, e.g. the server
-killing a runner child at an exact point). Tests may also arm points in-process with
+the first N times the point is reached) or ``flag`` (``hit`` does nothing; the caller asks
+``flagged`` and performs the fault itself, e.g. the server killing a runner child at an
+exact point; ``flag:N`` only the first N times). Tests may also arm points in-process with
 ``arm``. When nothing is armed a fault point costs one dict lookup. Production code never
 arms a fault point.
 
@@ -150,8 +150,19 @@ def hit(point: str) -> None:
 
 
 def flagged(point: str) -> bool:
-    """True when ``point`` is armed with ``flag`` (the caller performs the fault)."""
-    return bool(_armed) and _armed.get(point) == "flag"
+    """True when ``point`` is armed with ``flag`` (the caller performs the fault);
+    ``flag:N`` is true only the first N times it is asked."""
+    if not _armed:
+        return False
+    action = _armed.get(point)
+    if action == "flag":
+        return True
+    if action is not None and action.startswith("flag:"):
+        left = int(action.split(":", 1)[1])
+        if left > 0:
+            _armed[point] = f"flag:{left - 1}"
+            return True
+    return False
 
 
 def declare(name: str, what: str) -> None:

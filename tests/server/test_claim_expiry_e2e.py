@@ -75,6 +75,25 @@ def test_a_server_frozen_past_the_lease_recovers_the_run_at_once(
     assert server_process.diagnose() == []
 
 
+def _runner_outcomes(server: ServerProcess, run_id: str) -> list[str]:
+    """Every runner's outcome of ``run_id``, oldest first, once each one is recorded."""
+    sql = "SELECT outcome FROM run_runners WHERE run_id = ? ORDER BY runner_epoch"
+    wait_for(
+        lambda: all(o is not None for (o,) in server.query(sql, run_id)),
+        30,
+        "every runner's outcome to be recorded",
+    )
+    return [str(o) for (o,) in server.query(sql, run_id)]
+
+
+def _ever_paused(server: ServerProcess, run_id: str) -> bool:
+    return bool(
+        server.query(
+            "SELECT 1 FROM events WHERE run_id = ? AND run_status = 'paused' LIMIT 1", run_id
+        )
+    )
+
+
 def test_a_claim_lost_before_the_runner_was_ready_requeues_the_run(
     server_process: ServerProcess,
 ) -> None:
@@ -89,19 +108,35 @@ def test_a_claim_lost_before_the_runner_was_ready_requeues_the_run(
     run_id = server_process.start_run("slow")
     view = server_process.wait_status(run_id, {"completed", "failed", "paused"}, 60)
     assert view["status"] == "completed", view
-    sql = "SELECT outcome, ready_revision FROM run_runners WHERE run_id = ? ORDER BY runner_epoch"
-    wait_for(
-        lambda: all(o is not None for (o, _) in server_process.query(sql, run_id)),
-        30,
-        "every runner's outcome to be recorded",
-    )
-    runners = server_process.query(sql, run_id)
-    assert runners[0][0] == "claimLost", runners
-    assert [o for (o, _) in runners[1:]] == ["exited"], runners
-    assert server_process.query("SELECT COUNT(*) FROM node_attempts WHERE run_id = ?", run_id) == [
-        (2,)
-    ]  # slow and done, each once: the first runner never started a node
+    assert not _ever_paused(server_process, run_id)
+    outcomes = _runner_outcomes(server_process, run_id)
+    assert outcomes[0] == "claimLost", outcomes
+    assert outcomes[-1] == "exited", outcomes
     assert server_process.query("SELECT epoch FROM server_state") == [(1,)]  # same server
+    assert server_process.diagnose() == []
+
+
+def test_a_claim_that_lapses_before_every_ready_parks_the_run_after_three(
+    server_process: ServerProcess,
+) -> None:
+    """The recovery of a lapsed claim is bounded: a server that stalls past the lease
+    before each of three runners of a run is ready parks the run ``runnerNoProgress``,
+    with the lapses in its detail, instead of launching runners for ever; ``run resume``
+    then runs it to its end."""
+    server_process.write_workflow("slow", SLOW.format(started="/dev/null", seconds=0))
+    server_process.start(
+        faults="supervisor.stall_before_launch=flag:3", PI_WORKFLOWS_LEASE_SECONDS="1"
+    )
+    run_id = server_process.start_run("slow")
+    view = server_process.wait_status(run_id, {"completed", "failed", "paused"}, 90)
+    assert view["status"] == "paused", view
+    assert view["parkReason"] == "runnerNoProgress", view
+    assert "claim lapsed 3 times in a row" in view["parkDetail"], view
+    assert _runner_outcomes(server_process, run_id) == ["claimLost"] * 3
+    with server_process.client() as client:
+        client.resume(run_id)
+    view = server_process.wait_status(run_id, {"completed", "failed", "paused"}, 60)
+    assert view["status"] == "completed", view
     assert server_process.diagnose() == []
 
 

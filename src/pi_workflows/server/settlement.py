@@ -60,6 +60,22 @@ def settle(db: Database, config: ServerConfig, handle: RunnerHandle, code: int |
         return  # somebody else owns it now
     if fence is not handle.identity.claim:
         log.warning("run %s: its runner's claim was gone; recovered by control", run.run_id)
+    progressed = (
+        handle.ready_revision is not None and run.execution_revision > handle.ready_revision
+    )
+    lapse_note = ""
+    if not progressed and _lapsed(handle, fence, code):
+        lapses = max(1, _lapses_in_a_row(db, handle.run_id))
+        if lapses < MAX_ATTEMPTS_PER_VISIT:
+            # The server let the claim lapse (it was frozen, or its loop stalled past the
+            # lease) before the runner committed anything: nothing of the run failed, and a
+            # submission it was validating is validated again by the next runner.
+            takeover.recover(db, handle.run_id, claim=fence)
+            return
+        lapse_note = (
+            f"; its claim lapsed {lapses} times in a row before its runner committed anything"
+            " (the server was frozen or its loop stalled past the lease)"
+        )
     conflict = handle.kill_reason is None and handle.refused_code == "revisionConflict"
     if (
         handle.kill_reason != "stopping"
@@ -80,18 +96,11 @@ def settle(db: Database, config: ServerConfig, handle: RunnerHandle, code: int |
     if handle.kill_reason == "stopping":
         lifecycle.park(db, fence, ParkReason.SERVER_STOPPED)
         return
-    progressed = (
-        handle.ready_revision is not None and run.execution_revision > handle.ready_revision
-    )
     if handle.refused is not None and handle.kill_reason is None:
         _settle_refused(db, handle, fence)
         return
     detail = f"runner exited with {'code ' + str(code) if code is not None else 'no code'}"
-    if not progressed and outcome(handle, code) == "claimLost":
-        # The server let the claim lapse (it was frozen, or its loop stalled) before the
-        # runner committed anything: nothing of the run failed, the next runner starts over.
-        takeover.recover(db, handle.run_id, claim=fence)
-        return
+    detail += lapse_note
     if not progressed:
         lifecycle.park(db, fence, ParkReason.RUNNER_NO_PROGRESS, detail)
         return
@@ -106,6 +115,30 @@ def settle(db: Database, config: ServerConfig, handle: RunnerHandle, code: int |
         )
         return
     takeover.recover(db, handle.run_id, claim=fence)
+
+
+def _lapsed(handle: RunnerHandle, fence: Claim, code: int | None) -> bool:
+    """Whether the runner's claim lapsed under it: it was no longer live when the run was
+    settled (the run still runs, so the runner's own commit did not release it) or the
+    runner was stopped for its loss. Not for a server stop or a refused proposal, which
+    settle as they always do."""
+    if handle.kill_reason == "stopping" or handle.refused is not None:
+        return False
+    return fence is not handle.identity.claim or outcome(handle, code) == "claimLost"
+
+
+def _lapses_in_a_row(db: Database, run_id: str) -> int:
+    """How many of the run's newest runners, in a row, ended with their claim lost."""
+    rows = db.conn.execute(
+        "SELECT outcome FROM run_runners WHERE run_id = ? ORDER BY runner_epoch DESC LIMIT ?",
+        (run_id, MAX_ATTEMPTS_PER_VISIT + 1),
+    ).fetchall()
+    lapses = 0
+    for (ended,) in rows:
+        if ended != "claimLost":
+            break
+        lapses += 1
+    return lapses
 
 
 def _settle_refused(db: Database, handle: RunnerHandle, fence: Claim) -> None:

@@ -380,9 +380,10 @@ def schedule(ctx: SeedContext) -> None:
 def _resume_scheduled(
     ctx: SeedContext, track: ScheduleTrack, run_id: str, summary: dict[str, Any]
 ) -> None:
-    """A run of the schedule that a fault parked (a runner killed before it committed
-    anything) is resumed as a person would, at most `MAX_RESUMES` times; whether a fault
-    explains the park is the oracle's question, as for every other run."""
+    """A paused run of the schedule (any park but a person's pause or a server stop, e.g.
+    a runner killed before it committed anything) is resumed as a person would, at most
+    `MAX_RESUMES` times; whether a fault explains the park is the oracle's question, as
+    for every other run."""
     if summary.get("status") != "paused" or summary.get("parkReason") in (
         "userPaused",
         "serverStopped",  # the next server start resumes it by itself

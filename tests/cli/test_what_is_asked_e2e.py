@@ -4,8 +4,6 @@ decision's title, details and choices. Real server, real runners, the real CLI."
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,15 +56,7 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 
 def ok(server: ServerProcess, *args: str) -> str:
     """Run `pi-workflows --home HOME ARGS` (80 columns, not a terminal); its stdout."""
-    result = subprocess.run(
-        [sys.executable, "-m", "pi_workflows.cli.main", "--home", str(server.home), *args],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-        cwd=server.project,
-        env=server.env,
-    )
+    result = server.cli(*args)
     assert result.returncode == 0, (result.stdout, result.stderr)
     return result.stdout
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -129,10 +127,7 @@ def test_a_retry_delay_holds_no_runner_and_no_claim(server: ServerProcess, tmp_p
     assert view["wait"]["kind"] == "retry"
     assert "tried again at" in view["wait"]["text"]
     holds_nothing(server, run_id)
-    shown = subprocess.run(
-        [sys.executable, "-m", "pi_workflows.cli.main", "run", "show", run_id],
-        capture_output=True, text=True, env=server.env, timeout=60, check=False,
-    )  # fmt: skip
+    shown = server.cli("run", "show", run_id, timeout=60)
     assert shown.returncode == 0, shown.stderr
     assert "tried again at" in shown.stdout
     assert "failed, retried" in shown.stdout

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -70,14 +68,8 @@ def test_run_show_json_prints_a_large_input_in_full(server: ServerProcess) -> No
     """``run.get`` sends a large input by reference; the CLI reads it in and prints it whole."""
     server.write_workflow("big", BIG)
     run_id = server.start_run("big", {"blob": "j" * 900_000})
-    result = subprocess.run(
-        [sys.executable, "-m", "pi_workflows.cli.main", "run", "show", run_id, "--json"],
-        env=server.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+    result = server.cli("run", "show", run_id, "--json", timeout=60)
+    assert result.returncode == 0, result.stderr
     view = json.loads(result.stdout)
     assert view["input"] == {"blob": "j" * 900_000}
     assert view["inputRef"] is None

@@ -11,6 +11,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 from support.server import ServerProcess, wait_for
 
@@ -94,6 +95,18 @@ def _ever_paused(server: ServerProcess, run_id: str) -> bool:
     )
 
 
+def _run_with_stalls(server: ServerProcess, stalls: int) -> tuple[str, dict[str, Any]]:
+    """A run of a two-node workflow on a server (lease 1 s) whose loop stalls 2.5 s before
+    each of its first ``stalls`` runners is sent its launch; its id and its view once it
+    completed, failed or paused."""
+    server.write_workflow("slow", SLOW.format(started="/dev/null", seconds=0))
+    server.start(
+        faults=f"supervisor.stall_before_launch=flag:{stalls}", PI_WORKFLOWS_LEASE_SECONDS="1"
+    )
+    run_id = server.start_run("slow")
+    return run_id, server.wait_status(run_id, {"completed", "failed", "paused"}, 30 * stalls + 30)
+
+
 def test_a_claim_lost_before_the_runner_was_ready_requeues_the_run(
     server_process: ServerProcess,
 ) -> None:
@@ -101,12 +114,7 @@ def test_a_claim_lost_before_the_runner_was_ready_requeues_the_run(
     spawn and its ready (found by campaign seed 11: a server frozen just after a schedule
     fired). The runner is stopped as ``claimLost``; it did nothing, the server let its
     claim lapse: the run is recovered and completes, never parked ``runnerNoProgress``."""
-    server_process.write_workflow("slow", SLOW.format(started="/dev/null", seconds=0))
-    server_process.start(
-        faults="supervisor.stall_before_launch=flag:1", PI_WORKFLOWS_LEASE_SECONDS="1"
-    )
-    run_id = server_process.start_run("slow")
-    view = server_process.wait_status(run_id, {"completed", "failed", "paused"}, 60)
+    run_id, view = _run_with_stalls(server_process, 1)
     assert view["status"] == "completed", view
     assert not _ever_paused(server_process, run_id)
     outcomes = _runner_outcomes(server_process, run_id)
@@ -123,12 +131,7 @@ def test_a_claim_that_lapses_before_every_ready_parks_the_run_after_three(
     before each of three runners of a run is ready parks the run ``runnerNoProgress``,
     with the lapses in its detail, instead of launching runners for ever; ``run resume``
     then runs it to its end."""
-    server_process.write_workflow("slow", SLOW.format(started="/dev/null", seconds=0))
-    server_process.start(
-        faults="supervisor.stall_before_launch=flag:3", PI_WORKFLOWS_LEASE_SECONDS="1"
-    )
-    run_id = server_process.start_run("slow")
-    view = server_process.wait_status(run_id, {"completed", "failed", "paused"}, 90)
+    run_id, view = _run_with_stalls(server_process, 3)
     assert view["status"] == "paused", view
     assert view["parkReason"] == "runnerNoProgress", view
     assert "claim lapsed 3 times in a row" in view["parkDetail"], view

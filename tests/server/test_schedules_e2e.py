@@ -9,6 +9,8 @@ accounted for exactly once: by one fire row, or inside one ``missed`` row's rang
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -265,6 +267,51 @@ def test_fire_times_missed_while_the_server_was_down_follow_catchup(
         assert outcomes == ["missed"], down
         caught = [at for at, o in accounted.items() if at > last_before and o == "started"]
         assert caught[0] > restarted  # the first run after downtime is for a future time
+    for fire in _started(server, "tick"):
+        server.wait_status(fire["runId"], "completed")
+    assert server.diagnose() == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("action", ["pause", "delete"])
+def test_a_pause_or_delete_sent_to_a_frozen_server_fires_what_was_due_before_it(
+    server_process: ServerProcess, action: str
+) -> None:
+    """Window: the server is frozen (SIGSTOP) for four intervals of a `catchup all` schedule
+    and a `schedule pause` or `delete` arrives while it is frozen (found by campaign seed
+    88). On SIGCONT the fire times that came during the freeze were the schedule's, not the
+    person's choice: each starts its run (catch-up `all`), none is dropped as `missed`, and
+    nothing fires after the change."""
+    server = server_process
+    server.write_workflow("quick", QUICK)
+    server.start()
+    with server.client() as client:
+        client.add_schedule(
+            "tick", "quick", every="1s", overlap="allow", catchup="all", project=server.project
+        )
+    wait_for(lambda: _started(server, "tick"), 30, "a first fire")
+    assert server.process is not None
+    pid = server.process.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        command = subprocess.Popen(  # connects and sends; answered once the server runs
+            [sys.executable, "-m", "pi_workflows.cli.main", "--home", str(server.home),
+             "schedule", action, "tick"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=server.env,
+        )  # fmt: skip
+        time.sleep(4.5)  # the frozen server is the fault under test, not synchronisation
+        frozen_until = int(time.time() * 1000)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    _, err = command.communicate(timeout=60)
+    assert command.returncode == 0, err
+    accounted = _accounted(server, "tick", 1000)
+    assert "missed" not in accounted.values(), accounted
+    during = [at for at in accounted if frozen_until - 4000 <= at <= frozen_until - 1000]
+    assert len(during) >= 3, accounted  # fire times that came while it was frozen
+    time.sleep(2.5)  # two more intervals: nothing fires after the change
+    assert _accounted(server, "tick", 1000) == accounted
     for fire in _started(server, "tick"):
         server.wait_status(fire["runId"], "completed")
     assert server.diagnose() == []

@@ -101,6 +101,10 @@ class Server:
 
     # --- signals from handlers and children ------------------------------------------------
 
+    async def fire_due_schedule(self, schedule_id: str) -> None:
+        """Fire what is due of a schedule now (``ScheduleFirer.fire_due``)."""
+        await self.schedules.fire_due(schedule_id)
+
     def wake(self, run_id: str | None = None) -> None:
         """Something committed: the scheduler looks at the queue now, held answers look at
         their outcome, and watched session views are recomputed.

@@ -4,8 +4,9 @@ Runs in the server. ``ServerContext`` is a ``Protocol`` that ``app.Server`` sati
 store, the clock (through the store), the settings, the supervisor, the view pushers, the
 description cache, the uploads held for connections, the runner template, and the few
 signals a handler sends (wake the scheduler and held answers, wait for a run's next change,
-begin a stop). Handlers and ``connections`` are typed against it, so ``app`` imports them
-without them importing ``app`` back: the server package has no import circle.
+fire a schedule's due times, begin a stop). Handlers and ``connections`` are typed
+against it, so ``app`` imports them without them importing ``app`` back: the server
+package has no import circle.
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ class ServerContext(Protocol):
 
     def wake(self, run_id: str | None = None) -> None:
         """Something committed: the scheduler, held answers and view pushers look now."""
+        ...
+
+    async def fire_due_schedule(self, schedule_id: str) -> None:
+        """Fire what is due of a schedule now, by its catch-up rule (before a pause or a
+        delete), and wait until it is committed."""
         ...
 
     async def changed(self, run_id: str, seconds: float) -> None:

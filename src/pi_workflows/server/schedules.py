@@ -80,6 +80,26 @@ class ScheduleFirer:
             if fire_at is not None:
                 self._spawn(schedule_id, self._start_queued(schedule_id, fire_at))
 
+    async def fire_due(self, schedule_id: str) -> None:
+        """Fire what is due of ``schedule_id`` now, by its catch-up rule, and wait until it
+        is committed: a person's pause or delete takes effect from the moment it is made, so
+        the fire times that came before it, while the server was frozen or busy, are fired
+        as the server would have fired them (not dropped as missed). A fire already in
+        flight for it is waited for first; a failure is logged (the change goes on)."""
+        while (busy := self._tasks.get(schedule_id)) is not None:
+            await asyncio.wait([busy])
+        self._spawn(schedule_id, self._fire_due(schedule_id))
+        await asyncio.wait([self._tasks[schedule_id]])
+
+    async def _fire_due(self, schedule_id: str) -> None:
+        db = self.server.db
+        now = db.clock.now_ms()
+        for _ in range(schedules.MAX_CATCHUP + 1):  # each fire moves the next time past it
+            fire_at = schedules.catch_up(db, schedule_id, now, down_until=self._started_at)
+            if fire_at is None:
+                return
+            await self._fire(schedule_id, fire_at)
+
     def next_due_ms(self) -> int | None:
         """When the scheduler must look next for a fire (None: no schedule is due to fire
         before its next ordinary tick, or every slot is busy and a finishing fire wakes it)."""

@@ -28,7 +28,7 @@ from pi_workflows.server.handlers.registry import (
 )
 from pi_workflows.server.handlers.runs import describe, run_environment
 from pi_workflows.store import schedule_times, schedules
-from pi_workflows.store.errors import InvalidScheduleError
+from pi_workflows.store.errors import InvalidScheduleError, ScheduleNotFoundError
 from pi_workflows.store.schedules import Catchup, Overlap, ScheduleAction, ScheduleDraft
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
@@ -158,6 +158,15 @@ async def _change(
 ) -> dict[str, Any]:
     name = text(request.payload, "name")
     assert name is not None
+    if action is not ScheduleAction.RESUME:
+        # Fire times that came before this pause or delete (a frozen or busy server had not
+        # fired them yet) are fired by the catch-up rule first: they were the schedule's.
+        try:
+            found = schedules.find(server.db.conn, name)
+        except ScheduleNotFoundError:
+            found = None  # the change answers it
+        if found is not None:
+            await server.fire_due_schedule(found.schedule_id)
 
     def change() -> tuple[str | None, dict[str, Any]]:
         row = schedules.change(server.db, name, action)

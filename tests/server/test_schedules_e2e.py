@@ -275,12 +275,43 @@ def test_fire_times_missed_while_the_server_was_down_follow_catchup(
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("action", ["pause", "delete"])
-def test_a_pause_or_delete_sent_to_a_frozen_server_fires_what_was_due_before_it(
+def test_a_pause_or_delete_of_a_schedule_whose_fires_fell_behind_fires_them_first(
     server_process: ServerProcess, action: str
 ) -> None:
+    """A busy server's fires fall behind a `catchup all` schedule (each fire is held 1.5 s,
+    the schedule fires every second), so when a `schedule pause` or `delete` is handled
+    fire times that came before it are still unfired: they are fired first, each with its
+    run, and none is dropped as `missed`; nothing fires after the change."""
+    server = server_process
+    server.write_workflow("quick", QUICK)
+    server.start(faults="schedules.slow_fire=flag")
+    with server.client() as client:
+        client.add_schedule(
+            "tick", "quick", every="1s", overlap="allow", catchup="all", project=server.project
+        )
+    wait_for(lambda: len(_started(server, "tick")) >= 3, 60, "three fires")  # >= 1.5 s behind
+    handled = int(time.time() * 1000)
+    result = server.cli("schedule", action, "tick")
+    assert result.returncode == 0, result.stderr
+    accounted = _accounted(server, "tick", 1000)
+    assert "missed" not in accounted.values(), accounted
+    assert max(accounted) >= handled - 1000, accounted  # it fired what was behind
+    assert len(accounted) >= 5, accounted
+    time.sleep(2.5)  # two more intervals: nothing fires after the change
+    assert _accounted(server, "tick", 1000) == accounted
+    for fire in _started(server, "tick"):
+        server.wait_status(fire["runId"], "completed")
+    assert server.diagnose() == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_delete_sent_to_a_frozen_server_fires_what_was_due_before_it(
+    server_process: ServerProcess,
+) -> None:
     """Window: the server is frozen (SIGSTOP) for four intervals of a `catchup all` schedule
-    and a `schedule pause` or `delete` arrives while it is frozen (found by campaign seed
-    88). On SIGCONT the fire times that came during the freeze were the schedule's, not the
+    and a `schedule delete` is sent while it is frozen (found by campaign seed 88). On
+    SIGCONT the fire times that came during the freeze were the schedule's, not the
     person's choice: each starts its run (catch-up `all`), none is dropped as `missed`, and
     nothing fires after the change."""
     server = server_process
@@ -297,8 +328,9 @@ def test_a_pause_or_delete_sent_to_a_frozen_server_fires_what_was_due_before_it(
     try:
         command = subprocess.Popen(  # connects and sends; answered once the server runs
             [sys.executable, "-m", "pi_workflows.cli.main", "--home", str(server.home),
-             "schedule", action, "tick"],
+             "schedule", "delete", "tick"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=server.env,
+            cwd=server.project,
         )  # fmt: skip
         time.sleep(4.5)  # the frozen server is the fault under test, not synchronisation
         frozen_until = int(time.time() * 1000)

@@ -101,9 +101,9 @@ class Server:
 
     # --- signals from handlers and children ------------------------------------------------
 
-    async def fire_due_schedule(self, schedule_id: str) -> None:
-        """Fire what is due of a schedule now (``ScheduleFirer.fire_due``)."""
-        await self.schedules.fire_due(schedule_id)
+    async def fire_due_schedule(self, schedule_id: str, as_of: int) -> None:
+        """Fire what was due of a schedule at ``as_of`` (``ScheduleFirer.fire_due``)."""
+        await self.schedules.fire_due(schedule_id, as_of)
 
     def wake(self, run_id: str | None = None) -> None:
         """Something committed: the scheduler looks at the queue now, held answers look at

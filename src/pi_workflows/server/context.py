@@ -61,9 +61,9 @@ class ServerContext(Protocol):
         """Something committed: the scheduler, held answers and view pushers look now."""
         ...
 
-    async def fire_due_schedule(self, schedule_id: str) -> None:
-        """Fire what is due of a schedule now, by its catch-up rule (before a pause or a
-        delete), and wait until it is committed."""
+    async def fire_due_schedule(self, schedule_id: str, as_of: int) -> None:
+        """Fire what was due of a schedule at ``as_of``, by its catch-up rule (before a
+        pause or a delete), and wait until it is committed (bounded)."""
         ...
 
     async def changed(self, run_id: str, seconds: float) -> None:

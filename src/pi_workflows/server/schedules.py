@@ -25,7 +25,7 @@ from typing import Any, Final
 from pi_workflows.server.context import ServerContext
 from pi_workflows.server.errors import ResolveError
 from pi_workflows.server.handlers.runs import describe
-from pi_workflows.store import schedules
+from pi_workflows.store import faults, schedules
 from pi_workflows.store.reservations import NewRun
 from pi_workflows.store.schedules import FireOutcome, FireResult, ScheduleRow
 
@@ -35,6 +35,10 @@ MAX_IN_FLIGHT: Final = 8
 """Most fires (and queued starts) being described or committed at once."""
 DUE_BATCH: Final = 64
 """Most due schedules one tick looks at (the rest stay due for the next tick)."""
+FIRE_DUE_SECONDS: Final = 10.0
+"""How long a pause or delete waits for the fires that were due before it."""
+FAULT_SLOW_FIRE_SECONDS: Final = 1.5
+"""How long the ``schedules.slow_fire`` fault point holds each fire (tests only)."""
 RETRY_MS: Final = 1_000
 """How long a schedule whose fire raised unexpectedly waits before it is tried again."""
 
@@ -80,22 +84,35 @@ class ScheduleFirer:
             if fire_at is not None:
                 self._spawn(schedule_id, self._start_queued(schedule_id, fire_at))
 
-    async def fire_due(self, schedule_id: str) -> None:
-        """Fire what is due of ``schedule_id`` now, by its catch-up rule, and wait until it
-        is committed: a person's pause or delete takes effect from the moment it is made, so
-        the fire times that came before it, while the server was frozen or busy, are fired
-        as the server would have fired them (not dropped as missed). A fire already in
-        flight for it is waited for first; a failure is logged (the change goes on)."""
-        while (busy := self._tasks.get(schedule_id)) is not None:
-            await asyncio.wait([busy])
-        self._spawn(schedule_id, self._fire_due(schedule_id))
-        await asyncio.wait([self._tasks[schedule_id]])
+    async def fire_due(self, schedule_id: str, as_of: int) -> None:
+        """Fire what was due of ``schedule_id`` at ``as_of``, by its catch-up rule, and wait
+        until it is committed (at most ``FIRE_DUE_SECONDS``): a person's pause or delete
+        takes effect from the moment the server handles it, so the fire times that came
+        before it, while the server was frozen or busy, are fired as the server would have
+        fired them, not dropped. A fire already in flight for it is waited for first. Past
+        the time limit, or on a failure (logged), the caller makes its change anyway: a fire
+        still in flight is then fenced by the schedule's status, and what it left unfired
+        is recorded ``missed`` by the change."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + FIRE_DUE_SECONDS
+        while not self.server.stop_requested:
+            busy = self._tasks.get(schedule_id)
+            if busy is None:
+                task = self._spawn(schedule_id, self._fire_due(schedule_id, as_of))
+                await asyncio.wait([task], timeout=max(0.0, until - loop.time()))
+                return
+            await asyncio.wait([busy], timeout=max(0.0, until - loop.time()))
+            if loop.time() >= until:
+                return
 
-    async def _fire_due(self, schedule_id: str) -> None:
+    async def _fire_due(self, schedule_id: str, as_of: int) -> None:
         db = self.server.db
-        now = db.clock.now_ms()
+        if self._started_at is None:  # before the first tick: this server starts now
+            self._started_at = db.clock.now_ms()
         for _ in range(schedules.MAX_CATCHUP + 1):  # each fire moves the next time past it
-            fire_at = schedules.catch_up(db, schedule_id, now, down_until=self._started_at)
+            if self.server.stop_requested:
+                return
+            fire_at = schedules.catch_up(db, schedule_id, as_of, down_until=self._started_at)
             if fire_at is None:
                 return
             await self._fire(schedule_id, fire_at)
@@ -131,7 +148,8 @@ class ScheduleFirer:
             and len(self._tasks) < MAX_IN_FLIGHT
         )
 
-    def _spawn(self, schedule_id: str, work: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, schedule_id: str, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        assert schedule_id not in self._tasks, "one fire in flight per schedule"
         task = asyncio.create_task(work, name=f"schedule-fire-{schedule_id}")
         self._tasks[schedule_id] = task
 
@@ -146,6 +164,7 @@ class ScheduleFirer:
             self.server.wake()  # the scheduler launches the run, and looks for the next fire
 
         task.add_done_callback(done)
+        return task
 
     async def _describe(self, row: ScheduleRow) -> tuple[NewRun | None, str | None]:
         """The run a fire of ``row`` starts, or the one-line reason it cannot."""
@@ -156,6 +175,9 @@ class ScheduleFirer:
 
     async def _fire(self, schedule_id: str, fire_at: int) -> None:
         db = self.server.db
+        if faults.flagged("schedules.slow_fire"):
+            # Tests: a busy server whose fires fall behind their schedule.
+            await asyncio.sleep(FAULT_SLOW_FIRE_SECONDS)
         row = schedules.read(db.conn, schedule_id)
         new_run: NewRun | None = None
         error: str | None = None

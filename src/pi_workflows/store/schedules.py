@@ -378,15 +378,18 @@ def add(db: Database, draft: ScheduleDraft) -> ScheduleRow:
         return read(tx.conn, schedule_id)
 
 
-def change(db: Database, name: str, action: ScheduleAction) -> ScheduleRow:
+def change(
+    db: Database, name: str, action: ScheduleAction, *, as_of: int | None = None
+) -> ScheduleRow:
     """Pause, resume or delete the schedule ``name`` (or id) by ``STATUS_TRANSITIONS``.
 
     A resumed schedule fires next at its first time after now: the fire times that passed
     while it was paused are not caught up. A deleted one keeps its row as the provenance of
-    its runs (they go on), and its queued fires are settled ``skipped``. Fire times already
-    due that no fire was made for yet (the server was frozen or busy when they came) are
-    recorded as one ``missed`` row when a schedule is paused or deleted, so every fire time
-    before it stopped is accounted for.
+    its runs (they go on), and its queued fires are settled ``skipped``. The server fires
+    what was due before a pause or delete first (``ScheduleFirer.fire_due``); fire times
+    due at ``as_of`` (the moment the command was handled; default now) that still have no
+    fire are recorded as one ``missed`` row, so every fire time before it stopped is
+    accounted for. Later ones came after the person's change and are not its fires.
     """
     with db.atomic("schedules.change") as tx:
         row = find(tx.conn, name)
@@ -396,7 +399,8 @@ def change(db: Database, name: str, action: ScheduleAction) -> ScheduleRow:
         if target is row.status:
             return row
         if row.status is ScheduleStatus.ACTIVE:
-            _record_overdue(tx, row, "deleted" if target is ScheduleStatus.DELETED else "paused")
+            how = "deleted" if target is ScheduleStatus.DELETED else "paused"
+            _record_overdue(tx, row, how, tx.now if as_of is None else min(as_of, tx.now))
         next_fire = None
         if target is ScheduleStatus.ACTIVE:
             next_fire = row.cadence.next_after(tx.now)
@@ -440,13 +444,13 @@ def _record_missed(
     )
 
 
-def _record_overdue(tx: Transaction, row: ScheduleRow, how: str) -> None:
-    """Record as missed the fire times of an active schedule that were due at ``tx.now``
+def _record_overdue(tx: Transaction, row: ScheduleRow, how: str, as_of: int) -> None:
+    """Record as missed the fire times of an active schedule that were due at ``as_of``
     but not fired yet, because it is being ``how`` (paused or deleted) now."""
     first = row.next_fire_at
-    if first is None or first > tx.now:
+    if first is None or first > as_of:
         return
-    until = row.cadence.latest_until(tx.now, 1)
+    until = row.cadence.latest_until(as_of, 1)
     last = until[0] if until else first
     count, exact = row.cadence.count_due(first, last)
     many = f"{count}" if exact else f"at least {count}"

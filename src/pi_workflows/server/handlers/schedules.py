@@ -158,6 +158,10 @@ async def _change(
 ) -> dict[str, Any]:
     name = text(request.payload, "name")
     assert name is not None
+    stored = stored_receipt(server, request)
+    if stored is not None:
+        return stored  # done before: nothing is fired again
+    as_of = server.db.clock.now_ms()  # the moment the person's change is handled
     if action is not ScheduleAction.RESUME:
         # Fire times that came before this pause or delete (a frozen or busy server had not
         # fired them yet) are fired by the catch-up rule first: they were the schedule's.
@@ -166,10 +170,10 @@ async def _change(
         except ScheduleNotFoundError:
             found = None  # the change answers it
         if found is not None:
-            await server.fire_due_schedule(found.schedule_id)
+            await server.fire_due_schedule(found.schedule_id, as_of)
 
     def change() -> tuple[str | None, dict[str, Any]]:
-        row = schedules.change(server.db, name, action)
+        row = schedules.change(server.db, name, action, as_of=as_of)
         return None, {"schedule": schedules.view(server.db.conn, row)}
 
     return receipted(server, request, change)

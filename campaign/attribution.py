@@ -121,6 +121,11 @@ class Attributor:
         def during(cause: Cause) -> bool:
             return alive[0] <= cause.start <= alive[1]
 
+        def overlapping(cause: Cause) -> bool:
+            """A command that lasts (a pause or cancel drains, up to 10 s, then acts on
+            whichever runner the run has then) explains a runner that lived in its span."""
+            return cause.start <= alive[1] and cause.end >= alive[0]
+
         def this_run(cause: Cause) -> bool:
             return cause.run_id in (runner.run_id, ledger.root_of(runner.run_id)) or (
                 runner.pid is not None and runner.pid in cause.pids
@@ -151,8 +156,8 @@ class Attributor:
             case "cancelled":
                 return self._first(
                     lambda c: (
-                        (c.kind in ("cancelRun", "pauseRun") and this_run(c) and during(c))
-                        or (c.kind in ("gracefulStop", "finalStop") and during(c))
+                        (c.kind in ("cancelRun", "pauseRun") and this_run(c) and overlapping(c))
+                        or (c.kind in ("gracefulStop", "finalStop") and overlapping(c))
                     )
                 )
             case "timedOut":

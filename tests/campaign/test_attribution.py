@@ -106,3 +106,16 @@ def test_a_retries_exhausted_park_is_explained_only_where_the_plan_exhausts_a_ro
     assert found.unexplained == []
     assert found.explained["park retriesExhausted <- plannedFailures"] == 1
     assert len(_unexplained(Ledger(parks=[park]), [])) == 1
+
+
+def test_a_cancelled_runner_is_explained_by_a_pause_that_lasted_over_its_life() -> None:
+    """Found by seed 62: a pause drained while a node deadline stopped the runner; the
+    run's next runner, launched during the drain, was stopped by the pause when it parked
+    the run. The pause began before that runner existed, but its span covers it; a pause
+    of another run, or one that ended before the runner began, does not explain it."""
+    ledger = Ledger(runners=[_runner("cancelled")])  # lives T .. T + 3000
+    pause = Cause("pauseRun", T - 1900, T + 60, run_id="run_a")
+    assert _unexplained(ledger, [pause]) == []
+    other = Cause("pauseRun", T - 1900, T + 60, run_id="run_b")
+    over = Cause("pauseRun", T - 9000, T - 5000, run_id="run_a")
+    assert len(_unexplained(ledger, [other, over])) == 1

@@ -95,6 +95,17 @@ def _accounted(server: ServerProcess, name: str, every_ms: int) -> dict[int, str
     return accounted
 
 
+def _tick_every_second(server: ServerProcess, catchup: str, faults: str | None = None) -> None:
+    """Start the server (with ``faults``) and add ``tick``: `quick` every second, overlap
+    `allow`, the given catch-up rule."""
+    server.write_workflow("quick", QUICK)
+    server.start(faults=faults)
+    with server.client() as client:
+        client.add_schedule(
+            "tick", "quick", every="1s", overlap="allow", catchup=catchup, project=server.project
+        )
+
+
 def _started(server: ServerProcess, name: str) -> list[dict[str, Any]]:
     return [f for f in _fires(server, name) if f["outcome"] == "started"]
 
@@ -238,12 +249,7 @@ def test_fire_times_missed_while_the_server_was_down_follow_catchup(
     is after the restart); every other missed time is one ``missed`` row, no time starts two
     runs and the schedule goes on."""
     server = server_process
-    server.write_workflow("quick", QUICK)
-    server.start()
-    with server.client() as client:
-        client.add_schedule(
-            "tick", "quick", every="1s", overlap="allow", catchup=catchup, project=server.project
-        )
+    _tick_every_second(server, catchup)
     wait_for(lambda: _started(server, "tick"), 30, "a first fire")
     killed, last_before, restarted = _downtime(server, "tick", 5)
     assert last_before <= killed
@@ -283,12 +289,7 @@ def test_a_pause_or_delete_of_a_schedule_whose_fires_fell_behind_fires_them_firs
     fire times that came before it are still unfired: they are fired first, each with its
     run, and none is dropped as `missed`; nothing fires after the change."""
     server = server_process
-    server.write_workflow("quick", QUICK)
-    server.start(faults="schedules.slow_fire=flag")
-    with server.client() as client:
-        client.add_schedule(
-            "tick", "quick", every="1s", overlap="allow", catchup="all", project=server.project
-        )
+    _tick_every_second(server, "all", faults="schedules.slow_fire=flag")
     wait_for(lambda: len(_started(server, "tick")) >= 3, 60, "three fires")  # >= 1.5 s behind
     handled = int(time.time() * 1000)
     result = server.cli("schedule", action, "tick")
@@ -315,12 +316,7 @@ def test_a_delete_sent_to_a_frozen_server_fires_what_was_due_before_it(
     person's choice: each starts its run (catch-up `all`), none is dropped as `missed`, and
     nothing fires after the change."""
     server = server_process
-    server.write_workflow("quick", QUICK)
-    server.start()
-    with server.client() as client:
-        client.add_schedule(
-            "tick", "quick", every="1s", overlap="allow", catchup="all", project=server.project
-        )
+    _tick_every_second(server, "all")
     wait_for(lambda: _started(server, "tick"), 30, "a first fire")
     assert server.process is not None
     pid = server.process.pid

@@ -6,6 +6,14 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# `make test` runs the suite in TEST_WORKERS pytest-xdist workers (default: twice the cores;
+# most tests wait on real servers, sockets and fsyncs rather than compute), with the Pi tests
+# in one xdist group run one after another (docs/testing.md). TEST_WORKERS=0 runs serially.
+TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(2 * len(os.sched_getaffinity(0)))' 2>/dev/null || echo 2)
+# Every Python process the suite starts (servers, runners, CLIs: thousands) reads its
+# bytecode from this cache instead of compiling our sources again, also when the caller's
+# shell sets PYTHONDONTWRITEBYTECODE; the cache lives in the venv, never beside the sources.
+TEST_PYCACHE ?= $(abspath $(VENV))/pycache
 NPM ?= npm
 # The Pi extension (integrations/pi): Pi itself, the Node 22 that runs it, and TypeScript,
 # all pinned in package-lock.json and installed with `npm ci` when the lock file changes.
@@ -52,38 +60,48 @@ tscheck: pi-deps
 
 check: lint typecheck imports tscheck
 
-# The terminal-UI smoke tests (the Pi TUI and `pi-workflows watch`) drive tmux. A machine
-# without it gets Debian's package when make runs as root with apt-get (as CI does);
-# otherwise make stops with one line saying what to install.
+# The terminal-UI smoke tests (the Pi TUI and `pi-workflows watch`) drive tmux, and the web
+# page's tests (tests/web) drive Debian's headless Chromium through Playwright (never
+# `playwright install`: no browser download). A machine without them gets Debian's packages
+# when make runs as root with apt-get (as CI does); otherwise make stops with one line
+# saying what to install.
 tools:
-	@command -v tmux >/dev/null && exit 0; \
-	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "make: installing tmux (the terminal-UI smoke tests need it)"; \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null \
-		|| { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; }; \
-	else \
-		echo "make: tmux is needed by the terminal-UI tests: install it (e.g. sudo apt-get install tmux)" >&2; exit 1; \
-	fi
+	@for pair in tmux:tmux chromium:chromium; do \
+		tool=$${pair%%:*}; package=$${pair##*:}; \
+		command -v $$tool >/dev/null && continue; \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			echo "make: installing $$package (the terminal-UI and web page tests need it)"; \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$package >/dev/null \
+			|| { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$package >/dev/null; } \
+			|| exit 1; \
+		else \
+			echo "make: $$package is needed by the terminal-UI and web page tests: install it (e.g. sudo apt-get install $$package)" >&2; exit 1; \
+		fi; \
+	done
 
 unit: venv pi-deps tools
-	$(BIN)/pytest $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(TEST_PYCACHE) \
+		$(BIN)/pytest --numprocesses $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test: check unit
 
-bench: venv
+# The bench's Pi section drives the real Pi: `make bench` installs it first (pi-deps).
+bench: venv pi-deps
 	$(BIN)/python -m bench
 
 # The kill-anywhere campaign (docs/reliability.md): `make campaign SEEDS=200`, and one
 # failing seed alone with `make campaign SEEDS=1 SEED_START=<seed>`. FUZZ=N also runs the
 # protocol fuzzers with N inputs per target (three targets: FUZZ=34000 is over 100,000).
-# CAMPAIGN_ARGS passes more options, e.g. CAMPAIGN_ARGS='--jobs 2'.
+# CAMPAIGN_ARGS passes more options, e.g. CAMPAIGN_ARGS='--jobs 2'. SEED_LIST=41,67 runs
+# those seeds instead (41 and 67 left `make test`'s fixed set: docs/testing.md).
 SEEDS ?= 20
 SEED_START ?= 1
+SEED_LIST ?=
 FUZZ ?= 0
 CAMPAIGN_ARGS ?=
 
 campaign: venv
-	$(BIN)/python -m campaign --seeds $(SEEDS) --seed-start $(SEED_START) --fuzz $(FUZZ) $(CAMPAIGN_ARGS)
+	$(BIN)/python -m campaign $(if $(SEED_LIST),--seed-list $(SEED_LIST),--seeds $(SEEDS) --seed-start $(SEED_START)) --fuzz $(FUZZ) $(CAMPAIGN_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache

@@ -21,7 +21,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from bench import chart, report, targets
+from bench import baseline, chart, report, targets
 from bench.context import FULL, QUICK, Context, Sizes
 from bench.machine import facts
 from bench.peers import PEER_VENV, REQUIREMENTS, PeerEnv, ensure_peer_env
@@ -37,6 +37,7 @@ from bench.sections import (
     start,
     throughput,
     timers,
+    ui,
 )
 
 SCHEMA = "pi-workflows.bench.v1"
@@ -50,6 +51,7 @@ SECTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "throughput": throughput.run,
     "pi": pi.run,
     "otel": otel.run,
+    "ui": ui.run,
     "profile": profile.run,
 }
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
@@ -91,6 +93,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--sleeping", type=int, help="runs put to sleep at once (default 10000; quick 10)"
+    )
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        help="a commit measured beside this checkout in the nodes and parked sections "
+        "(default: the one bench/baseline.txt names; 'none' to skip)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the temp directory")
     return parser
@@ -188,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         "sections": sections,
     }
     try:
+        results["baseline"] = _baseline(ctx, args.baseline)
         try:
             _measure(ctx, results, sections, not args.no_peers, run_peers)
         except KeyboardInterrupt:
@@ -202,6 +211,20 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
     return 1 if ctx.errors else 0
+
+
+def _baseline(ctx: Context, wanted: str | None) -> dict[str, Any]:
+    """Extract the baseline commit's sources (``bench/baseline.py``); what was chosen."""
+    rev = baseline.recorded() if wanted is None else wanted
+    if rev is None or rev.lower() == "none":
+        return {"skipped": "no baseline (--baseline none, or no bench/baseline.txt)"}
+    try:
+        ctx.baseline = baseline.prepare(rev, ctx.tmp)
+    except ValueError as exc:
+        ctx.say(f"baseline: {exc}")
+        return {"skipped": str(exc)}
+    ctx.say(f"baseline: {ctx.baseline.commit[:12]} ({ctx.baseline.subject})")
+    return ctx.baseline.describe()
 
 
 def _systems(ctx: Context, results: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.baseline import Baseline
 from bench.peers import PeerEnv
 from bench.processes import Processes
 
@@ -53,6 +54,9 @@ class Sizes:
     """Added to twice the expected start time of the due timers before the first is due."""
     timers_idle_seconds: float = 3.0
     """How long the server's CPU time is sampled while every run sleeps."""
+    wakeups_count: int = 10_000
+    """Runs that come due within ``wakeups_window_seconds`` (mass wake-ups, timers section)."""
+    wakeups_window_seconds: float = 10.0
     children_count: int = 100
     """Children of the ``fan_out`` the children section compares with client starts."""
     children_reps: int = 5
@@ -66,6 +70,12 @@ class Sizes:
     profile_runs: int = 3
     pi_reps: int = 3
     """Repetitions of the Pi bridge section (each a new Pi process, two runs)."""
+    ui_runs: int = 10_000
+    """Runs parked behind the web page's run list (the ui section)."""
+    ui_reps: int = 9
+    """Timed page loads per measure of the ui section."""
+    ui_latency_reps: int = 10
+    """Pauses (and as many resumes) whose way to the browser the ui section times."""
 
 
 FULL = Sizes()
@@ -85,6 +95,8 @@ QUICK = Sizes(
     timers_due=20,
     timers_lead_seconds=0.5,
     timers_idle_seconds=0.5,
+    wakeups_count=20,
+    wakeups_window_seconds=0.5,
     children_count=4,
     children_reps=1,
     children_join=10,
@@ -92,6 +104,9 @@ QUICK = Sizes(
     throughput_nodes=3,
     profile_runs=1,
     pi_reps=1,
+    ui_runs=20,
+    ui_reps=2,
+    ui_latency_reps=2,
 )
 
 
@@ -111,6 +126,8 @@ class Context:
     errors: list[str] = field(default_factory=list)
     chart_note: str | None = None
     """Why there is no chart, when there is none."""
+    baseline: Baseline | None = None
+    """The recorded baseline commit measured beside this checkout (``bench/baseline.py``)."""
 
     def say(self, message: str) -> None:
         """One progress line on stdout, with the elapsed time."""

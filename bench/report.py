@@ -8,9 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.sections import otel
+from bench.sections import otel, ui
 
-NAMES = {"ours": "pi-workflows", "dbos": "DBOS", "langgraph": "LangGraph", "floor": "floor"}
+NAMES = {
+    "ours": "pi-workflows",
+    "baseline": "pi-workflows at the baseline commit",
+    "dbos": "DBOS",
+    "langgraph": "LangGraph",
+    "floor": "floor",
+}
 DURABLE_SYNC = ("FULL", "EXTRA")
 
 
@@ -332,6 +338,29 @@ def _recovery(section: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _parked_baseline(found: dict[str, Any] | None) -> list[list[str]]:
+    """The parked section's rows for the baseline commit, measured after this one's."""
+    if not found:
+        return []
+    if "error" in found:
+        return [["baseline commit", f"FAILED: {found['error']}"]]
+    lat = found.get("latency") or {}
+    return [
+        [
+            "baseline commit, the same section after this one: parked",
+            f"{found['parked']} runs in {found['parkedSeconds']} s = "
+            f"**{found['parkRatePerSecond']} runs/s**",
+        ],
+        [
+            "baseline commit: answer all, completion throughput",
+            f"{found['completed']} completed in {found['completionSeconds']} s = "
+            f"**{found['completionPerSecond']} runs/s**",
+        ],
+        ["baseline commit: CLI `run list` (its own CLI)", f"{fmt(lat.get('cliRunListMs'))} ms"],
+        ["baseline commit: CLI `run show ID`", f"{fmt(lat.get('cliRunShowMs'))} ms"],
+    ]
+
+
 def _parked(section: dict[str, Any]) -> list[str]:
     lines = ["## Parked scale", ""]
     if "error" in section:
@@ -397,6 +426,7 @@ def _parked(section: dict[str, Any]) -> list[str]:
                 "server stop (SIGTERM to exit; killed after 10 s)",
                 f"{section.get('serverStopSeconds')} s",
             ],
+            *_parked_baseline(section.get("baseline")),
         ],
     )
     extra = section.get("extrapolated")
@@ -508,6 +538,26 @@ def _timers(section: dict[str, Any]) -> list[str]:
                 f"{timers['lastCompletedAfterFirstDueMs']} ms after the first was due",
             ],
         ]
+    woken = sleeping.get("wakeups") or {}
+    if "dueToNextNodeMs" in woken:
+        asleep = "all asleep" if woken["allAsleepBeforeFirstDue"] else "**not all asleep**"
+        rows += [
+            [
+                f"mass wake-ups: {woken['count']} runs due over {woken['windowSeconds']} s "
+                f"({woken['sleepingMeanwhile']} more asleep, capacity {woken['capacity']})",
+                f"started in {woken['startSeconds']} s, {asleep} "
+                f"{woken['marginBeforeFirstDueMs']} ms before the first was due",
+            ],
+            [
+                "mass wake-ups: due to the successor node started (ms)",
+                f"**{fmt(woken['dueToNextNodeMs'])}**; p99 {woken['dueToNextNodeMs'].get('p99')}",
+            ],
+            [
+                "mass wake-ups: woken runs per second (completed / first due to last completed)",
+                f"**{woken['wokenPerSecond']}**; {woken['completed']} completed, the last "
+                f"{woken['lastCompletedAfterFirstDueMs']} ms after the first was due",
+            ],
+        ]
     rows.append(
         [
             "teardown (SIGKILL the server, remove its directory)",
@@ -602,6 +652,10 @@ def _otel(section: dict[str, Any]) -> list[str]:
     return otel.render(section, fmt)
 
 
+def _ui(section: dict[str, Any]) -> list[str]:
+    return ui.render(section, fmt)
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The whole ``latest.md``."""
     lines = [
@@ -626,6 +680,7 @@ def markdown(results: dict[str, Any]) -> str:
         ("throughput", _throughput),
         ("pi", _pi),
         ("otel", _otel),
+        ("ui", _ui),
         ("profile", _profile),
     ):
         if name in results:

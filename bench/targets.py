@@ -25,7 +25,25 @@ TIMERS_WINDOW_SECONDS = 1.0
 FAN_OUT_CHILDREN = 100
 FAN_OUT_RATIO = 1.5
 """fan_out of 100 at concurrency 16: at most 1.5x the same 100 runs started by a client."""
+WAKE_SMALL = (1_000, 1.0)
+"""1,000 runs due within 1 s (the timers section's phase 3)."""
+WAKE_SMALL_DBOS_SECONDS = 3.07
+"""DBOS's median due -> next step for 1,000 workflows due within 1 s, as issue 35 measured
+it with a script outside the bench (DBOS's durable sleep is not run by the bench)."""
+WAKE_LARGE = (10_000, 10.0)
+"""10,000 runs due within 10 s (the timers section's phase 4)."""
+WAKE_LARGE_BEFORE_SECONDS = 115.0
+"""Their median due -> next node at ac5373a (capacity 4), as issue 35 measured it."""
+NO_REGRESSION = 1.10
+"""This commit against the baseline commit, same run: at most 10% slower (or 10% fewer runs
+a second) before the row says the change regressed."""
 JOIN_CHILDREN = 1_000
+UI_RUNS = 10_000
+UI_FIRST_PAGE_MS = 300.0
+UI_FAN_OUT_MS = 500.0
+UI_LATENCY_MS = 250.0
+"""The web page's targets (issue 31): the runs page's first page with 10,000 runs, a
+1,000-child fan-out's run page, and commit -> browser, each a median in milliseconds."""
 FORK_NODES = 100
 FORK_RATIO = 2.0
 """Fork of a completed 100-node run (to completed): at most 2x starting a 1-node run."""
@@ -317,6 +335,122 @@ def _cli(results: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def _at_least(value: float | None, limit: float) -> bool | None:
+    return None if value is None else value >= limit
+
+
+def _per(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or denominator is None or denominator <= 0:
+        return None
+    return numerator / denominator
+
+
+def _baseline(results: dict[str, Any]) -> list[Row]:
+    """This commit beside the baseline commit (``bench/baseline.txt``), in the same run."""
+    base = results.get("baseline") or {}
+    label = base.get("commit", "")[:7] or "-"
+    why = base.get("skipped")
+    net = _median(_get(results, "nodes", "ratios", "100", "ours/baseline (net per node)"))
+    parked = _get(results, "parked") or {}
+    theirs = parked.get("baseline") or {}
+    rows = [
+        _row(
+            "vsBaselineNetPerNode",
+            f"durable node, net per node, N=100: this commit / baseline {label}",
+            net,
+            "x",
+            f"<= {NO_REGRESSION:g} (no regression; < 1 is faster)",
+            [_at_most(net, NO_REGRESSION)],
+            note=why,
+        )
+    ]
+    shape = parked.get("parked") == theirs.get("parked") and bool(theirs)
+    for key, field, figure in (
+        ("vsBaselineParked", "parkRatePerSecond", "runs started and parked per second"),
+        ("vsBaselineCompletions", "completionPerSecond", "completions after answering"),
+    ):
+        ratio = _per(parked.get(field), theirs.get(field))
+        rows.append(
+            _row(
+                key,
+                f"{figure}: this commit / baseline {label}",
+                ratio,
+                "x",
+                f">= {1 / NO_REGRESSION:.2f} (no regression; > 1 is faster)",
+                [_at_least(ratio, 1 / NO_REGRESSION) if shape else None],
+                note=why
+                or (
+                    f"this commit {parked.get(field)}, baseline {theirs.get(field)} runs/s"
+                    if theirs
+                    else "the baseline was not measured"
+                ),
+            )
+        )
+    mine, baseline_cli = parked.get("latency") or {}, theirs.get("latency") or {}
+    for key, label_cli in (("cliRunShow", "run show"), ("cliRunList", "run list")):
+        ratio = _per(_median(mine.get(f"{key}Ms")), _median(baseline_cli.get(f"{key}Ms")))
+        rows.append(
+            _row(
+                f"vsBaseline{key[0].upper()}{key[1:]}",
+                f"CLI `pi-workflows {label_cli}`: this commit / baseline {label}",
+                ratio,
+                "x",
+                f"<= {NO_REGRESSION:g} (no regression)",
+                [_at_most(ratio, NO_REGRESSION)],
+                note=why,
+            )
+        )
+    return rows
+
+
+def _wakeups(results: dict[str, Any]) -> list[Row]:
+    """Due -> next node started for 1,000 runs due within 1 s and 10,000 within 10 s."""
+    sleeping = _get(results, "timers", "sleeping") or {}
+    rows = []
+    for key, found, (count, window), target, check in (
+        (
+            "wake1kMedian",
+            sleeping.get("timers") or {},
+            WAKE_SMALL,
+            f"<= DBOS ({WAKE_SMALL_DBOS_SECONDS:g} s, issue 35's measurement outside the bench)",
+            WAKE_SMALL_DBOS_SECONDS * 1000,
+        ),
+        (
+            "wake10kMedian",
+            sleeping.get("wakeups") or {},
+            WAKE_LARGE,
+            f"< {WAKE_LARGE_BEFORE_SECONDS:g} s (ac5373a, issue 35's measurement)",
+            WAKE_LARGE_BEFORE_SECONDS * 1000,
+        ),
+    ):
+        value = _get(found, "dueToNextNodeMs", "median")
+        shape = (
+            found.get("count") == count
+            and found.get("windowSeconds") == window
+            and bool(found.get("allAsleepBeforeFirstDue"))
+            and bool(found.get("allCompleted"))
+        )
+        note = None
+        if found:
+            note = f"{found.get('wokenPerSecond')} woken runs/s"
+            if found.get("capacity"):
+                note += f" at capacity {found['capacity']}"
+            if not shape:
+                note += f"; shape {found.get('count')} due within {found.get('windowSeconds')} s"
+        rows.append(
+            _row(
+                key,
+                f"{count:,} runs due within {window:g} s: due -> next node started, median",
+                None if value is None else value / 1000,
+                "s",
+                target,
+                [_at_most(value, check) if shape else None],
+                note=note,
+            )
+        )
+    return rows
+
+
 def _recovery(results: dict[str, Any]) -> list[Row]:
     value = _median(_get(results, "recovery", "ours", "readyToFirstResumedNodeMs"))
     dbos = _median(_get(results, "recovery", "dbos", "readyToFirstResumedNodeMs"))
@@ -528,6 +662,45 @@ def _children(results: dict[str, Any]) -> list[Row]:
     ]
 
 
+def _ui(results: dict[str, Any]) -> list[Row]:
+    section = _get(results, "ui") or {}
+    first = _median(section.get("firstPageMs"))
+    warm = _median(section.get("fanOutWarmMs"))
+    cold = section.get("fanOutColdMs")
+    latency = _median(section.get("commitToBrowserMs"))
+    runs_shaped = section.get("runs") == UI_RUNS
+    fan_shaped = section.get("fanOutChildren") == JOIN_CHILDREN
+    fan_note = None if cold is None else f"first load {_g(float(cold))} ms, reloads {_g(warm)} ms"
+    return [
+        _row(
+            "uiFirstPage",
+            "web page: the runs page's first page with 10,000 runs",
+            first,
+            "ms",
+            "<= 300 ms",
+            [_at_most(first, UI_FIRST_PAGE_MS) if runs_shaped else None],
+            note=None if not section else f"{section.get('runs')} runs",
+        ),
+        _row(
+            "uiFanOutPage",
+            "web page: the run page of a 1,000-child fan-out (first load)",
+            None if cold is None else float(cold),
+            "ms",
+            "<= 500 ms",
+            [_at_most(float(cold), UI_FAN_OUT_MS) if fan_shaped and cold is not None else None],
+            note=fan_note,
+        ),
+        _row(
+            "uiCommitToBrowser",
+            "web page: a commit shown in a real browser (median)",
+            latency,
+            "ms",
+            "<= 250 ms",
+            [_at_most(latency, UI_LATENCY_MS)],
+        ),
+    ]
+
+
 SOURCES: tuple[Callable[[dict[str, Any]], list[Row]], ...] = (
     _start,
     _nodes,
@@ -540,6 +713,9 @@ SOURCES: tuple[Callable[[dict[str, Any]], list[Row]], ...] = (
     _durable_latency,
     _children,
     _fork,
+    _wakeups,
+    _baseline,
+    _ui,
 )
 
 
@@ -562,6 +738,8 @@ def evaluate(results: dict[str, Any]) -> list[Row]:
         "throughputCapacity16",
         "cliRunShow",
         "cliRunList",
+        "wake1kMedian",
+        "wake10kMedian",
         "recoveryReadyToFirstNode",
         "sleepingProcesses",
         "sleepingRss",
@@ -573,5 +751,13 @@ def evaluate(results: dict[str, Any]) -> list[Row]:
         "fanOut100",
         "joinWakes",
         "forkOf100",
+        "uiFirstPage",
+        "uiFanOutPage",
+        "uiCommitToBrowser",
+        "vsBaselineNetPerNode",
+        "vsBaselineParked",
+        "vsBaselineCompletions",
+        "vsBaselineCliRunShow",
+        "vsBaselineCliRunList",
     ]
     return sorted(rows, key=lambda row: order.index(row["id"]))

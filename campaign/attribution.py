@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from campaign.ledger import Ledger, LostEffect, Park, RunnerExit
-from campaign.workflows import NODE_DEADLINES
+from campaign.workflows import NODE_DEADLINES, RUN_DEADLINES
 
 SKEW_MS: Final = 1000
 """Clock slack between the campaign's wall clock and the server's (both read the wall
@@ -43,7 +43,8 @@ LATENCY_MS: Final = 15_000
 a restart, a claim expiring, a drain that ran out)."""
 
 SERVER_KILLS: Final = frozenset({"killServer", "killServerAndChildren"})
-RUNNER_KILLS: Final = frozenset({"killRunner", "killRunnerGroup"})
+# selfKill: a `lapse` cleanup body that killed its own runner, as its witness recorded.
+RUNNER_KILLS: Final = frozenset({"killRunner", "killRunnerGroup", "selfKill"})
 FREEZES: Final = frozenset({"stopRunner", "stopServer"})
 
 
@@ -154,6 +155,8 @@ class Attributor:
                     )
                 )
             case "cancelled":
+                if self.workflows.get(runner.run_id) in RUN_DEADLINES:
+                    return "runDeadline"  # the run deadline ends the run under its runner
                 return self._first(
                     lambda c: (
                         (c.kind in ("cancelRun", "pauseRun") and this_run(c) and overlapping(c))

@@ -71,9 +71,14 @@ class RunTrack:
     # Lineage (campaign/lineage.py): a fork that could not be made; a `mend` run's code
     # change, its upgrade, and the upgrades sent.
     skipped: bool = False
+    fork_edits: dict[str, Any] | None = None  # the outputs its `run fork --set` replaced
     edited: bool = False
     upgraded: bool = False
     upgrade_tries: int = 0
+    # The delivery rule (store/delivery.py): since when (monotonic) the run's open step has
+    # been seen `stalled` (no live turn, nothing due), and for which request.
+    stalled_since: float | None = None
+    stalled_request: str | None = None
 
     @property
     def status(self) -> str | None:

@@ -26,6 +26,7 @@ from campaign.context import TERMINAL, SeedContext
 from campaign.plan import Fault, PlannedFault, Restart
 from campaign.sessions import agents
 from campaign.witness import Body
+from campaign.workflows import COMPOSITION
 
 WINDOW_WAIT: Final = 6.0
 """Seconds a fault waits for a body inside its window before it takes any target."""
@@ -172,7 +173,17 @@ class FaultRunner:
             if in_window:
                 runs = sorted({b.run for b in bodies})
             else:
-                runs = sorted(t.run_id for t in ctx.tracks if t.run_id and t.status == "running")
+                # A running run, or a parent that waits on its tree (the pause must reach
+                # every run below it, at any depth).
+                runs = sorted(
+                    t.run_id
+                    for t in ctx.tracks
+                    if t.run_id
+                    and (
+                        t.status == "running"
+                        or (t.status == "waiting" and t.planned.workflow in COMPOSITION)
+                    )
+                )
             return Target(run_id=_pick(runs, fault)) if runs else None
         if kind is Fault.CANCEL_RUN:
             runs = sorted(t.run_id for t in ctx.tracks if t.run_id and t.status not in TERMINAL)

@@ -5,7 +5,8 @@ Runs in the campaign driver, after the seed's last `server stop`. The oracle's a
 (`run_runners.outcome`, with its pid, server epoch and times), every effect attempt whose
 outcome was lost (`effect_attempts.status = 'lost'`: a manual one made its effect
 ambiguous, an idempotent one ran again), every park and pause with its reason (`events`),
-every workflow message with its delivery (`workflow_messages`), for the durable-time
+every workflow message with its delivery (`workflow_messages`) and every follow-up prompt
+(`run_follow_ups`), for the durable-time
 checks every node attempt, durable wait and event, and for the composition checks every
 run's place in its tree and its joins (`children.joined`). The database is opened with `mode=ro`;
 nothing is written.
@@ -73,6 +74,17 @@ class Message:
 
 
 @dataclass(frozen=True)
+class FollowUpRow:
+    """A follow-up prompt queued on a run (`run_follow_ups`), with its message if any."""
+
+    follow_up_id: str
+    run_id: str
+    seq: int
+    status: str
+    message_id: str | None
+
+
+@dataclass(frozen=True)
 class AttemptRow:
     """One node attempt, oldest first within its run."""
 
@@ -84,6 +96,7 @@ class AttemptRow:
     try_no: int
     status: str
     attempt_id: str
+    settings_change: int | None = 0  # the run's settings change it started with
 
 
 @dataclass(frozen=True)
@@ -170,6 +183,9 @@ class Ledger:
     lost: list[LostEffect] = field(default_factory=list)
     parks: list[Park] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
+    follow_ups: list[FollowUpRow] = field(default_factory=list)
+    # (run id, change number) -> the settings document that change made (`run_settings`).
+    settings: dict[tuple[str, int], Any] = field(default_factory=dict)
     attempts: list[AttemptRow] = field(default_factory=list)
     waits: list[WaitRow] = field(default_factory=list)
     signals: list[SignalRow] = field(default_factory=list)
@@ -178,7 +194,14 @@ class Ledger:
     scheduled_runs: list[ScheduledRun] = field(default_factory=list)
     runs: dict[str, RunRow] = field(default_factory=dict)
     joins: dict[str, int] = field(default_factory=dict)  # run id -> its `children.joined`
+    # A rate-limited join (`fan_out(rate=...)`): wait id -> (parent run id, starts allowed,
+    # period ms, its children's start times in order).
+    paced: dict[str, tuple[str, int, int, list[int]]] = field(default_factory=dict)
     error: str | None = None
+
+    def has_settings(self, run_id: str) -> bool:
+        """Whether the run ever had live settings (its workflow declared them)."""
+        return (run_id, 0) in self.settings
 
     def root_of(self, run_id: str) -> str:
         """The root of a run's tree (the run itself when it is a root, or unknown)."""
@@ -241,8 +264,18 @@ def _read(conn: sqlite3.Connection, ledger: Ledger) -> None:
         ledger.messages.append(
             Message(row[0], row[1], row[2], row[3], row[4], row[5], bool(row[6]))
         )
+    for run_id, number, document in conn.execute(
+        "SELECT run_id, change_no, settings_json FROM run_settings"
+    ):
+        ledger.settings[(run_id, number)] = _json(document) if document else None
     for row in conn.execute(
-        "SELECT run_id, round, node_id, visit, attempt_no, try_no, status, attempt_id"
+        "SELECT follow_up_id, run_id, seq, status, message_id FROM run_follow_ups"
+        " ORDER BY run_id, seq"
+    ):
+        ledger.follow_ups.append(FollowUpRow(*row))
+    for row in conn.execute(
+        "SELECT run_id, round, node_id, visit, attempt_no, try_no, status, attempt_id,"
+        " settings_change"
         " FROM node_attempts ORDER BY run_id, started_at, rowid"
     ):
         ledger.attempts.append(AttemptRow(*row))
@@ -277,6 +310,12 @@ def _read(conn: sqlite3.Connection, ledger: Ledger) -> None:
         " FROM runs ORDER BY created_at"
     ):
         ledger.runs[row[0]] = RunRow(*row)
+    for wait_id, parent, count, period, started in conn.execute(
+        "SELECT j.wait_id, j.parent_run_id, j.rate_count, j.rate_period_ms, c.started_at"
+        " FROM run_joins j JOIN run_children c USING (wait_id) WHERE j.rate_count IS NOT NULL"
+        " AND c.started_at IS NOT NULL ORDER BY c.started_at"
+    ):
+        ledger.paced.setdefault(wait_id, (parent, count, period, []))[3].append(started)
     for run_id, count in conn.execute(
         "SELECT run_id, COUNT(*) FROM events WHERE type = 'children.joined' GROUP BY run_id"
     ):

@@ -10,6 +10,10 @@ once the seed's runs settled:
 - a fork was made once (its source lists exactly it, every `run fork` answer named it),
   names its source and fork node, and no attempt it carried ran again in it: no effect body
   of the fork at a carried node visit (witnesses);
+- a `chain` fork the operator sent with `--set step=...` (half of them, a stream of their
+  own) records exactly the latest carried `step` visit as set by a person, and no other
+  carried attempt; one sent without records none. The value set is the one the source's
+  `step` produced, so the fork completes with the output the oracle expects of any chain;
 - an upgraded `mend` run was upgraded exactly once (`run.upgraded` in its history, though
   the command may have been retried), asked its question again from the new code and
   completed on it (`version` and `asked` are the new version), and its effect before the
@@ -18,13 +22,14 @@ once the seed's runs settled:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, Final
 
 from campaign.context import TERMINAL, RunTrack, SeedContext
 from campaign.plan import rng_for
 from campaign.surfaces import Answer, Surfaces
-from campaign.workflows import MEND_VERSIONS, tip, write_mend
+from campaign.workflows import MEND_VERSIONS, chain_output, tip, write_mend
 
 Send = Callable[..., Answer]
 
@@ -50,13 +55,21 @@ def command(
     """Send a `fork` (`args`: node, visit; `run_id` is the source) or an `upgrade` (`args`:
     dry) by the CLI or the client. A dry run stores nothing, so it carries no key."""
     if what == "fork":
-        node, visit = args
+        node, visit, edits = args
         visit_args = [] if visit is None else ["--visit", str(visit)]
+        set_args = [
+            arg
+            for name, value in (edits or {}).items()
+            for arg in ("--set", f"{name}={json.dumps(value)}")
+        ]
         if via_cli:
             return surfaces.cli_command(
-                "run", "fork", run_id, "--from", node, *visit_args, "--idempotency-key", key
-            )
-        return surfaces.call("fork", run_id, node, visit=visit, idempotency_key=key)
+                "run", "fork", run_id, "--from", node, *visit_args, *set_args,
+                "--idempotency-key", key,
+            )  # fmt: skip
+        return surfaces.call(
+            "fork", run_id, node, visit=visit, idempotency_key=key, outputs=edits or None
+        )
     (dry,) = args
     if dry:
         if via_cli:
@@ -65,6 +78,17 @@ def command(
     if via_cli:
         return surfaces.cli_command("run", "upgrade", run_id, "--idempotency-key", key)
     return surfaces.call("upgrade", run_id, idempotency_key=key)
+
+
+def fork_edits(ctx: SeedContext, track: RunTrack, source: RunTrack) -> dict[str, Any] | None:
+    """The outputs a fork of a `chain` run replaces (`run fork --set`), for half of them
+    (a stream of its own): its last `step` output, set to the value the source produced."""
+    if source.planned.workflow != "chain":
+        return None
+    if rng_for(ctx.seed, "forkset", track.planned.index).random() >= 0.5:
+        return None
+    x, n = int(source.planned.input["x"]), int(source.planned.input["n"])
+    return {"step": {"acc": chain_output(x, n)["acc"], "i": n, "more": False}}
 
 
 def fork_when_ready(ctx: SeedContext, track: RunTrack, send: Send) -> None:
@@ -82,7 +106,8 @@ def fork_when_ready(ctx: SeedContext, track: RunTrack, send: Send) -> None:
         return
     if not source.effects_checked_after_end:
         return
-    answer = send("fork", fork.node, fork.visit, target=source.run_id)
+    track.fork_edits = fork_edits(ctx, track, source)
+    answer = send("fork", fork.node, fork.visit, track.fork_edits, target=source.run_id)
     if answer.ok:
         track.run_id = str(answer.body["runId"])
         track.start_answers.append(track.run_id)
@@ -175,11 +200,20 @@ def _fork(ctx: SeedContext, track: RunTrack) -> None:
             f"one fork key made forks {forks} (answers named {sorted(set(track.start_answers))})",
             source.run_id,
         )
-    carried = {
-        (a.get("nodeId"), a.get("visit"))
-        for a in view.get("attempts") or []
-        if a.get("carriedFrom")
-    }
+    carried_rows = [a for a in view.get("attempts") or [] if a.get("carriedFrom")]
+    carried = {(a.get("nodeId"), a.get("visit")) for a in carried_rows}
+    set_by = sorted((str(a.get("nodeId")), int(a.get("visit") or 0)) for a in carried_rows
+                    if a.get("outputSetBy") == "person")  # fmt: skip
+    wanted = []
+    for node in track.fork_edits or {}:
+        visits = [int(a.get("visit") or 0) for a in carried_rows if a.get("nodeId") == node]
+        wanted += [(node, max(visits))] if visits else []
+    if set_by != sorted(wanted):
+        ctx.violation(
+            "forkSetOutput",
+            f"the fork's carried attempts set by a person are {set_by}, not {sorted(wanted)}",
+            track.run_id,
+        )
     ctx.witnesses.refresh()
     for body in ctx.witnesses.bodies.values():
         if body.run == track.run_id and (body.node, body.visit) in carried:

@@ -12,11 +12,14 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-from campaign.context import TERMINAL, SeedContext
+from campaign.context import TERMINAL, RunTrack, SeedContext
 from campaign.leaks import token_hashes
 from campaign.oracle import check_modes
 
 HASH_SAMPLE_SECONDS: Final = 0.5
+STALL_SECONDS: Final = 30.0
+"""How long the oracle lets a step be seen stalled in a row (the rule's repairs act at the
+next attach or idle report, within seconds; a frozen server's faults last a few)."""
 
 
 def observe(ctx: SeedContext) -> None:
@@ -52,6 +55,7 @@ def observe(ctx: SeedContext) -> None:
         runner = view.get("runner")
         if isinstance(runner, dict) and runner.get("pid"):
             ctx.processes.note(int(runner["pid"]), "runner")
+        _delivery(ctx, track, view, now)
         fingerprint = (view.get("status"), view.get("revision"), view.get("currentNode"))
         if fingerprint != track.fingerprint:
             track.fingerprint = fingerprint
@@ -60,6 +64,29 @@ def observe(ctx: SeedContext) -> None:
     if now - ctx.last_hash_sample > HASH_SAMPLE_SECONDS:
         ctx.last_hash_sample = now
         ctx.token_hashes |= token_hashes(ctx.home / "state.sqlite")
+
+
+def _delivery(ctx: SeedContext, track: RunTrack, view: dict[str, Any], now: float) -> None:
+    """The delivery rule: a pending step is inside a live turn of a live seat, or due to be
+    presented again. A step seen `stalled` (delivered, no turn works on it, nothing due)
+    for longer than `STALL_SECONDS` in a row is a violation."""
+    waiting = view.get("waitingOn")
+    found = waiting.get("delivery") if isinstance(waiting, dict) else None
+    if not isinstance(found, dict) or found.get("state") != "stalled":
+        track.stalled_since = None
+        return
+    assert isinstance(waiting, dict)
+    request = str(waiting.get("requestId"))
+    if track.stalled_since is None or track.stalled_request != request:
+        track.stalled_since, track.stalled_request = now, request
+        return
+    if now - track.stalled_since > STALL_SECONDS:
+        ctx.violation(
+            "stepStalled",
+            f"step {waiting.get('nodeId')} ({request}) of run {track.run_id} was stalled for"
+            f" over {STALL_SECONDS:g} s: {found.get('detail')}",
+            track.run_id,
+        )
 
 
 def _witnesses(ctx: SeedContext) -> None:

@@ -280,6 +280,63 @@ def _start(ctx: SeedContext, track: RunTrack) -> None:
         f"{' ' + planned.session if planned.session else ''}, tries {answer.tries}, "
         f"killed {answer.killed})"
     )
+    _queue_follow_ups(ctx, track)
+    _change_settings(ctx, track)
+
+
+SETTINGS_CHANCE: Final = 0.5
+"""How often a `chain` run has its live settings changed as it starts, drawn from a stream
+of their own (`settings`); the oracle checks its `done` node saw the change it recorded."""
+
+
+def _change_settings(ctx: SeedContext, track: RunTrack) -> None:
+    """Change a `chain` run's `boost` once or twice (the second with `expect_change`, which
+    the first change may have moved: a `settingsConflict` is then the documented answer)."""
+    planned = track.planned
+    rng = rng_for(ctx.seed, "settings", planned.index)
+    if planned.workflow != "chain" or track.run_id is None or rng.random() >= SETTINGS_CHANCE:
+        return
+    for number in range(1, rng.randint(1, 2) + 1):
+        patch = [{"op": "replace", "path": "/boost", "value": rng.randint(1, 9)}]
+        answer = ctx.surfaces.call(
+            "change_settings",
+            track.run_id,
+            patch,
+            expect_change=number - 1,
+            idempotency_key=f"{planned.key}-settings-{number}",
+        )
+        ctx.note(f"settings {number} of {track.run_id}: {answer.status} {answer.message[:120]}")
+        if not answer.ok and answer.code != "settingsConflict":
+            ctx.violation(
+                "settingsRefused", f"settings of {track.run_id}: {answer.message}", track.run_id
+            )
+
+
+FOLLOW_UP_CHANCE: Final = 0.5
+"""How often a run of a session gets follow-up prompts, drawn from a stream of their own
+(`followUp`), so adding them left every other decision of a seed as it was."""
+
+
+def _queue_follow_ups(ctx: SeedContext, track: RunTrack) -> None:
+    """Queue one or two follow-ups on a run with an origin session (the oracle checks they
+    reach it after its result, in order, once, or are cancelled when it does not complete).
+    A run that ended already refuses them: that is its documented answer, not a fault."""
+    planned = track.planned
+    rng = rng_for(ctx.seed, "followUp", planned.index)
+    if planned.session is None or track.run_id is None or rng.random() >= FOLLOW_UP_CHANCE:
+        return
+    for number in range(1, rng.randint(1, 2) + 1):
+        answer = ctx.surfaces.call(
+            "follow_up",
+            track.run_id,
+            f"campaign follow-up {number} of run #{planned.index}",
+            idempotency_key=f"{planned.key}-follow-up-{number}",
+        )
+        ctx.note(f"follow-up {number} of {track.run_id}: {answer.status} {answer.message[:120]}")
+        if not answer.ok and "has ended" not in answer.message:
+            ctx.violation(
+                "followUpRefused", f"follow-up of {track.run_id}: {answer.message}", track.run_id
+            )
 
 
 def _answer(ctx: SeedContext, track: RunTrack) -> None:

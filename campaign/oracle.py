@@ -45,8 +45,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from campaign import lapse, lineage
 from campaign import ledger as ledgers
-from campaign import lineage
 from campaign.attribution import attribute, causes_of
 from campaign.context import TERMINAL, RunTrack, SeedContext
 from campaign.leaks import token_hashes
@@ -55,6 +55,7 @@ from campaign.sessions import agent_records
 from campaign.workflows import (
     COMPOSITION,
     MANUAL_NODES,
+    RUN_DEADLINES,
     TIMER_ATTEMPTS,
     chain_output,
     manual_value,
@@ -104,6 +105,7 @@ def settled(ctx: SeedContext) -> None:
     _starts(ctx)
     _list_and_show(ctx)
     lineage.check(ctx)
+    lapse.check(ctx)
     for problem in ctx.surfaces.problems:
         ctx.violation("surface", problem)
 
@@ -115,7 +117,8 @@ def _runs_settled(ctx: SeedContext) -> None:
         view = track.view or {}
         status = view.get("status")
         if status in TERMINAL:
-            if status != "completed" and not track.cancel_sent:
+            ended_by_deadline = status == "timed_out" and track.planned.workflow in RUN_DEADLINES
+            if status != "completed" and not track.cancel_sent and not ended_by_deadline:
                 ctx.violation(
                     "runEnded",
                     f"{track.planned.workflow} run ended {status}: {view.get('error')}",
@@ -225,7 +228,8 @@ def _output(ctx: SeedContext, track: RunTrack) -> None:
         return
     if workflow in ("chain", "nest"):
         expected = chain_output(x, int(run_input["n"]))
-        if output != expected:
+        shown = {key: output.get(key) for key in expected}
+        if shown != expected:
             wrong.append(f"{workflow} output {output} is not {expected}")
     elif workflow == "tree":
         n = int(run_input["n"])
@@ -411,11 +415,13 @@ def attributed(ctx: SeedContext) -> None:
         and t.planned.workflow.startswith("timer")
         and int(t.planned.input.get("fails", 0)) >= TIMER_ATTEMPTS
     )
-    result = attribute(ledger, causes_of(ctx.faults_done), workflows, exhausting)
+    causes = causes_of(ctx.faults_done) + lapse.self_kill_causes(ctx.witnesses.self_kills)
+    result = attribute(ledger, causes, workflows, exhausting)
     ctx.attributed = dict(sorted(result.explained.items()))
     for why, run_id in result.unexplained:
         ctx.violation("unexplained", why, run_id)
     deliveries(ctx, ledger)
+    settings_seen(ctx, ledger)
     durable(ctx, ledger)
     scheduled(ctx, ledger)
     composition(ctx, ledger)
@@ -425,7 +431,22 @@ def composition(ctx: SeedContext, ledger: ledgers.Ledger) -> None:
     """Child runs, from the database after the last stop and the children's witnesses: a
     run below an ended parent has ended too (cancelled with it, or finished before); a
     parent joined at most once per visit of its composition node, exactly once when it
-    completed; and no item of a join ran as two child runs."""
+    completed; no item of a join ran as two child runs; and no window of a rate-limited
+    join's period holds more starts than its rate (the start times the database recorded,
+    across every kill and restart of the seed)."""
+    for wait_id, (parent_id, count, period, starts) in ledger.paced.items():
+        crowded = [
+            (starts[i], starts[i + count])
+            for i in range(len(starts) - count)
+            if starts[i + count] - starts[i] < period
+        ]
+        if crowded:
+            ctx.violation(
+                "rateExceeded",
+                f"join {wait_id} started {count + 1} children within {period} ms (at"
+                f" {crowded[0][0]} and {crowded[0][1]}): its rate allows {count}",
+                parent_id,
+            )
     below: dict[str, list[ledgers.RunRow]] = {}
     for row in ledger.runs.values():
         if row.parent_run_id is not None:
@@ -460,13 +481,26 @@ def composition(ctx: SeedContext, ledger: ledgers.Ledger) -> None:
                 track.run_id,
             )
         if track.planned.workflow == "nest":
-            children = below.get(track.run_id, [])
-            if len(children) > max(visits, 1):
-                ctx.violation(
-                    "childTwice",
-                    f"{len(children)} child runs for {visits} visits of its subworkflow node",
-                    track.run_id,
-                )
+            # Two levels of subworkflow: each run's children at most one a visit.
+            level = [track.run_id]
+            while level:
+                for run_id in level:
+                    children = below.get(run_id, [])
+                    visited = len(
+                        {
+                            (a.round, a.visit)
+                            for a in ledger.attempts
+                            if a.run_id == run_id and a.node_id == "inner"
+                        }
+                    )
+                    if len(children) > max(visited, 1):
+                        ctx.violation(
+                            "childTwice",
+                            f"{len(children)} child runs of {run_id} for {visited} visits of"
+                            " its subworkflow node",
+                            track.run_id,
+                        )
+                level = [child.run_id for r in level for child in below.get(r, [])]
             continue
         for item in range(int(track.planned.input["n"])):
             path = ctx.witness_dir / "children" / f"{track.run_id}-{item}"
@@ -634,6 +668,44 @@ def _tries(ctx: SeedContext, run_id: str, node: str) -> list[str]:
         return []
 
 
+def settings_seen(ctx: SeedContext, ledger: ledgers.Ledger) -> None:
+    """Each completed `chain` run's `done` node saw the settings of exactly the change its
+    attempt recorded (`settingsSeen`): the `boost` of its output is that change's document,
+    and the `change` it reports is the attempt's; no attempt records a change the run never
+    had (`settingsChange`)."""
+    done: dict[str, ledgers.AttemptRow] = {}
+    for attempt in ledger.attempts:
+        change = attempt.settings_change
+        known = (attempt.run_id, change) in ledger.settings
+        if change is not None and ledger.has_settings(attempt.run_id) and not known:
+            ctx.violation(
+                "settingsChange",
+                f"attempt {attempt.attempt_id} records settings change {attempt.settings_change},"
+                " which the run never had",
+                attempt.run_id,
+            )
+        if attempt.node_id == "done" and attempt.status == "completed":
+            done[attempt.run_id] = attempt
+    for track in ctx.tracks:
+        output = (track.view or {}).get("output")
+        run_id = track.run_id
+        if track.planned.workflow != "chain" or run_id is None or not isinstance(output, dict):
+            continue
+        finished = done.get(run_id)
+        if finished is None or "change" not in output:
+            continue
+        document = ledger.settings.get((run_id, finished.settings_change or 0))
+        seen = (output.get("change"), output.get("boost"))
+        recorded = (finished.settings_change, (document or {}).get("boost"))
+        if seen != recorded:
+            ctx.violation(
+                "settingsSeen",
+                f"chain run {run_id}'s done node saw (change, boost) {seen}; its attempt"
+                f" recorded {recorded}",
+                run_id,
+            )
+
+
 def deliveries(ctx: SeedContext, ledger: ledgers.Ledger) -> None:
     """What the session clients and headless agents hold agrees with `workflow_messages`.
 
@@ -666,7 +738,7 @@ def deliveries(ctx: SeedContext, ledger: ledgers.Ledger) -> None:
                 message.run_id,
             )
         if (
-            message.kind in ("notification", "terminal")
+            message.kind in ("notification", "terminal", "followUp")
             and not message.detached
             and message.session in branches
             and (message.status != "sent" or not entries)
@@ -675,6 +747,63 @@ def deliveries(ctx: SeedContext, ledger: ledgers.Ledger) -> None:
                 "neverDelivered",
                 f"{where} is {message.status} with {len(entries)} entries in the session",
                 message.run_id,
+            )
+    _follow_ups(ctx, ledger, records)
+
+
+def _follow_ups(
+    ctx: SeedContext, ledger: ledgers.Ledger, records: dict[str, list[dict[str, Any]]]
+) -> None:
+    """Every follow-up of a completed run whose result reached its session was sent, after
+    that result and in queue order (by the order the session added them); one of a run that
+    ended otherwise was cancelled, unless an earlier completed round sent it."""
+    order: dict[str, int] = {}
+    for lines in records.values():
+        for position, line in enumerate(lines):
+            if line.get("e") == "present":
+                order.setdefault(str(line["msg"]), position)
+    terminals: dict[str, list[ledgers.Message]] = {}
+    for message in ledger.messages:  # oldest first: the last is the latest round's result
+        if message.kind == "terminal":
+            terminals.setdefault(message.run_id, []).append(message)
+    by_run: dict[str, list[ledgers.FollowUpRow]] = {}
+    for follow_up in ledger.follow_ups:
+        by_run.setdefault(follow_up.run_id, []).append(follow_up)
+    for run_id, listed in by_run.items():
+        run = ledger.runs.get(run_id)
+        status = None if run is None else run.status
+        for follow_up in listed:
+            where = f"follow-up #{follow_up.seq} ({follow_up.follow_up_id}) of run {run_id}"
+            delivered = bool(terminals.get(run_id)) and terminals[run_id][-1].status == "sent"
+            if status == "completed" and delivered and follow_up.status != "sent":
+                ctx.violation(
+                    "followUpNotSent",
+                    f"{where} is {follow_up.status} although the run completed and its result"
+                    " was delivered",
+                    run_id,
+                )
+            if status in ("failed", "timed_out", "cancelled") and follow_up.status in (
+                "queued",
+                "ready",
+            ):
+                ctx.violation("followUpNotCancelled", f"{where} is {follow_up.status}", run_id)
+        shown = [
+            order[f.message_id]
+            for f in listed
+            if f.status == "sent" and f.message_id is not None and f.message_id in order
+        ]
+        results = [
+            order[m.message_id]
+            for m in terminals.get(run_id, [])
+            if m.status == "sent" and m.message_id in order
+        ]
+        first_result = min(results, default=None)
+        if shown != sorted(shown) or (shown and (first_result is None or first_result >= shown[0])):
+            ctx.violation(
+                "followUpOutOfOrder",
+                f"the follow-ups of run {run_id} reached the session out of order or before"
+                " its result",
+                run_id,
             )
 
 

@@ -293,7 +293,33 @@ def make_plan(seed: int, lease_seconds: float, scenario: str | None = None) -> P
     plan.schedule = _schedule(seed)
     plan.runs += _composition(seed, len(plan.runs), plan.sessions)
     plan.runs += _lineage(seed, len(plan.runs))
+    plan.runs += _lapse(seed, len(plan.runs))
     return plan
+
+
+def _lapse(seed: int, first: int) -> list[PlannedRun]:
+    """Half the seeds start a `lapse` run: its 2 s run deadline crosses its working node,
+    and its cleanup node kills its own runner on its first execution in two thirds of them
+    (before or after its effect applied). Drawn last, from a stream of its own, so every
+    other decision of a seed is what it was without it."""
+    rng = rng_for(seed, "lapse")
+    if rng.random() >= 0.5:
+        return []
+    return [
+        PlannedRun(
+            index=first,
+            workflow="lapse",
+            input={
+                "x": rng.randint(1, 10_000),
+                "work": round(rng.uniform(3.0, 5.0), 2),
+                "hold": [round(rng.uniform(0.2, 1.0), 2), round(rng.uniform(0.1, 0.5), 2)],
+                "kill": rng.choice([None, "before", "after"]),
+            },
+            start_at=rng.uniform(0.0, 8.0),
+            key=f"campaign-{seed}-run-{first}",
+            via_cli=rng.random() < 0.5,
+        )
+    ]
 
 
 def _lineage(seed: int, first: int) -> list[PlannedRun]:

@@ -8,12 +8,17 @@ Runs as its own process, so that a `killSession` or `killAgent` fault is a real 
   agent of a detached run (role `agent`): Pi started by the server with `--mode rpc
   --session-id detached-<run> --session-dir DIR`, whose "model" also submits the agent step.
 
-Like the extension (docs/pi.md, "How it works") it attaches (a new coordinator epoch each
-time: a restarted client fences its dead predecessor), reports the whole branch before it
-sends anything, watches the session, and for each message of a pushed view: appends it to
-its branch, then reports it present (`workflowMessage.report`); a step starts a model turn
-(`workflowTurn.report` `started`), ended `completed` once its request is no longer the
-active one; a run's result gets one presentation turn. While the active agent step is
+Like the extension (docs/pi.md, "How it works") it attaches as its seat (one seat id per
+process, as one Pi process's coordinator: a restarted client is a new seat and fences its
+dead predecessor, whose open turn the server ends `lost` and whose step it presents again;
+a reconnect of the same process keeps its turn), reports the whole branch before it sends
+anything (`idle` only while it has no turn open), watches the session, and for each message
+of a pushed view: appends it to its branch, then reports it present
+(`workflowMessage.report`); a step starts a model turn (`workflowTurn.report` `started`),
+ended `completed` once its request is no longer the active one; a run's result gets one
+presentation turn. As in Pi, a transcript entry is no turn: a headless agent's "model"
+works only on a step this process presented (a turn it started), never on one it merely
+finds in its branch. While the active agent step is
 `validating` it reports progress (`interaction.update`), as a model does with the
 `workflow` tool's `update` action. When the connection or the server goes away it
 reconnects with a backoff (0.1 s doubling to 2 s) and attaches again.
@@ -141,6 +146,8 @@ class SessionClient:
         self.phase: dict[str, int] = {}  # request id -> validating phases seen
         self.last_status: dict[str, str] = {}
         self.submitting: set[str] = set()  # requests a worker submits for (role agent)
+        self.seat = f"campaign-{role}-{os.getpid()}-{time.monotonic_ns()}"
+        self.worked: set[str] = set()  # step messages this process presented (its turns)
 
     # --- the connection -----------------------------------------------------------------
 
@@ -158,16 +165,17 @@ class SessionClient:
             if self.client is not None:
                 self.client.close()
                 self.client = None
-            self.turn = None  # a turn open on the lost connection is ended `lost` later
+            # This process lives on: a turn it had open goes on (reported when it ends), as
+            # in a Pi whose server restarted.
             time.sleep(backoff)
             backoff = min(2.0, backoff * 2)
 
     def _session(self) -> None:
         client = Client(self.home, client_id=self.client_id, autostart=False, timeout=15.0)
         self.client = client
-        self.epoch = client.attach_session(self.session)
-        self.record.add("attach", epoch=self.epoch)
-        self._report(dict(self.record.branch), idle=True)
+        self.epoch = client.attach_session(self.session, seat_id=self.seat)
+        self.record.add("attach", epoch=self.epoch, seat=self.seat)
+        self._report(dict(self.record.branch), idle=self.turn is None)
         watch = client.watch_session(self.session, self.epoch)
         try:
             while True:
@@ -234,6 +242,7 @@ class SessionClient:
                 # the server when this one starts: never `completed` without a submission.
                 self._turn("started", message_id)
                 self.turn = (message_id, active.get("requestId"))
+                self.worked.add(message_id)
             elif kind == "terminal" and self.turn is None:
                 self._turn("started", message_id)  # the result's one presentation turn
                 self._turn("ended", message_id, "completed")
@@ -265,7 +274,7 @@ class SessionClient:
             self.role == "agent"
             and status == "pending"
             and request_id not in self.submitting
-            and active.get("workflowMessageId") in self.record.branch
+            and active.get("workflowMessageId") in self.worked
         ):
             self.submitting.add(request_id)
             text = self.record.texts.get(str(active.get("workflowMessageId")), "")

@@ -29,6 +29,7 @@ class Body:
     events: list[str] = field(default_factory=list)
     result: Any = None
     overlapped: bool = False
+    started_at: float | None = None  # wall-clock seconds of its `start` witness
 
     @property
     def applied(self) -> bool:
@@ -61,6 +62,7 @@ class Witnesses:
         self.bodies: dict[str, Body] = {}
         self.order: list[str] = []  # nonces in the order they started
         self.lines = 0
+        self.self_kills: list[dict[str, Any]] = []  # a body that killed its own runner
 
     def refresh(self) -> None:
         """Read whatever was appended since the last call."""
@@ -79,6 +81,9 @@ class Witnesses:
 
     def _add(self, record: dict[str, Any]) -> None:
         self.lines += 1
+        if record.get("e") == "selfKill":
+            self.self_kills.append(record)
+            return
         nonce = str(record["nonce"])
         body = self.bodies.get(nonce)
         if body is None:
@@ -101,6 +106,8 @@ class Witnesses:
             body.events.append(event)
         if event == "applied":
             body.result = record.get("result")
+        if event == "start" and body.started_at is None:
+            body.started_at = float(record.get("t") or 0.0)
 
     def for_key(self, key: str) -> list[Body]:
         """Every body of one effect key, in start order."""

@@ -17,6 +17,7 @@ when it is done, with its pid, so that the oracle can see double application and
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,11 @@ import uuid
 
 WITNESS_DIR = {witness_dir!r}
 HELPER = {helper!r}
+# The interpreter of a shell body, fixed when the campaign wrote this file: a server
+# restarted by another client (the CLI's console script runs `.venv/bin/python`, pytest's
+# `.venv/bin/python3`) has another `sys.executable`, and a command built from it would be a
+# different request for the same idempotent effect (refused as a conflict: the run parks).
+PYTHON = {python!r}
 
 
 def _append(record):
@@ -79,7 +85,7 @@ def body(form, kind, key, run, node, visit, hold_before, hold_after, value):
 
 def command(ctx, kind, hold_before, hold_after, value):
     """The argument list of a shell node whose command is this helper's `body`."""
-    return [sys.executable, HELPER, kind, ctx.effect_key, ctx.run_id, ctx.node_id,
+    return [PYTHON, HELPER, kind, ctx.effect_key, ctx.run_id, ctx.node_id,
             str(ctx.visit), str(hold_before), str(hold_after), json.dumps(value)]
 
 
@@ -99,6 +105,14 @@ def tried(ctx):
         os.close(fd)
     with open(path) as lines:
         return sum(1 for _ in lines)
+
+
+def self_kill(ctx, where):
+    """Record (outside the database) that this body kills its own runner now, then
+    SIGKILL it (a `lapse` cleanup's planned kill mid-way; attribution reads the record)."""
+    _append({{"e": "selfKill", "run": ctx.run_id, "node": ctx.node_id, "where": where,
+              "pid": os.getpid(), "t": time.time()}})
+    os.kill(os.getpid(), 9)
 
 
 def child(ctx):
@@ -151,13 +165,19 @@ workflow = Workflow(
         "step": compute(step),
         "flaky": compute(flaky),
         "done": compute(lambda ctx: {{"acc": ctx.outputs["step"]["acc"],
-                                      "tries": ctx.outputs["flaky"]["tries"]}}),
+                                      "tries": ctx.outputs["flaky"]["tries"],
+                                      "boost": ctx.settings["boost"],
+                                      "change": ctx.settings_change}}),
     }},
     edges=[
         edge("init", "step"),
         switch("step", on="$.more", cases={{True: "step", False: "flaky"}}),
         switch("flaky", on="$result.outcome", cases={{"ok": "done", "failed": "flaky"}}),
     ],
+    # Live settings: the operator may change `boost` while the run goes on; `done` says what
+    # it saw, which the oracle compares with the change its attempt recorded.
+    settings={{"type": "object", "properties": {{"boost": {{"type": "integer", "minimum": 0,
+              "default": 0}}}}, "required": ["boost"]}},
 )
 """
 
@@ -378,11 +398,21 @@ from pi_workflows import (Rejected, Workflow, action, compute, edge, idempotent_
 import witness
 
 
+class Transient(Exception):
+    pass
+
+
+class RateLimited(Transient):
+    pass
+
+
 def call(ctx):
     # The run's first `fails` executions fail (counted outside the database), so the retry
     # policy tries again after a durable delay, and parks when a round of tries runs out.
+    # The policy retries by class (a subclass of Transient), so a try whose runner was
+    # killed after its failure was recorded must still be classified as RateLimited.
     if witness.tried(ctx) <= ctx.input["fails"]:
-        raise RuntimeError("a planned failure, tried again by the retry policy")
+        raise RateLimited("a planned failure, tried again by the retry policy")
     before, after = ctx.input["hold"]
     return witness.body("action", "idempotent", ctx.effect_key, ctx.run_id, ctx.node_id,
                         ctx.visit, before, after, ctx.input["x"] * 11)
@@ -402,7 +432,8 @@ workflow = Workflow(
         "nap": sleep(until=lambda ctx: ctx.input["nap"]),
         "call": action(call, effect=idempotent_effect("timer-call"),
                        retry=retry(attempts={attempts}, delay=seconds(0.4), backoff=1.5,
-                                   jitter=0.2, on_exhausted="pause")),
+                                   jitter=0.2, on=(Transient, "timed_out"),
+                                   never=(ValueError,), on_exhausted="pause")),
         "go": wait_event("go", timeout={timeout}, validate=check),
         "done": compute(lambda ctx: {{"value": ctx.outputs["call"]["value"],
                                       "event": ctx.outputs["go"]["x"],
@@ -463,10 +494,11 @@ workflow = Workflow(
     start="spread",
     max_steps=20,
     nodes={{
-        # Children of `leafc`, two at a time, joined durably; each applies an idempotent
+        # Children of `leafc`, two at a time and at most two starts a second (the rate's
+        # window is kept in the database), joined durably; each applies an idempotent
         # effect of its own (its key holds its own run id).
         "spread": fan_out("leafc", items=lambda ctx: list(range(ctx.input["n"])),
-                          input=child_input, concurrency=2),
+                          input=child_input, concurrency=2, rate="2/s"),
         "sum": compute(lambda ctx: {{"total": sum(c["output"]["value"]
                                                   for c in ctx.outputs["spread"]),
                                      "children": len(ctx.outputs["spread"])}}),
@@ -481,12 +513,13 @@ NEST: Final = """
 from pi_workflows import Workflow, compute, subworkflow, switch
 
 workflow = Workflow(
-    "nest",
+    "{name}",
     start="inner",
     max_steps=20,
     nodes={{
-        # One child run of `chain`, whose output is this run's.
-        "inner": subworkflow("chain", input=lambda ctx: {{"x": ctx.input["x"],
+        # One child run of `{child}` (`nest` -> `midnest` -> `chain`: three levels, so a
+        # tree pause must reach a grandchild), whose output is this run's.
+        "inner": subworkflow("{child}", input=lambda ctx: {{"x": ctx.input["x"],
                                                           "n": ctx.input["n"],
                                                           "hold": ctx.input["hold"]}}),
         "done": compute(lambda ctx: dict(ctx.outputs["inner"])),
@@ -535,6 +568,55 @@ TIMER_ATTEMPTS: Final = 3
 """Tries per round of the `timer` workflows' retry policy (`retry(attempts=...)`)."""
 
 
+LAPSE: Final = """
+from pi_workflows import Workflow, action, compute, edge, idempotent_effect
+
+import witness
+
+
+def work(ctx):
+    witness.hold(ctx, ctx.input["work"])  # longer than the run deadline: it crosses a runner
+    return {{"x": ctx.input["x"]}}
+
+
+def release(ctx):
+    # The cleanup node: run once after the run deadline (or a cancel), with the reason. On
+    # its first execution it may kill its own runner, before or after its effect applied.
+    first = witness.tried(ctx) == 1
+    if first and ctx.input["kill"] == "before":
+        witness.self_kill(ctx, "before")
+    hold = ctx.input["hold"]
+    result = witness.body("action", "idempotent", ctx.effect_key, ctx.run_id, ctx.node_id,
+                          ctx.visit, hold[0], hold[1],
+                          {{"x": 19 * ctx.input["x"], "reason": ctx.cancel_reason}})
+    if first and ctx.input["kill"] == "after":
+        witness.self_kill(ctx, "after")
+    return result
+
+
+workflow = Workflow(
+    "lapse",
+    start="work",
+    deadline={deadline},
+    on_cancel="release",
+    nodes={{
+        "work": compute(work),
+        "done": compute(lambda ctx: dict(ctx.outputs["work"])),
+        "release": action(release, effect=idempotent_effect("lapse-release")),
+    }},
+    edges=[edge("work", "done")],
+)
+"""
+
+
+RUN_DEADLINE_SECONDS: Final = 2.0
+"""The run deadline of `lapse` (`Workflow(deadline=)`); its `work` node holds longer."""
+RUN_DEADLINES: Final = {"lapse": RUN_DEADLINE_SECONDS}
+"""Workflows with a run deadline (seconds): the server ends their runs at it."""
+CLEANUP_NODES: Final = {"lapse": "release"}
+"""The cleanup node (`on_cancel`) of each workflow that has one."""
+
+
 @dataclass(frozen=True)
 class Variant:
     """One workflow file the campaign writes: its name, template and template values."""
@@ -570,14 +652,19 @@ VARIANTS: Final = (
         TIMER,
         {"name": "timer-t", "timeout": "seconds(3)", "attempts": str(TIMER_ATTEMPTS)},
     ),
-    # Composition: a fan_out of `leafc` children, and a subworkflow of `chain`.
+    # Composition: a fan_out of `leafc` children, and a subworkflow of a subworkflow of
+    # `chain`.
     Variant("leafc", LEAFC, {}),
     Variant("tree", TREE, {}),
-    Variant("nest", NEST, {}),
+    Variant("nest", NEST, {"name": "nest", "child": "midnest"}),
+    Variant("midnest", NEST, {"name": "midnest", "child": "chain"}),
     # Lineage: a run whose workflow the operator changes while it waits, then upgrades.
     Variant("mend", MEND, {"version": str(MEND_VERSIONS[0])}),
+    # A run deadline that always crosses a working runner, and the cleanup node it runs
+    # (which may kill its own runner mid-way once).
+    Variant("lapse", LAPSE, {"deadline": str(RUN_DEADLINE_SECONDS)}),
 )
-CHILD_ONLY: Final = frozenset({"leafc"})
+CHILD_ONLY: Final = frozenset({"leafc", "midnest"})
 """Workflows only ever started as another run's children (never planned on their own)."""
 COMPOSITION: Final = frozenset({"tree", "nest"})
 """Workflows whose runs start child runs."""
@@ -609,7 +696,9 @@ def write_project(project: Path, witness_dir: Path) -> None:
         (witness_dir / sub).mkdir(parents=True, exist_ok=True)
     helper = flows / "witness.py"
     helper.write_text(
-        WITNESS_HELPER.lstrip().format(witness_dir=str(witness_dir), helper=str(helper))
+        WITNESS_HELPER.lstrip().format(
+            witness_dir=str(witness_dir), helper=str(helper), python=sys.executable
+        )
     )
     for variant in VARIANTS:
         source = textwrap.dedent(variant.template).lstrip().format(**variant.values)
@@ -627,7 +716,8 @@ def write_mend(project: Path, version: int) -> None:
 
 
 def chain_output(x: int, n: int) -> dict[str, Any]:
-    """What a `chain` run with input `x`, `n` completes with."""
+    """What a `chain` run with input `x`, `n` completes with (besides the live settings its
+    `done` node saw, `boost` and `change`, which the oracle checks against the ledger)."""
     acc = x
     for _ in range(n):
         acc = (acc * 31 + 7) % 1000003

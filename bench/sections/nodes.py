@@ -21,6 +21,9 @@ The floor per node is one durable commit plus one newline-JSON round trip (``flo
 Ratios are taken per round, then summarised (median, min, max); the fixed cost (1-node
 total) is compared per round too.
 
+With a baseline commit (``bench/baseline.py``), a second server runs that commit's code and
+takes part in the rotation as ``baseline``; ``ours/baseline (net per node)`` is per round.
+
 Then, on a server and peer workers of their own (never the timed ones), ``bench.fsyncs``
 counts what one node writes durably: commits (from the WAL) and ``fdatasync``/``fsync``
 system calls (with strace, when installed), each as ``(count(N) - count(1)) / (N - 1)``.
@@ -61,8 +64,12 @@ def run(ctx: Context) -> dict[str, Any]:
     """Measure and summarise; see the module docstring."""
     directory = ctx.section_dir("nodes")
     sizes = (1, *ctx.sizes.chain_sizes)
-    server = OurServer(ctx.procs, directory / "ours").start()
-    files = {n: write_chain(server.project, n) for n in sizes}
+    servers = _servers(ctx, directory)
+    server = servers["ours"]
+    files = {
+        name: {n: write_chain(running.project, n) for n in sizes}
+        for name, running in servers.items()
+    }
     echo = EchoPeer(ctx.procs)
     workers: dict[str, PeerWorker] = {}
     durability: dict[str, Any] = {"ours": our_durability(ctx)}
@@ -85,7 +92,7 @@ def run(ctx: Context) -> dict[str, Any]:
         except Exception as exc:
             skipped[peer] = f"failed to start: {exc}"
             ctx.errors.append(f"nodes: {peer}: {exc}")
-    systems = ["ours", "floor", *workers]
+    systems = ["ours", "floor", *workers, *(["baseline"] if "baseline" in servers else [])]
     totals: dict[str, dict[int, list[float]]] = {s: {n: [] for n in sizes} for s in systems}
     steady: dict[str, dict[int, list[float]]] = {s: {n: [] for n in sizes} for s in systems}
     floor: dict[str, list[float]] = {"commitMs": [], "ipcRoundTripMs": [], "perNodeMs": []}
@@ -105,7 +112,7 @@ def run(ctx: Context) -> dict[str, Any]:
                         floor["perNodeMs"].append(commit + trip)
                     continue
                 for n in sizes:
-                    total, stamp_span = _measure(system, n, server, files, workers)
+                    total, stamp_span = _measure(system, n, servers, files, workers)
                     if measured:
                         totals[system][n].append(total)
                         steady[system][n].append(stamp_span / max(1, n - 1))
@@ -113,11 +120,22 @@ def run(ctx: Context) -> dict[str, Any]:
         echo.close()
         for worker in workers.values():
             worker.close()
-        server.stop()
+        for running in servers.values():
+            running.stop()
     durability["ours"]["journalModeOfLiveFile"] = _journal_of(server.home / "state.sqlite")
     result = _summarise(ctx, sizes, systems, totals, steady, floor, durability, skipped)
     result["durableWrites"] = _durable_writes(ctx, directory, max(sizes), list(workers))
     return result
+
+
+def _servers(ctx: Context, directory: Path) -> dict[str, OurServer]:
+    """This checkout's server, and the baseline commit's when there is one."""
+    servers = {"ours": OurServer(ctx.procs, directory / "ours").start()}
+    if ctx.baseline is not None:
+        servers["baseline"] = OurServer(
+            ctx.procs, directory / "baseline", extra_env=ctx.baseline.env
+        ).start()
+    return servers
 
 
 def _durable_writes(ctx: Context, directory: Path, n: int, peers: list[str]) -> dict[str, Any]:
@@ -142,13 +160,13 @@ def _durable_writes(ctx: Context, directory: Path, n: int, peers: list[str]) -> 
 def _measure(
     system: str,
     n: int,
-    server: OurServer,
-    files: dict[int, Any],
+    servers: dict[str, OurServer],
+    files: dict[str, dict[int, Any]],
     workers: dict[str, PeerWorker],
 ) -> tuple[float, float]:
     """One run of an ``n``-node chain: (total ms, last stamp - first stamp in ms)."""
-    if system == "ours":
-        marks = server.run_to_end(files[n], {})
+    if system in servers:  # ours, or the baseline commit's server (the same file names)
+        marks = servers[system].run_to_end(files[system][n], {})
         output = marks["output"]
         total = (marks["finishedWallNs"] - marks["t0WallNs"]) / 1e6
         return total, (output["t"] - output["first"]) / 1e6
@@ -218,6 +236,10 @@ def _summarise(
             "ours/floor (net per node)": ratios(ours["netPerNodeMs"], floor["perNodeMs"]),
             "ours/floor (steady per node)": ratios(ours["steadyPerNodeMs"], floor["perNodeMs"]),
         }
+        if "baseline" in per_node:
+            pairs["ours/baseline (net per node)"] = ratios(
+                ours["netPerNodeMs"], per_node["baseline"][n]["netPerNodeMs"]
+            )
         for peer in PEERS:
             if peer in per_node:
                 theirs = per_node[peer][n]

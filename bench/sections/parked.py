@@ -19,6 +19,11 @@ workflow waits at a checkpoint, then runs one compute node.
 3. **Answer**: the same threads answer every checkpoint; completion throughput is runs
    completed per second from the first answer until all are completed (or the budget ends).
 
+With a baseline commit (``bench/baseline.py``), the same three phases then run again on a
+server of that commit (its CLI timed with its own code; the in-process ``run.list`` and
+``run.get`` reads are not repeated) and are reported under ``baseline``, so the targets
+can compare this commit's rates and CLI with it, measured in the same invocation.
+
 Everything reported is what was measured at the count reached. When fewer than the target
 fit in the budget, the section also gives a linear extrapolation to the target, in its own
 ``extrapolated`` field labelled so (never used as a measured figure): times linear in the
@@ -354,6 +359,30 @@ def _answer(ctx: Context, server: OurServer, run_ids: list[str]) -> dict[str, An
     }
 
 
+def _baseline(ctx: Context, directory: Path) -> dict[str, Any] | None:
+    """Fill, CLI timings and answers on a server of the baseline commit (None: no baseline)."""
+    if ctx.baseline is None:
+        return None
+    server = OurServer(ctx.procs, directory / "baseline", extra_env=ctx.baseline.env).start()
+    workflow = str(write_park(server.project))
+    found: dict[str, Any] = {"commit": ctx.baseline.commit}
+    try:
+        filled = _fill(ctx, server, workflow, label="parked (baseline)")
+        run_ids = filled.pop("runIds")
+        filled.pop("samples")
+        found.update(filled)
+        time.sleep(0.5)  # let the last runners be reaped
+        found["latency"] = _cli_latency(server, random.choice(run_ids))
+        server.close_client()
+        found.update(_answer(ctx, server, run_ids))
+    except Exception as exc:
+        found["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        ctx.errors.append(f"parked: baseline: {found['error']}")
+    finally:
+        server.stop(timeout=STOP_SECONDS)
+    return found
+
+
 def run(ctx: Context) -> dict[str, Any]:
     """Measure and summarise; see the module docstring."""
     directory = ctx.section_dir("parked")
@@ -379,6 +408,9 @@ def run(ctx: Context) -> dict[str, Any]:
         server.stop(timeout=STOP_SECONDS)
         result["serverStopSeconds"] = round(time.monotonic() - stopping, 2)
         ctx.say(f"parked: server stopped in {result['serverStopSeconds']} s")
+    baseline = _baseline(ctx, directory)
+    if baseline is not None:
+        result["baseline"] = baseline
     return result
 
 

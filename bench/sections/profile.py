@@ -15,7 +15,8 @@ Categories (per node = total over the measured runs / nodes executed):
   canonical JSON, hashing), ``asyncio`` (event loop and streams), ``piWorkflowsPython``
   (server, store, protocol code), ``other``; ``idle`` (waiting in epoll) is kept apart.
 - runner: ``waitingForServer`` (blocked in ``recv`` for the reply), ``callbackThread``
-  (a thread started per callback, and waiting for it), ``encoding``, ``runnerPython``
+  (starting a callback's worker thread, once per runner since the worker is reused, and
+  lock waits: thread start-up and hand-offs), ``encoding``, ``runnerPython``
   (the rest of ``Loop.run``), and ``startup`` (imports, handshake, loading, outside the loop).
 """
 

@@ -43,6 +43,13 @@ included), after the ``parked`` section (whose 10,000-parked RSS the targets com
    wall-clock stamp (due to the next node started, which includes queueing for the 4
    runner slots).
 
+4. **Mass wake-ups** (the same server, everything above still there): ``wakeups_count``
+   runs of the same workflow due within ``wakeups_window_seconds`` (10,000 within 10 s),
+   started as in phase 3; reported as in phase 3, plus woken runs per second (completed
+   runs / first due to last completed) and the capacity (``PI_WORKFLOWS_MAX_RUNNERS``, the
+   server's default): what limits a burst of wake-ups is runner launches, one per woken run
+   (docs/performance.md, "Mass wake-ups").
+
 The scale server is SIGKILLed at the end and its directory removed (not stopped: ten
 thousand sleeping runs would otherwise stay in its state).
 """
@@ -249,12 +256,20 @@ def _count(server: OurServer, status: str) -> int:
 
 
 def _start_timers(
-    ctx: Context, server: OurServer, workflow: str, rate: float, baseline: int
+    ctx: Context,
+    server: OurServer,
+    workflow: str,
+    rate: float,
+    baseline: int,
+    count: int,
+    window_seconds: float,
+    lead_factor: float = LEAD_FACTOR,
 ) -> dict[str, Any]:
-    """Start the timer runs (due times spread over the window) and wait until they sleep."""
+    """Start ``count`` timer runs (due times spread over the window) and wait until they
+    sleep; the first is due ``lead_factor`` times their expected start time from now."""
     sizes = ctx.sizes
-    count, window_ms = sizes.timers_due, int(sizes.timers_due_window_seconds * 1000)
-    lead = LEAD_FACTOR * count / max(rate, 1.0) + sizes.timers_lead_seconds
+    window_ms = int(window_seconds * 1000)
+    lead = lead_factor * count / max(rate, 1.0) + sizes.timers_lead_seconds
     first_due = int(time.time() * 1000 + lead * 1000)
     dues = [first_due + (i * window_ms) // count for i in range(count)]
     ctx.say(f"timers: {count} timers due over {window_ms} ms, starting in {lead:.1f} s")
@@ -296,13 +311,18 @@ def _start_timers(
 
 
 def _fired(
-    ctx: Context, server: OurServer, started: dict[str, Any], baseline_completed: int
+    ctx: Context,
+    server: OurServer,
+    started: dict[str, Any],
+    baseline_completed: int,
+    window_seconds: float,
+    complete_seconds: float = COMPLETE_SECONDS,
 ) -> dict[str, Any]:
     """Wait for the timer runs to complete; their lateness and due-to-next-node times."""
     run_ids = started["runIds"]
-    window_end = started["firstDue"] + int(ctx.sizes.timers_due_window_seconds * 1000)
+    window_end = started["firstDue"] + int(window_seconds * 1000)
     time.sleep(max(0.0, window_end / 1000 - time.time()))
-    deadline = time.monotonic() + COMPLETE_SECONDS
+    deadline = time.monotonic() + complete_seconds
     while (done := _count(server, "completed") - baseline_completed) < len(run_ids):
         if time.monotonic() > deadline:
             break
@@ -337,6 +357,7 @@ def _fired(
         ],
         "dueToNextNodeMs": {**figure(to_next), **_tails(to_next)},
         "distinctFireTimes": len(set(fired_at)),
+        "wokenPerSecond": round(done / max(all_done / 1000, 1e-3), 1),
     }
 
 
@@ -400,19 +421,46 @@ def _scale(ctx: Context) -> dict[str, Any]:
         until = str(write_sleep_until(server.project))
         baseline = _count(server, "waiting")
         completed = _count(server, "completed")
-        started = _start_timers(ctx, server, until, filled["sleepRatePerSecond"], baseline)
+        rate = filled["sleepRatePerSecond"]
+        started = _start_timers(
+            ctx, server, until, rate, baseline, sizes.timers_due, sizes.timers_due_window_seconds
+        )
         timers = {k: v for k, v in started.items() if k not in ("runIds", "firstDue")}
         timers.update(
             count=sizes.timers_due,
             windowSeconds=sizes.timers_due_window_seconds,
             sleepingMeanwhile=baseline,
         )
-        timers.update(_fired(ctx, server, started, completed))
+        timers.update(_fired(ctx, server, started, completed, sizes.timers_due_window_seconds))
         result["timers"] = timers
+        result["wakeups"] = _wakeups(ctx, server, until, rate)
     finally:
         result["teardownSeconds"] = _kill(server, root)
         ctx.say(f"timers: server killed and its directory removed in {result['teardownSeconds']} s")
     return result
+
+
+def _wakeups(ctx: Context, server: OurServer, workflow: str, rate: float) -> dict[str, Any]:
+    """Phase 4: ``wakeups_count`` runs due within ``wakeups_window_seconds``."""
+    sizes = ctx.sizes
+    count, window = sizes.wakeups_count, sizes.wakeups_window_seconds
+    if count <= 0:
+        return {"skipped": "wakeups_count is 0"}
+    asleep = _count(server, "waiting")
+    completed = _count(server, "completed")
+    # 10,000 take over a minute to start: a lead of twice that would idle for as long.
+    started = _start_timers(ctx, server, workflow, rate, asleep, count, window, 1.4)
+    found = {k: v for k, v in started.items() if k not in ("runIds", "firstDue")}
+    found.update(
+        count=count,
+        windowSeconds=window,
+        sleepingMeanwhile=asleep,
+        capacity=int(server.client.status().get("capacity") or 0),
+    )
+    # At about 100 woken runs a second, 10,000 take minutes: the budget grows with the count.
+    budget = max(COMPLETE_SECONDS, count / 20)
+    found.update(_fired(ctx, server, started, completed, window, budget))
+    return found
 
 
 def run(ctx: Context) -> dict[str, Any]:

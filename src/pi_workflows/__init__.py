@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pi_workflows.authoring import (
         ActionContext,
+        AttemptFailed,
+        ChildRun,
         NodeContext,
         Outcome,
         Rejected,
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
         notify,
         retry,
         seconds,
+        settings_route,
         shell,
         sleep,
         subworkflow,
@@ -48,6 +51,7 @@ __all__ = [
     # the workflow and its nodes
     "Workflow",
     "compute",
+    "settings_route",
     "action",
     "shell",
     "notify",
@@ -74,8 +78,10 @@ __all__ = [
     # what callbacks see and raise
     "NodeContext",
     "ActionContext",
+    "ChildRun",
     "Outcome",
     "Rejected",
+    "AttemptFailed",
     "WorkflowDefinitionError",
 ]
 

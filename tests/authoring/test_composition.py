@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pi_workflows import Workflow, compute, fan_out, subworkflow
+from pi_workflows import Workflow, compute, edge, fan_out, subworkflow
 from pi_workflows.authoring import MAX_ITEMS, FanOutNode, NodeKind, SubworkflowNode
+from pi_workflows.authoring.composition import Rate, parse_rate
+from pi_workflows.engine import snapshot
 from pi_workflows.sources import WorkflowLoadError, load, resolve
 
 LEAF = Workflow("leaf", start="a", nodes={"a": compute(lambda ctx: 1)})
@@ -42,6 +44,11 @@ def test_a_name_or_a_workflow_object_names_the_child() -> None:
          "fan_out input must be a callback input(ctx, item), got {'a': 1}"),
         (lambda: fan_out("leaf", items=lambda ctx: [], fail_fast="yes"),
          "fan_out fail_fast must be True or False, got 'yes'"),
+        (lambda: fan_out("leaf", items=lambda ctx: [], rate="10/day"),
+         "fan_out rate must be 'N/s', 'N/min' or 'N/h' with N from 1 to 10000"),
+        (lambda: fan_out("leaf", items=lambda ctx: [], rate="0/s"), "got '0/s'"),
+        (lambda: fan_out("leaf", items=lambda ctx: [], rate="10001/h"), "got '10001/h'"),
+        (lambda: fan_out("leaf", items=lambda ctx: [], rate=10), "got 10"),
         (lambda: subworkflow("  "), "the child workflow must be a workflow name"),
         (lambda: subworkflow(42), "the child workflow must be a workflow name"),
         (lambda: subworkflow("leaf", input=5),
@@ -106,3 +113,17 @@ def test_a_file_may_import_the_workflow_it_fans_out_to(tmp_path: Path) -> None:
     assert str(tmp_path / "helper.py") in loaded.mounted
     node = loaded.snapshot["nodes"]["each"]
     assert node["kind"] == "fan_out"
+
+
+def test_a_rate_is_parsed_into_starts_per_period_and_recorded_in_the_snapshot() -> None:
+    """``rate="10/min"`` (spaces allowed) is 10 starts per 60,000 ms; the snapshot records
+    the rate only when one is set, so a fan_out without one snapshots as before."""
+    assert parse_rate("10/min") == Rate(10, 60_000, "10/min")
+    assert parse_rate(" 2 / s ") == Rate(2, 1_000, "2/s")
+    assert parse_rate("100/h") == Rate(100, 3_600_000, "100/h")
+    paced = fan_out("leaf", items=lambda ctx: [], rate="3/s")
+    plain = fan_out("leaf", items=lambda ctx: [])
+    nodes = snapshot(Workflow("w", "a", {"a": paced, "b": plain}, [edge("a", "b")]))["nodes"]
+    assert isinstance(nodes, dict)
+    assert nodes["a"]["rate"] == "3/s"
+    assert "rate" not in nodes["b"]

@@ -20,6 +20,7 @@ from pi_workflows.authoring import (
     checkpoint,
     compute,
     edge,
+    switch,
 )
 from pi_workflows.authoring.contracts import SCHEMA_NOTE, contract, schema_problem
 
@@ -199,14 +200,38 @@ def test_loading_a_schema_less_workflow_imports_neither_jsonschema_nor_pydantic(
 
 
 def test_edges_after_a_typed_node_are_checked_as_before() -> None:
-    """A typed agent routes like any agent."""
+    """A typed agent routes like any agent: its edge leads to its target, an edge to an
+    unknown node and a second outgoing edge are refused at load naming the node, and a
+    switch on its output's field routes by that field's value."""
     workflow = Workflow(
         "typed",
         start="a",
         nodes={"a": agent("x", output=Plan), "b": compute(lambda ctx: 1)},
         edges=[edge("a", "b")],
     )
-    assert workflow.outgoing("a") is not None
+    assert workflow.outgoing("a") == edge("a", "b")
+    with pytest.raises(WorkflowDefinitionError, match=r"'a'.*'nowhere'|'nowhere'.*'a'"):
+        Workflow("typed", start="a", nodes={"a": agent("x", output=Plan)},
+                 edges=[edge("a", "nowhere")])  # fmt: skip
+    with pytest.raises(WorkflowDefinitionError, match="'a'"):
+        Workflow(
+            "typed",
+            start="a",
+            nodes={"a": agent("x", output=Plan), "b": compute(lambda ctx: 1),
+                   "c": compute(lambda ctx: 2)},
+            edges=[edge("a", "b"), edge("a", "c")],
+        )  # fmt: skip
+    routed = Workflow(
+        "typed",
+        start="a",
+        nodes={"a": agent("x", output=Plan), "fix": compute(lambda ctx: 1),
+               "refactor": compute(lambda ctx: 2)},
+        edges=[switch("a", on="$.kind", cases={"fix": "fix", "refactor": "refactor"})],
+    )  # fmt: skip
+    switch_out = routed.outgoing("a")
+    assert switch_out is not None
+    assert switch_out.targets() == ("fix", "refactor")
+    assert switch_out.target_for("refactor") == "refactor"
 
 
 def test_nodes_with_contracts_stay_hashable_and_comparable() -> None:

@@ -28,6 +28,7 @@ from pi_workflows.authoring import (
     shell,
     switch,
 )
+from pi_workflows.engine.snapshot import snapshot
 
 
 def _noop(ctx: object) -> None:
@@ -332,6 +333,20 @@ def test_checkpoint_request_must_ask_a_question() -> None:
     assert _build({"a": checkpoint({"question": "Why?", "hint": "short"})})
     error = _error(lambda: _build({"a": checkpoint({"ask": "Why?"})}))
     assert '"question"' in str(error)
+
+
+def test_a_checkpoint_for_the_person_says_so_in_its_snapshot_and_takes_only_a_bool() -> None:
+    """``for_person=True`` is kept (and only then named in the definition snapshot, so other
+    checkpoints' snapshots are unchanged); anything but a bool is refused naming the node."""
+    built = _build({"a": checkpoint("Why?", for_person=True)})
+    nodes = snapshot(built)["nodes"]
+    assert isinstance(nodes, dict)
+    assert nodes["a"]["forPerson"] is True
+    plain = snapshot(_build({"a": checkpoint("Why?")}))["nodes"]
+    assert isinstance(plain, dict)
+    assert "forPerson" not in plain["a"]
+    error = _error(lambda: _build({"a": checkpoint("Why?", for_person="yes")}))  # type: ignore[arg-type]
+    assert "for_person must be True or False, got 'yes'" in str(error)
 
 
 def test_agent_expected_output_must_describe_something() -> None:

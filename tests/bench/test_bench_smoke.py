@@ -61,6 +61,7 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
         "throughput",
         "pi",
         "otel",
+        "ui",
         "profile",
     ]
     assert _positive(results["machine"]["cores"])
@@ -146,6 +147,11 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
     assert sleeping["processesHeld"] == 0
     assert sleeping["runnersHeld"] == 0
     assert _positive(sleeping["serverRssMiB"])
+    woken = sleeping["wakeups"]  # the mass wake-up phase, at quick sizes
+    assert woken["count"] == woken["completed"] == 20
+    assert woken["dueToNextNodeMs"]["n"] == 20
+    assert _positive(woken["wokenPerSecond"])
+    assert woken["capacity"] == 4
     due = sleeping["timers"]
     assert due["count"] == due["completed"] == 20
     assert due["latenessMs"]["n"] == 20
@@ -172,7 +178,7 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
         assert _positive_figure(bridge["ours"][key]), key
 
     rows = {row["id"]: row for row in results["targets"]}
-    assert len(rows) == 26
+    assert len(rows) == 36
     assert {row["status"] for row in rows.values()} <= {"met", "not met", "not measured"}
     for key in ("startToFirstNode", "runStartAck", "netPerNode", "cliRunShow", "cliRunList"):
         assert _positive(rows[key]["value"]), key
@@ -192,7 +198,33 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
     # The fork row is measured at its own shape even in a quick run (a 100-node chain).
     assert _positive(rows["forkOf100"]["value"])
     assert rows["forkOf100"]["status"] in ("met", "not met")
+    # 20 runs and a 10-child fan-out are not the page's shapes; its latency is measured as is.
+    assert rows["uiFirstPage"]["status"] == rows["uiFanOutPage"]["status"] == "not measured"
+    assert _positive(rows["uiFirstPage"]["value"])
+    assert _positive(rows["uiFanOutPage"]["value"])
+    assert rows["uiCommitToBrowser"]["status"] in ("met", "not met")
     assert "## Targets" in (out / "latest.md").read_text()
+    # The recorded baseline commit (bench/baseline.txt) ran beside this checkout.
+    assert results["baseline"]["commit"].startswith(
+        (ROOT / "bench" / "baseline.txt").read_text().split()[-1]
+    )
+    assert "baseline" in nodes["chains"]["100"]
+    assert _positive_figure(nodes["ratios"]["100"]["ours/baseline (net per node)"])
+    theirs = parked["baseline"]
+    assert theirs["parked"] == 10
+    assert theirs["allCompleted"] is True
+    for key in ("cliRunListMs", "cliRunShowMs"):
+        assert _positive_figure(theirs["latency"][key]), key
+    for key in (
+        "vsBaselineNetPerNode",
+        "vsBaselineParked",
+        "vsBaselineCompletions",
+        "vsBaselineCliRunShow",
+        "vsBaselineCliRunList",
+    ):
+        assert _positive(rows[key]["value"]), key
+    # 20 runs due within 0.5 s are neither wake-up target's shape.
+    assert rows["wake1kMedian"]["status"] == rows["wake10kMedian"]["status"] == "not measured"
 
     otel = results["otel"]  # export off and on, side by side
     for side in ("off", "on"):
@@ -201,6 +233,13 @@ def test_quick_own_system_bench_writes_every_section_with_positive_figures(
         assert isinstance(otel[side]["netPerNodeMs"]["median"], float)
     assert otel["exporter"]["requests"] > 0
     assert "## OpenTelemetry export" in (out / "latest.md").read_text()
+
+    page = results["ui"]  # the web page: the run list, a fan-out's page, commit to browser
+    for key in ("firstPageMs", "listFragmentMs", "fanOutWarmMs", "commitToBrowserMs"):
+        assert _positive_figure(page[key]), key
+    assert _positive(page["fanOutColdMs"])
+    assert _positive(page["pageRssMb"]["after"])
+    assert "## The web page" in (out / "latest.md").read_text()
 
     profile = results["profile"]
     assert _positive(profile["server"]["perNodeMs"]["commit"])

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from campaign.context import RunTrack, Violation
 from campaign.ledger import AttemptRow, Ledger, RunRow
 from campaign.oracle import composition
-from campaign.plan import COMPOSITION_WEIGHTS, Mode, PlannedRun, _lineage, make_plan
+from campaign.plan import COMPOSITION_WEIGHTS, Mode, PlannedRun, _lapse, _lineage, make_plan
 
 
 class _Ctx(SimpleNamespace):
@@ -75,7 +75,26 @@ def test_composition_runs_are_added_after_the_rest_of_the_plan() -> None:
     added = [run for plan in plans for run in plan.runs if run.workflow in COMPOSITION_WEIGHTS]
     assert {run.workflow for run in added} == set(COMPOSITION_WEIGHTS)
     for plan in plans:
-        lineage = len(_lineage(plan.seed, 0))  # forks and upgrades are drawn after them
+        # Forks, upgrades and the lapse run are drawn after them.
+        lineage = len(_lineage(plan.seed, 0)) + len(_lapse(plan.seed, 0))
         kinds = [run.workflow in COMPOSITION_WEIGHTS for run in plan.runs[: -lineage or None]]
         assert kinds == sorted(kinds), "composition runs come last"
         assert [run.index for run in plan.runs] == list(range(len(plan.runs)))
+
+
+def test_a_window_holding_more_starts_than_the_rate_is_a_violation(tmp_path: Path) -> None:
+    """A join at 2/s whose recorded starts put three inside one second is ``rateExceeded``;
+    starts a second apart in pairs are clean."""
+    children = {"run_a": "completed", "run_b": "completed", "run_c": "completed"}
+    witnessed = {0: ["run_a"], 1: ["run_b"], 2: ["run_c"]}
+    (tmp_path / "clean").mkdir()
+    (tmp_path / "crowded").mkdir()
+    clean = _tree(tmp_path / "clean", witnessed, "completed")
+    ledger = _ledger("completed", children, joins=1)
+    ledger.paced = {"wt_1": ("run_p", 2, 1_000, [0, 0, 1_000])}
+    composition(clean, ledger)
+    assert clean.violations == []
+    crowded = _tree(tmp_path / "crowded", witnessed, "completed")
+    ledger.paced = {"wt_1": ("run_p", 2, 1_000, [0, 0, 999])}
+    composition(crowded, ledger)
+    assert _kinds(crowded) == ["rateExceeded"]

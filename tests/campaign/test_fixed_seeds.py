@@ -8,6 +8,10 @@ a schedule of every overlap mode, a fork and an upgrade (`docs/reliability.md`);
 planned faults find a target depends on timing, so the test requires that faults fired,
 not which. It runs
 `python -m campaign` as a subprocess, exactly as `make campaign` does, two seeds at a time.
+
+Seeds 41 and 67 were in the set until the suite went parallel: the other five cover
+everything they planned, so they moved to `make campaign SEED_LIST=41,67` (MOVED_SEEDS;
+docs/testing.md), which saves about a quarter of this test's time.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from campaign.seed import LEASE_SECONDS
 from campaign.workflows import TIMER_ATTEMPTS, WORKFLOW_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXED_SEEDS = (126, 41, 397, 254, 67, 153, 368)
+FIXED_SEEDS = (126, 397, 254, 153, 368)
+MOVED_SEEDS = (41, 67)
+"""Once fixed seeds whose plans add nothing to `FIXED_SEEDS`' (checked below)."""
 
 
 def test_the_fixed_seeds_plan_every_workflow_and_every_fault_kind() -> None:
@@ -40,6 +46,25 @@ def test_the_fixed_seeds_plan_every_workflow_and_every_fault_kind() -> None:
     assert {"tree", "nest"} <= {run.workflow for plan in plans for run in plan.runs}
     assert any(run.fork for plan in plans for run in plan.runs)  # a fork under faults
     assert any(run.upgrade for plan in plans for run in plan.runs)  # an upgrade under faults
+    # A run deadline crossing a working runner, and a cleanup killed mid-way (docs/reliability.md).
+    assert any(r.workflow == "lapse" and r.input["kill"] for plan in plans for r in plan.runs)
+
+
+def test_the_moved_seeds_plan_nothing_the_fixed_set_does_not() -> None:
+    """Seeds 41 and 67 left `make test` because they add no workflow, mode, fault kind or
+    schedule overlap to the fixed set; a plan generator change that makes them add one
+    fails here, so the set can be widened again."""
+
+    def covered(seeds: tuple[int, ...]) -> set[object]:
+        plans = [make_plan(seed, LEASE_SECONDS) for seed in seeds]
+        return (
+            {run.workflow for plan in plans for run in plan.runs}
+            | {run.mode for plan in plans for run in plan.runs}
+            | {fault.kind for plan in plans for fault in plan.faults}
+            | {plan.schedule.overlap for plan in plans if plan.schedule is not None}
+        )
+
+    assert covered(MOVED_SEEDS) <= covered(FIXED_SEEDS)
 
 
 @pytest.mark.slow

@@ -96,3 +96,42 @@ def test_an_upgrade_applied_twice_or_a_run_left_on_the_old_code_is_a_violation()
 def _checked(ctx: _Ctx) -> _Ctx:
     check(ctx)
     return ctx
+
+
+def _chain_fork_ctx(tmp_path: Path, *, edits: bool, marked: list[tuple[str, int]]) -> _Ctx:
+    """A fork of a `chain` run from `flaky`, its carried `step` visits 1-2, the ones in
+    ``marked`` recorded as set by a person; ``edits``: the operator sent `--set step=...`."""
+    chain = {"x": 5, "n": 2, "hold": 0.1}
+    source = RunTrack(PlannedRun(0, "chain", chain, 0.0, "k0", False), run_id="run_s")
+    planned = PlannedRun(1, "chain", chain, 0.0, "k1", False, fork=PlannedFork(0, "flaky", None))
+    attempts = [
+        {"nodeId": node, "visit": visit, "carriedFrom": f"att_{node}{visit}",
+         "outputSetBy": "person" if (node, visit) in marked else None}
+        for node, visit in (("init", 1), ("step", 1), ("step", 2))
+    ] + [{"nodeId": "flaky", "visit": 1, "carriedFrom": None}]  # fmt: skip
+    view = {
+        "status": "completed",
+        "lineage": {"forkedFrom": {"runId": "run_s", "nodeId": "flaky"}},
+        "attempts": attempts,
+    }
+    fork = RunTrack(planned, run_id="run_f", view=view, start_answers=["run_f"])
+    fork.fork_edits = {"step": {"acc": 1, "i": 2, "more": False}} if edits else None
+    shown = {"lineage": {"forks": [{"runId": "run_f"}]}}
+    return _Ctx(
+        tracks=[source, fork],
+        violations=[],
+        witnesses=Witnesses(tmp_path),
+        surfaces=_Surfaces({"run_s": shown}, []),
+    )
+
+
+def test_a_fork_with_set_outputs_records_exactly_the_latest_visit_as_a_persons(
+    tmp_path: Path,
+) -> None:
+    """`run fork --set step=...` must mark the latest carried `step` visit, and only it; a
+    fork sent without `--set` marks none."""
+    assert _checked(_chain_fork_ctx(tmp_path, edits=True, marked=[("step", 2)])).violations == []
+    assert _checked(_chain_fork_ctx(tmp_path, edits=False, marked=[])).violations == []
+    for edits, marked in ((True, []), (True, [("step", 1)]), (False, [("step", 2)])):
+        found = _checked(_chain_fork_ctx(tmp_path, edits=edits, marked=marked))
+        assert _kinds(found) == ["forkSetOutput"]

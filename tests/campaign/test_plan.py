@@ -31,7 +31,7 @@ def test_every_fault_kind_has_a_weight_and_the_weights_are_percentages() -> None
 
 def test_every_workflow_can_be_drawn_and_notice_runs_always_have_a_session() -> None:
     """A notify followed by slow effects is only interesting with a session to report it."""
-    assert [*WORKFLOW_WEIGHTS, *COMPOSITION_WEIGHTS, "mend"] == list(WORKFLOW_NAMES)
+    assert [*WORKFLOW_WEIGHTS, *COMPOSITION_WEIGHTS, "mend", "lapse"] == list(WORKFLOW_NAMES)
     runs = [run for seed in range(1, 60) for run in make_plan(seed, 2.0).runs]
     assert {run.workflow for run in runs} == set(WORKFLOW_NAMES)
     assert {run.mode for run in runs} == set(Mode)
@@ -59,6 +59,7 @@ def test_forks_and_upgrades_are_drawn_last_and_leave_the_rest_of_a_plan_as_it_wa
     without them each seed's plan is exactly the plan it was before they existed; with them
     a fork names an earlier planned run of its workflow, at a node that workflow has, and a
     `mend` run is upgraded."""
+    monkeypatch.setattr(plan_module, "_lapse", lambda seed, first: [])
     with_lineage = {seed: make_plan(seed, 2.0) for seed in range(1, 60)}
     monkeypatch.setattr(plan_module, "_lineage", lambda seed, first: [])
     for seed, full in with_lineage.items():
@@ -81,3 +82,25 @@ def test_forks_and_upgrades_are_drawn_last_and_leave_the_rest_of_a_plan_as_it_wa
     lineage = [run for plan in with_lineage.values() for run in plan.runs[-3:]]
     assert {run.fork.node for run in lineage if run.fork} == set(FORK_NODES.values())
     assert any(run.upgrade for run in lineage)
+
+
+def test_lapse_runs_are_drawn_last_and_leave_the_rest_of_a_plan_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The `lapse` run (a run deadline that crosses its working node, a cleanup that may kill
+    its own runner) comes from a stream of its own after every other draw: without it each
+    seed's plan is exactly what it was; with it about half the seeds have one, and every
+    kind of planned kill (none, before, after its effect) is drawn."""
+    full = {seed: make_plan(seed, 2.0) for seed in range(1, 60)}
+    monkeypatch.setattr(plan_module, "_lapse", lambda seed, first: [])
+    kills = set()
+    for seed, plan in full.items():
+        before = make_plan(seed, 2.0)
+        assert plan.runs[: len(before.runs)] == before.runs
+        assert (plan.faults, plan.schedule) == (before.faults, before.schedule)
+        for run in plan.runs[len(before.runs) :]:
+            assert run.workflow == "lapse"
+            assert run.input["work"] > 2.0, "its work always outlasts the run deadline"
+            kills.add(run.input["kill"])
+    assert kills == {None, "before", "after"}
+    assert 15 < sum(len(p.runs) > len(make_plan(s, 2.0).runs) for s, p in full.items()) < 45

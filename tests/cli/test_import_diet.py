@@ -48,6 +48,15 @@ NOT_IMPORTED = frozenset(
         # typed contracts' JSON Schema checks run in the server and the runner only
         "jsonschema",
         "pydantic",
+        # the web page's stack runs in its own process (`pi-workflows ui` starts it)
+        "aiohttp",
+        "jinja2",
+        "pi_workflows.web",
+        # the channels extra runs in the channel process only (docs/channels.md)
+        "telegram",
+        "apprise",
+        "httpx",
+        "pi_workflows.channels",
     }
 )
 
@@ -98,5 +107,41 @@ def test_a_read_only_command_imports_only_what_it_uses(
         name
         for name in imported
         if any(name == root or name.startswith(f"{root}.") for root in NOT_IMPORTED)
+    }
+    assert found == set()
+
+
+NOT_IMPORTED_FOR_JSON = frozenset(
+    {
+        # tables and their layout: `--json` prints with the json module alone
+        "rich",
+        "pi_workflows.cli.output",
+        "pi_workflows.cli.show",
+        "pi_workflows.cli.requests",
+        "pi_workflows.cli.lineage_text",
+        # only `PI_WORKFLOWS_DEBUG=1` prints a traceback
+        "traceback",
+    }
+)
+
+
+@pytest.mark.parametrize("command", ["run list --json", "run show --json"])
+def test_a_json_command_imports_no_table_renderer(
+    server: ServerProcess, tmp_path: Path, command: str
+) -> None:
+    """``run list --json`` and ``run show ID --json`` import neither rich nor the table and
+    run renderers (nor anything of the first list), and still print their JSON."""
+    run_id = server.start_run("one")
+    server.wait_status(run_id, "completed", 60)
+    args = command.split() + ([run_id] if "show" in command else [])
+    imported = _imported(server, tmp_path, *args)
+    assert "pi_workflows.cli.json_output" in imported
+    found = {
+        name
+        for name in imported
+        if any(
+            name == root or name.startswith(f"{root}.")
+            for root in NOT_IMPORTED | NOT_IMPORTED_FOR_JSON
+        )
     }
     assert found == set()

@@ -210,8 +210,15 @@ def test_session_show_prints_the_sessions_view(server: ServerProcess) -> None:
     assert human[1] == (
         f"active request {request_id}: agent of run {run_id} (pending; message pending)"
     )
-    assert human[2] == "1 message(s) to add"
-    assert human[3].split()[1] == "step"
+    assert human[2].startswith(
+        f"delivery: presenting: waiting for Pi session {SESSION} to present it (since "
+    )
+    assert human[3] == "1 message(s) to add"
+    assert human[4].split()[1] == "step"
+    assert (
+        view["activeRequest"].get("delivery") is None
+        or view["activeRequest"]["delivery"]["state"] == "presenting"
+    )
     assert human[-1] == f"run {run_id}  step  waiting"
     unknown = pw(server, "session", "show", "nobody")
     assert unknown.returncode != 0

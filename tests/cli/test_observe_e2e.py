@@ -110,7 +110,7 @@ def test_run_show_lists_attempts_with_timings_outcomes_errors_and_the_traceback(
     assert "failed" in text
     assert "completed" in text
     assert "ValueError: the answer was no" in text
-    assert "Traceback of node boom (visit 1)" in text
+    assert "Traceback of node boom (visit 1, try 1)" in text
     assert 'raise ValueError("the answer was "' in text
     assert "pi_workflows/runner" not in text  # the runner's own frames are left out
     assert " ms" in text or " s" in text  # durations

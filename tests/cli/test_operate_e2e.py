@@ -220,11 +220,17 @@ def test_effect_resolve_takes_exactly_one_resolution(server: ServerProcess) -> N
     """Two resolutions (or none) are a usage error before any server is contacted."""
     both = invoke(server, "effect", "resolve", "eff_1", "--applied", "--rejected", "--reason", "x")
     assert both.exit_code == 2
-    assert "exactly one of --applied, --rejected or --retry (got --applied and --rejected)" in (
-        both.stderr
-    )
+    assert (
+        "exactly one of --applied, --rejected, --retry or --from-evidence (got --applied and"
+        " --rejected)"
+    ) in " ".join(both.stderr.split())
     assert invoke(server, "effect", "resolve", "eff_1").exit_code == 2
     assert invoke(server, "effect", "resolve", "eff_1", "--retry", "--reason", "x").exit_code == 2
+    evidence_and_result = invoke(
+        server, "effect", "resolve", "eff_1", "--from-evidence", "--result", "{}"
+    )
+    assert evidence_and_result.exit_code == 2
+    assert "--from-evidence takes no --result or --reason" in evidence_and_result.stderr
 
 
 @pytest.mark.parametrize(

@@ -105,11 +105,16 @@ CASES: dict[str, tuple[Callable[[], RenderableType], list[str]]] = {
                     "status": "waiting",
                     "currentNode": "a-node-with-a-long-name",
                     "updatedAt": NOW,
-                    "children": {"ended": 3, "total": 10, "failed": 1},
+                    "children": {
+                        "ended": 4,
+                        "total": 10,
+                        "failed": 2,
+                        "counts": {"completed": 2, "failed": 1, "cancelled": 1, "running": 6},
+                    },
                 },
             ]
         ),
-        [RUN, "waiting 3/10 done, 1 failed"],
+        [RUN, "waiting 2/10 completed, 1 failed, 1 cancelled"],
     ),
     "run show": (lambda: render_run(_run_view()), [RUN, CHILD, EFFECT, "ambiguous"]),
     "effect list": (

@@ -62,6 +62,7 @@ def test_an_unreadable_input_file_is_a_usage_error(invoke: Invoke, tmp_path: Pat
         ["run", "list", "--colour", "red"],
         ["run", "list", "--status", "sleeping"],
         ["run", "list", "--limit", "0"],
+        ["run", "list", "--after", "garbage"],
         ["run", "show"],
         ["decision", "answer", "run_1"],
     ],
@@ -87,3 +88,16 @@ def test_help_exits_0() -> None:
     result = CliRunner().invoke(cli, ["--help"])
     assert result.exit_code == 0
     assert "Usage: pi-workflows" in result.stdout
+
+
+def test_a_bad_page_cursor_is_a_usage_error_in_the_words_of_other_options(
+    invoke: Invoke, home: Path
+) -> None:
+    """`run list --after garbage` exits 2 naming `--after` and what a cursor looks like, in
+    the words of any other bad option (no protocol words), before any server is asked."""
+    result = invoke("run", "list", "--after", "garbage")
+    assert result.exit_code == 2
+    line = _one_error_line(result.stderr)
+    assert "Invalid value for '--after': 'garbage' is not a page cursor" in line
+    assert "payload" not in line
+    assert not home.exists(), "no server was started"

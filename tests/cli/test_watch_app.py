@@ -292,13 +292,18 @@ def test_watch_runs_in_a_real_terminal(server: ServerProcess, tmp_path: Path) ->
     """Smoke: the real command draws the run's graph in tmux and quits on `q`."""
     run_id = server.start_run("slow")
     server.wait_status(run_id, "waiting")
-    socket = f"pw-test-{tmp_path.name}"
+    # A private tmux server: its socket lives in this test's own directory, never in the
+    # shared /tmp/tmux-UID/ where another worker or checkout could hold the same name.
+    sockets = tmp_path / "tmux"
+    sockets.mkdir()
     command = f"{sys.executable} -m pi_workflows.cli.main --home {server.home} watch {run_id}"
+    env = {**server.env, "TERM": "xterm-256color", "TMUX_TMPDIR": str(sockets)}
+    env.pop("TMUX", None)  # run from inside tmux, the new server must still be our own
 
     def tmux(*args: str) -> str:
         return subprocess.run(
-            ["tmux", "-L", socket, *args], capture_output=True, text=True, check=False,
-            timeout=30, env={**server.env, "TERM": "xterm-256color"},
+            ["tmux", "-L", "watch", *args], capture_output=True, text=True, check=False,
+            timeout=30, env=env,
         ).stdout  # fmt: skip
 
     tmux("new-session", "-d", "-s", "watch", "-x", "110", "-y", "35", command)
@@ -335,11 +340,11 @@ def test_the_list_shows_a_parent_with_its_progress_and_its_view_lists_the_childr
             "SELECT 1 FROM interactive_requests WHERE status = 'pending'")) == 3,
             "the parent and its three waiting children")  # fmt: skip
         assert list(table.rows) == [parent]
-        await until(pilot, lambda: "0/3 done" in str(table.get_row(parent)[2]), "its progress")
+        await until(pilot, lambda: "0/3 completed" in str(table.get_row(parent)[2]), "its progress")
         await pilot.press("enter")
         await until(pilot, lambda: run_status(app) == "waiting", "the parent's view")
         details = shown(app, "#run")
-        assert "Children of each (fan_out of slow): 0/3 done" in details
+        assert "Children of each (fan_out of slow): 3 waiting of 3" in details
         children = server.query("SELECT run_id FROM runs WHERE parent_run_id = ?", parent)
         assert len(children) == 3
         assert all(child in details for (child,) in children)

@@ -4,6 +4,7 @@ CLI and both clients."""
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,23 @@ def test_the_start_payload_carries_what_the_cli_would_send(
     }
     assert payload["environment"]["LC_TIME"] == "C"
     assert "PWF_NOT_LISTED" not in payload["environment"]
+
+
+@pytest.mark.parametrize(
+    ("deadline", "millis"), [(7200, 7_200_000), (1.5, 1_500), (timedelta(hours=2), 7_200_000)]
+)
+def test_a_start_deadline_is_sent_as_whole_milliseconds(
+    project: Path, deadline: float | timedelta, millis: int
+) -> None:
+    """Seconds or a `timedelta` become `deadlineMs`; the server checks its bounds."""
+    payload = start_payload("builtin:demo", None, project, None, False, None, deadline)
+    assert payload["deadlineMs"] == millis
+
+
+@pytest.mark.parametrize("deadline", [float("inf"), float("nan"), "2h", True])
+def test_a_start_deadline_that_is_no_duration_is_refused_before_sending(
+    project: Path, deadline: object
+) -> None:
+    """Not a finite number of seconds nor a `timedelta`: `ValueError` naming it."""
+    with pytest.raises(ValueError, match="deadline must be"):
+        start_payload("builtin:demo", None, project, None, False, None, deadline)  # type: ignore[arg-type]

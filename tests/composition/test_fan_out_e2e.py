@@ -77,7 +77,7 @@ def test_a_fan_out_runs_every_item_once_at_most_concurrency_at_once_in_item_orde
     assert len(listed) == 7
     assert {run["parentRunId"] for run in listed if run["runId"] != parent} == {parent}
     shown = _cli(server, "run", "show", parent)
-    assert "6/6 done" in shown.stdout, shown.stdout
+    assert "6 completed of 6; joined" in " ".join(shown.stdout.split()), shown.stdout
     assert server.query(
         "SELECT COUNT(*) FROM events WHERE run_id = ? AND type = 'children.joined'", parent
     ) == [(1,)]
@@ -94,9 +94,9 @@ def test_a_waiting_parent_shows_its_progress_in_run_list(
     )
     wait_for(lambda: len(witnessed(witness)) >= 3, 60, "the second child to start")
     out = _cli(server, "run", "list").stdout
-    assert "waiting 1/3 done" in out, out
-    child = _cli(server, "run", "show", parent).stdout
-    assert "1/3 done" in child
+    assert "waiting 1/3 completed" in out, out
+    child = " ".join(_cli(server, "run", "show", parent).stdout.split())
+    assert "1 completed, 1 running, 1 not started of 3" in child, child
     _cli(server, "run", "cancel", parent)
     server.wait_status(parent, "cancelled")
     wait_for(

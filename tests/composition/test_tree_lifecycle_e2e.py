@@ -19,7 +19,7 @@ from typing import Any
 import psutil
 import pytest
 
-from support.composition import LEAF, WRAP, fan, witnessed
+from support.composition import GATED_LEAF, LEAF, WRAP, fan, witnessed
 from support.server import ServerProcess, wait_for, written_pid
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
@@ -71,26 +71,32 @@ def _starts(witness: Path) -> list[int]:
 def test_pausing_a_parent_pauses_its_tree_and_resuming_it_finishes_every_item_once(
     server: ServerProcess, tmp_path: Path
 ) -> None:
-    server.write_workflow("leaf", LEAF)
-    server.write_workflow("fan", fan(concurrency=2))
-    witness = tmp_path / "witness.jsonl"
-    parent = server.start_run("fan", {"items": [0, 1, 2, 3], "witness": str(witness), "sleep": 1.0})
-    wait_for(lambda: len(_starts(witness)) == 2, 60, "two children to start")
+    """The children are held inside their node, so only the pause stops them: both are
+    parked ``userPaused`` (a finished child can never pass for a paused one), no third child
+    starts, and the resume finishes each of the four items exactly once."""
+    server.write_workflow("gleaf", GATED_LEAF)
+    server.write_workflow("fan", fan(concurrency=2).replace('fan_out("leaf"', 'fan_out("gleaf"'))
+    witness, release = tmp_path / "witness.jsonl", tmp_path / "release"
+    parent = server.start_run(
+        "fan", {"items": [0, 1, 2, 3], "witness": str(witness),
+                "options": {str(i): {"release": str(release)} for i in range(4)}},
+    )  # fmt: skip
+    wait_for(lambda: _starts(witness) == [0, 1], 60, "two children to start")
     paused = _cli(server, "run", "pause", parent, "--reason", "lunch")
     assert paused.returncode == 0, paused.stderr
     assert server.run(parent)["status"] == "paused"
-
-    def settled() -> bool:
-        return all(status in ("completed", "paused") for _, status, _ in _children(server, parent))
-
-    wait_for(settled, 60, "the running children to reach a boundary")
-    assert len(_children(server, parent)) == 2, "no new child starts under a paused parent"
-    assert _starts(witness) == [0, 1]
+    assert [(status, reason) for _, status, reason in _children(server, parent)] == [
+        ("paused", "userPaused"),
+        ("paused", "userPaused"),
+    ], "both running children are paused, and no new child starts under a paused parent"
+    assert [m for m in witnessed(witness) if m["e"] == "end"] == []
+    release.write_text("")
     resumed = _cli(server, "run", "resume", parent)
     assert resumed.returncode == 0, resumed.stderr
     done = server.wait_status(parent, "completed", timeout=90)
     assert done["output"] == {"total": 2 * (0 + 1 + 2 + 3)}
-    assert _starts(witness) == [0, 1, 2, 3], "each item ran exactly once"
+    ended = Counter(m["item"] for m in witnessed(witness) if m["e"] == "end")
+    assert ended == {0: 1, 1: 1, 2: 1, 3: 1}, "each item completed exactly once"
     assert server.diagnose() == []
 
 

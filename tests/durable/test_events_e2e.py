@@ -343,3 +343,45 @@ def test_a_restart_takes_no_event_of_the_old_round(server: ServerProcess, tmp_pa
     assert view["wait"]["kind"] == "sleep"  # the new round sleeps afresh
     assert view["signalsPending"] == 0
     assert server.diagnose() == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_an_event_sent_again_with_its_key_after_a_restart_reaches_the_new_round(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    """An event sent (with a key) while the run waits on a checkpoint before its wait is
+    discarded by ``run restart``; the same event sent again with the same key is a new event
+    the new round takes (the CLI never says a discarded event is kept), not an adoption of
+    the discarded one, which would leave the new round waiting for ever."""
+    _gate(server, first='checkpoint({"question": "go?"})')
+    server.write_workflow(
+        "gate", (server.project / ".pi" / "workflows" / "gate.workflow.py").read_text().replace(
+            "from pi_workflows import (", "from pi_workflows import (checkpoint, "
+        ),
+    )  # fmt: skip
+    witness = tmp_path / "w.jsonl"
+    run_id = server.start_run("gate", {"witness": str(witness)})
+    server.wait_status(run_id, "waiting", 30)
+    args = ("run", "signal", run_id, "deployed", "--data", '{"v": 1}', "--idempotency-key", "k1")
+    first = _cli(server, *args)
+    assert first.returncode == 0, first.stderr
+    assert "kept until the run waits for 'deployed'" in first.stdout
+    restarted = _cli(server, "run", "restart", run_id)
+    assert restarted.returncode == 0, restarted.stderr
+    server.wait_status(run_id, "waiting", 30)
+    assert server.query("SELECT status FROM run_signals WHERE run_id = ?", run_id) == [
+        ("discarded",)
+    ]
+    again = _cli(server, *args)
+    assert again.returncode == 0, again.stderr
+    assert "#2" in again.stdout
+    assert "adopted" not in again.stdout
+    with server.client() as client:
+        client.answer_checkpoint(run_id, {"go": True})
+    done = server.wait_status(run_id, {"completed", "failed"}, 30)
+    assert done["output"] == {"got": {"v": 1}}
+    assert server.query(
+        "SELECT seq, status FROM run_signals WHERE run_id = ? ORDER BY seq", run_id
+    ) == [(1, "discarded"), (2, "consumed")]
+    assert server.diagnose() == []

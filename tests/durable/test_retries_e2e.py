@@ -103,6 +103,19 @@ def test_a_flaky_action_is_tried_again_under_the_same_effect_key(
     with server.client() as client:
         history = [e["type"] for e in client.history(run_id)]
     assert history.count("node.retried") == 2
+    # The backoff: 0.3 s, then 0.3 s x 2 (no jitter), asked by the runner and kept durably.
+    delays = server.query(
+        "SELECT json_extract(data_json, '$.delayMs') FROM events WHERE run_id = ?"
+        " AND type = 'node.retried' ORDER BY event_id",
+        run_id,
+    )
+    assert delays == [(300,), (600,)]
+    waited = server.query(
+        "SELECT due_at - created_at, fired_at >= due_at FROM run_waits WHERE run_id = ?"
+        " AND kind = 'retry' ORDER BY created_at",
+        run_id,
+    )
+    assert waited == [(300, 1), (600, 1)]
     traces = server.query(
         "SELECT l.traceback FROM attempt_logs l JOIN node_attempts a USING (attempt_id)"
         " WHERE a.run_id = ? AND a.status = 'retried' ORDER BY a.attempt_no",

@@ -37,6 +37,8 @@ def until(ctx):
         return 1e12
     if "duration" in ctx.input:
         return seconds(ctx.input["duration"])
+    if "at" in ctx.input:
+        return datetime.fromtimestamp(ctx.input["at"], UTC)
     return datetime.now(UTC) + timedelta(seconds=ctx.input["seconds"])
 
 
@@ -95,13 +97,24 @@ def test_a_sleep_waits_with_nothing_running_then_continues_with_its_lateness(
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_sleep_until_an_aware_time_wakes_then(server: ServerProcess, tmp_path: Path) -> None:
-    """``sleep(until=...)`` returning an aware datetime 1 s ahead wakes at that time."""
+    """``sleep(until=...)`` returning an aware datetime 2 s ahead wakes at that time: the wait
+    is due exactly then, fires no earlier, and the next node starts no earlier."""
     _nap(server, "sleep(until=until)")
     witness = tmp_path / "w.txt"
-    run_id = server.start_run("nap", {"witness": str(witness), "seconds": 1})
+    at_ms = now_ms() + 2000
+    run_id = server.start_run("nap", {"witness": str(witness), "at": at_ms / 1000})
     done = server.wait_status(run_id, {"completed", "failed"}, 30)
     assert done["status"] == "completed"
     assert done["output"]["nap"]["lateMs"] >= 0
+    [(due_at, fired_at)] = server.query(
+        "SELECT due_at, fired_at FROM run_waits WHERE run_id = ? AND kind = 'sleep'", run_id
+    )
+    assert due_at == at_ms
+    assert fired_at >= due_at
+    [(after_started,)] = server.query(
+        "SELECT started_at FROM node_attempts WHERE run_id = ? AND node_id = 'after'", run_id
+    )
+    assert after_started >= at_ms
 
 
 @pytest.mark.slow

@@ -47,7 +47,7 @@ class Coordinator:
     def attach(self) -> None:
         """Attach (again, after a server restart): a new coordinator epoch."""
         with self.server.client() as client:
-            self.epoch = client.attach_session(SESSION)
+            self.epoch = client.attach_session(SESSION, seat_id="restart-seat")
 
     def present(self, until: Any) -> dict[str, Any]:
         """Take pushed views until ``until(view)``; append every message not yet in the

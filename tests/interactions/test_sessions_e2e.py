@@ -49,7 +49,9 @@ def test_a_step_is_presented_once_and_reported_messages_are_never_presented_agai
     server: ServerProcess,
 ) -> None:
     """The session's view carries the notification and the step (with its request id in the
-    text); once reported present they leave the view, also for a restarted client."""
+    text); once reported present they leave the view. A restarted client (a new seat) is
+    not given the notification again; the step, which no turn worked on, is presented to it
+    once more (a delivery is to one seat), and only once."""
     run_id = _start(server)
     with server.client() as client:
         epoch = client.attach_session(SESSION)
@@ -68,14 +70,16 @@ def test_a_step_is_presented_once_and_reported_messages_are_never_presented_agai
     with server.client() as client:
         result = client.report_messages(SESSION, epoch, present)
         assert sorted(result["sent"]) == sorted(present)
-        # The Pi process restarts: a new coordinator sees nothing left to add.
-        epoch2 = client.attach_session(SESSION)
+        # The Pi process restarts: a new seat, to which only the step is presented again.
+        epoch2 = client.attach_session(SESSION, seat_id="second-pi")
+        client.report_messages(SESSION, epoch2, present, idle=True)
         client.report_messages(SESSION, epoch2, present, idle=True)
         again = client.get_session(SESSION)
-    assert again["messages"] == []
-    assert again["activeRequest"]["messageStatus"] == "sent"
+    assert _kinds(again) == ["step"]
+    assert again["messages"][0]["body"]["again"] == "notWorked"
+    assert again["activeRequest"]["messageStatus"] == "pending"
     statuses = server.query("SELECT kind, status FROM workflow_messages ORDER BY created_at")
-    assert statuses == [("notification", "sent"), ("step", "sent")]
+    assert statuses == [("notification", "sent"), ("step", "sent"), ("step", "pending")]
 
 
 def test_a_sent_step_missing_from_an_idle_session_is_presented_again_once(

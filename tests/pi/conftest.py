@@ -4,6 +4,11 @@ Each test gets a short private root directory (the server's socket path must sta
 107-byte limit), a started pi-workflows server in it, a started `MockProvider`, and a `pi`
 factory whose Pi processes all run in the server's project directory with the server's state
 directory, and are stopped at teardown.
+
+Under `make test` (pytest-xdist, `--dist loadgroup`) every test of this directory is in the
+xdist group `pi`, so one worker runs them one after another (docs/testing.md): a Pi start
+costs a few hundred milliseconds on a quiet machine and seconds on a loaded one, and several
+at once on two cores would only make each slower.
 """
 
 from __future__ import annotations
@@ -20,6 +25,17 @@ from pi.support.mock_provider import MockProvider
 from pi.support.pi_rpc import MakePi, PiProcess, require_pi
 
 from support.server import ServerProcess
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put every Pi test in the xdist group `pi` (the hook sees the whole session's items,
+    so it marks only those under this directory)."""
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.xdist_group("pi"))
 
 
 @pytest.fixture

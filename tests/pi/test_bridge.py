@@ -28,6 +28,7 @@ from pi.support.mock_provider import (
     ChatRequest,
     MockProvider,
     Reply,
+    failure,
     last_is_tool_result,
     last_tool_result_contains,
     request_id_in,
@@ -347,13 +348,15 @@ def test_a_committed_request_is_presented_once_with_its_exact_text(
     assert step_turn == [(active["workflowMessageId"], run_id, "completed")]
 
 
-def test_restarting_pi_before_submission_presents_the_same_request_once(
-    server: ServerProcess, make_pi: MakePi, provider: MockProvider
-) -> None:
-    """Pi shows the step, the model looks something up and Pi dies before it submits; the
-    same session reopened finds the step in its branch and shows nothing again, and a later
-    submission continues. (Pi dies inside the step's turn: a turn that ended without a
-    submission would be reminded instead, see tests/pi/test_reminders.py.)"""
+PRESENTED_AGAIN = "--- Presented again: the turn that was working on this step ended"
+
+
+def _killed_mid_turn(
+    server: ServerProcess, make_pi: MakePi, provider: MockProvider, *, first_route: str | None
+) -> tuple[str, int]:
+    """Present the step, let the model look something up (or first submit `first_route`,
+    which validation rejects), and SIGKILL Pi while its turn waits on the model. Returns the
+    run id and how many model requests were made."""
     write_step(server)
     run_id = start_from_origin(server, "step")
     held, release = threading.Event(), threading.Event()
@@ -363,31 +366,127 @@ def test_restarting_pi_before_submission_presents_the_same_request_once(
         release.wait(30)
         return Reply(text="too late")
 
-    provider.on(user_text_contains("submit it now"), submit_route("skip"))
-    provider.on(user_text_contains(STEP_MARK), tool_call("workflow", {"action": "list"}))
-    provider.on(last_is_tool_result, hold, times=1, name="held after the lookup")
+    provider.on(user_text_contains(PRESENTED_AGAIN), submit_route("skip"), name="again")
+    if first_route is None:
+        provider.on(user_text_contains(STEP_MARK), tool_call("workflow", {"action": "list"}))
+    else:
+        provider.on(user_text_contains(STEP_MARK), submit_route(first_route))
+    provider.on(last_is_tool_result, hold, times=1, name="held after the first call")
     finish_rules(provider)
     first = make_pi(session_id=SESSION)
     entries_until(first, lambda es: workflow_messages(es, "step"), "the step")
-    assert held.wait(30), "the step's turn never asked the model after its lookup"
+    assert held.wait(30), "the step's turn never asked the model after its first call"
     first.kill()
     release.set()
-    asked = 2  # the step's turn asked the model twice: the step, then after its lookup
+    asked = 2  # the step's turn asked the model twice: the step, then after its call
     wait_for(lambda: len(provider.requests()) == asked, 30, "the held request to be logged")
+    return run_id, asked
 
+
+def _reopened_presents_again_once(
+    server: ServerProcess, make_pi: MakePi, provider: MockProvider, run_id: str, asked: int
+) -> PiProcess:
+    """The same session reopened: the step (in its branch) is presented once more and its
+    turn submits; the dead turn is recorded lost."""
     second = make_pi(session_id=SESSION)
-    wait_presenting(second, server, epoch=2)
-
-    entries = second.entries()
-    assert len(workflow_messages(entries, "step")) == 1
-    assert len(provider.requests()) == asked, "the reopened session started no turn"
-    [(_, status, entry_id)] = message_rows(server, "step")
-    assert (status, entry_id) == ("sent", workflow_messages(entries, "step")[0]["id"])
-    assert server.run(run_id)["status"] == "waiting"
-    second.run_prompt("submit it now")
     done = server.wait_status(run_id, {"completed", "failed"})
     assert done["output"] == {"route": "skip"}
-    assert len(workflow_messages(second.entries(), "step")) == 1
+    steps = workflow_messages(second.entries(), "step")
+    assert len(steps) == 2, [content_text(step)[:80] for step in steps]
+    assert content_text(steps[1]).startswith(PRESENTED_AGAIN)
+    assert len(requests_with(provider, PRESENTED_AGAIN)) == 1, "one new turn, once"
+    rows = message_rows(server, "step")
+    assert [(status, entry) for _, status, entry in rows] == [
+        ("sent", steps[0]["id"]),
+        ("sent", steps[1]["id"]),
+    ]
+    turns = server.query(
+        "SELECT stop_reason FROM workflow_turns WHERE run_id = ? ORDER BY started_at, rowid",
+        run_id,
+    )
+    assert turns[0] == ("lost",)
+    assert server.query("SELECT turns_lost FROM interactive_requests WHERE run_id = ?", run_id) == [
+        (1,)
+    ]
+    assert len(provider.requests()) > asked
+    assert server.diagnose() == []
+    return second
+
+
+def test_restarting_pi_before_submission_presents_the_same_request_once(
+    server: ServerProcess, make_pi: MakePi, provider: MockProvider
+) -> None:
+    """Pi shows the step, the model looks something up and Pi dies (SIGKILL) inside the
+    step's turn. The step is in the session's branch, but that is no presentation: the same
+    session reopened presents it once more (`Presented again`) in a new turn, and its model
+    submits it once. (A turn that ended without a submission is reminded instead, see
+    tests/pi/test_reminders.py.)"""
+    run_id, asked = _killed_mid_turn(server, make_pi, provider, first_route=None)
+    _reopened_presents_again_once(server, make_pi, provider, run_id, asked)
+
+
+def test_restarting_pi_after_a_rejected_submission_presents_the_step_again_once(
+    server: ServerProcess, make_pi: MakePi, provider: MockProvider
+) -> None:
+    """The model submits a route validation rejects, and Pi dies while the model reads the
+    rejection: reopened, the step is presented once more and the corrected submission is
+    the one accepted."""
+    run_id, asked = _killed_mid_turn(server, make_pi, provider, first_route="maybe")
+    _reopened_presents_again_once(server, make_pi, provider, run_id, asked)
+    statuses = server.query(
+        "SELECT s.status FROM interactive_submissions s JOIN interactive_requests q"
+        " USING (request_id) WHERE q.run_id = ? ORDER BY s.submitted_at, s.rowid",
+        run_id,
+    )
+    assert statuses == [("rejected",), ("accepted",)]
+
+
+def test_a_provider_failing_every_turn_is_retried_with_backoff_then_pauses_the_run(
+    server: ServerProcess, make_pi: MakePi, provider: MockProvider
+) -> None:
+    """The model provider answers HTTP 500 for every call: the step is presented again after
+    a backoff twice (the person sees one line each time), then the run pauses
+    `agentUnavailable` with the provider's words and one error line in Pi; once the provider
+    works, `/workflow resume` presents the step again and it completes."""
+    server.stop()
+    server.start(PI_WORKFLOWS_TURN_RETRIES="2", PI_WORKFLOWS_TURN_RETRY_SECONDS="0.2")
+    write_step(server)
+    broken = provider.on(
+        user_text_contains(STEP_MARK), failure(500, "upstream is down"), times=3, name="down"
+    )
+    provider.on(user_text_contains(STEP_MARK), submit_route("skip"), name="step")
+    finish_rules(provider)
+    pi = make_pi(session_id=SESSION)
+    start = pi.mark()
+    run_id = start_from_origin(server, "step")
+
+    parked = server.wait_status(run_id, {"paused", "completed", "failed"}, 60)
+
+    assert (parked["status"], parked["parkReason"]) == ("paused", "agentUnavailable")
+    assert "upstream is down" in parked["parkDetail"]
+    assert "(3 turns in a row" in parked["parkDetail"]
+    assert broken.used == 3
+    retried = [
+        n["message"] for n in pi.notifications(start) if "is presented again in" in n["message"]
+    ]
+    assert [m.split("(retry ")[-1] for m in retried] == ["1 of 2)", "2 of 2)"], retried
+    assert all("upstream is down" in m for m in retried)
+    paused = pi.wait_notify(lambda r: "is paused (agentUnavailable)" in str(r["message"]),
+                            since=start)  # fmt: skip
+    assert paused["notifyType"] == "error"
+    assert f"/workflow resume {run_id}" in paused["message"]
+    assert (
+        server.query(
+            "SELECT stop_reason, error IS NOT NULL FROM workflow_turns WHERE run_id = ?"
+            " ORDER BY started_at, rowid",
+            run_id,
+        )
+        == [("error", 1)] * 3
+    )
+    pi.slash(f"/workflow resume {run_id}")
+    done = server.wait_status(run_id, {"completed", "failed"})
+    assert done["output"] == {"route": "skip"}
+    assert server.diagnose() == []
 
 
 def test_a_deadline_that_passes_while_the_server_is_down_routes_the_same_attempt(

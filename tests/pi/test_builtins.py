@@ -393,6 +393,59 @@ def test_implement_runs_detached_with_the_decision_taken_at_the_cli(
     assert server.diagnose() == []
 
 
+def test_implement_in_a_default_pi_plans_with_ls_and_asks_the_change_in_a_dialog(
+    server: ServerProcess, make_pi: MakePi, provider: MockProvider
+) -> None:
+    """In a Pi with its default tools (`read`, `bash`, `edit`, `write`) the plan step gets
+    `grep`, `find` and `ls` turned on, and the model's `ls` runs. The person chooses
+    *change*: the `change` question opens a text dialog (never a model turn), what they type
+    goes to the second plan step, and after *stop* the session has its own tools again."""
+    project = calc_project(server.project)
+    plan = {"summary": TASK, "steps": ["Change add"], "files": ["calc.py"], "risks": []}
+    provider.on(
+        user_text_contains(PLAN_MARK), lambda r: Reply(tool_name="ls", tool_arguments={"path": "."})
+    )
+    provider.on(after_tool("ls", PLAN_MARK), lambda r: submit(r, plan), name="submit the plan")
+    provider.on(user_text_contains("what tools now"), text("These."), name="the person")
+    finish_rules(provider)
+    pi = make_pi(session_id=SESSION, builtin_tools=True)
+    pi.answer_dialog = lambda r: {"value": "also print the sum"} if r["method"] == "input" else None
+    run_id = server.start_run(
+        "builtin:implement", {"task": TASK, "dir": str(project)}, origin_session=SESSION
+    )
+
+    entries_until(pi, decision_cards, "the plan's decision card")
+    pi.slash(f"/workflow decide {run_id} change")
+    entries_until(pi, lambda es: len(decision_cards(es)) == 2, "the second plan's decision")
+    pi.slash(f"/workflow decide {run_id} stop")
+    done = server.wait_status(run_id, DONE, 120)
+    wait_for(lambda: requests_with(provider, TERMINAL_MARK), 60, "the run's result turn")
+    wait_for(lambda: not pi.command({"type": "get_state"})["data"]["isStreaming"], 30, "idle")
+    pi.run_prompt("what tools now?")
+
+    assert done["status"] == "completed", done
+    [dialog] = pi.ui_requests("input")
+    assert "What should change in the plan?" in dialog["title"]
+    plans = requests_with(provider, PLAN_MARK)
+    assert len(plans) == 2
+    assert all({"ls", "grep", "find", "read"} <= set(r.tool_names) for r in plans)
+    assert "The person asked for this change to it: also print the sum" in plans[1].last_user_text()
+    ls_runs = [
+        r for r in pi.records if r.get("type") == "tool_execution_end" and r["toolName"] == "ls"
+    ]
+    assert [r["isError"] for r in ls_runs] == [False, False]
+    for request in provider.requests():
+        assert "What should change" not in json.dumps(request.messages)
+    [after] = requests_with(provider, "what tools now")
+    assert sorted(after.tool_names) == ["bash", "edit", "read", "workflow", "write"]
+    assert server.diagnose() == []
+
+
+def requests_with(provider: MockProvider, fragment: str) -> list[ChatRequest]:
+    """The model requests whose last message is a user message containing `fragment`."""
+    return [r for r in provider.requests() if user_text_contains(fragment)(r)]
+
+
 def cli(server: ServerProcess, *args: str) -> str:
     """Run the real `pi-workflows` command against the server; its stdout (it must succeed)."""
     done = subprocess.run(

@@ -237,11 +237,18 @@ def agent_alive(pid: int, start: float) -> bool:
 
 
 def wait_agent_gone(server: ServerProcess, run_id: str) -> None:
-    """Wait until the run's one recorded headless agent is stopped (its process group empty)
-    and its record ended."""
-    [(pid, start, _status)] = agent_rows(server, run_id)
-    wait_for(lambda: not agent_alive(pid, start), 30, f"the headless Pi of {run_id} to stop")
-    wait_for(lambda: agent_rows(server, run_id)[0][2] == "ended", 30, "its record to end")
+    """Wait until every recorded headless agent of the run is stopped (its process group
+    empty) and its record ended (a run that waits for a person holds none, so one agent may
+    follow another)."""
+    rows = agent_rows(server, run_id)
+    assert rows, f"run {run_id} never had a headless agent"
+    for pid, start, _status in rows:
+        wait_for(lambda p=pid, s=start: not agent_alive(p, s), 30, f"the headless Pi {pid} to stop")
+    wait_for(
+        lambda: all(row[2] == "ended" for row in agent_rows(server, run_id)),
+        30,
+        "their records to end",
+    )
 
 
 def children_of(server: ServerProcess, parent: str) -> list[tuple[str, str, str, str]]:

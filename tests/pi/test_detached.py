@@ -87,6 +87,9 @@ def server(root: Path, provider: MockProvider) -> Iterator[ServerProcess]:
             "PI_TELEMETRY": "0",
             "PI_SKIP_VERSION_CHECK": "1",
             "NO_COLOR": "1",
+            # A step whose turn fails with a provider error is presented again soon (the
+            # product waits 10 s, doubling).
+            "PI_WORKFLOWS_TURN_RETRY_SECONDS": "0.2",
         },
     )
     process.env.pop("PI_CODING_AGENT_DIR", None)  # the agent must use the user's ~/.pi/agent
@@ -247,12 +250,14 @@ def test_a_provider_error_parks_the_run_with_the_providers_words(
     server: ServerProcess, provider: MockProvider
 ) -> None:
     """The model provider answers HTTP 500: once Pi's own retries are used up, the headless
-    Pi's turn ends with an error, the run parks `agentUnavailable` quoting the provider's
+    Pi's turn ends with an error and the step is presented again after a backoff, three
+    times; the fourth failed turn parks the run `agentUnavailable` quoting the provider's
     error text, the agent is stopped, and once the provider works again `run resume`
     completes the run."""
     user_settings(server, retry={"enabled": True, "maxRetries": 1, "baseDelayMs": 10})
+    turns = 4  # the first presentation and three presentations again
     broken = provider.on(
-        user_text_contains(STEP_MARK), failure(500, PROVIDER_ERROR), times=2, name="down"
+        user_text_contains(STEP_MARK), failure(500, PROVIDER_ERROR), times=2 * turns, name="down"
     )
     provider.on(user_text_contains(STEP_MARK), submit_route("skip"), name="step")
     finish_rules(provider)
@@ -264,9 +269,16 @@ def test_a_provider_error_parks_the_run_with_the_providers_words(
     assert (parked["status"], parked["parkReason"]) == ("paused", "agentUnavailable")
     assert PROVIDER_ERROR in parked["parkDetail"], parked["parkDetail"]
     assert "model turn ended with an error" in parked["parkDetail"]
+    assert f"({turns} turns in a row" in parked["parkDetail"]
     assert parked["waitingOn"]["status"] == "pending"
-    assert broken.used == 2  # the first call and Pi's one retry
-    assert agent_turns(server, run_id) == [("ended", "error")]
+    assert broken.used == 2 * turns  # each turn: the first call and Pi's one retry
+    assert agent_turns(server, run_id) == [("ended", "error")] * turns
+    again = server.query(
+        "SELECT json_extract(data_json, '$.reason') FROM events WHERE run_id = ?"
+        " AND type = 'step.represented'",
+        run_id,
+    )
+    assert again == [("providerError",)] * (turns - 1)
     wait_agent_gone(server, run_id, pid, start)
 
     with server.client() as client:
@@ -334,6 +346,49 @@ def test_a_headless_pi_whose_server_dies_shuts_down_by_itself(
     server.kill()
 
     wait_for(lambda: not agent_alive(pid, start), 30, "the orphaned headless Pi to exit")
+
+
+def test_a_server_killed_while_the_headless_pi_works_a_step_has_it_worked_again(
+    server: ServerProcess, provider: MockProvider
+) -> None:
+    """Window: the server is SIGKILLed while the headless Pi's turn on the step waits on the
+    model. The next server starts a new headless Pi, whose session file already holds the
+    step: a transcript entry is no presentation, so the step is presented again (the dead
+    turn is lost) in a new turn that submits it; the run completes and every agent place is
+    free again."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold(_request: ChatRequest) -> Reply:
+        held.set()
+        release.wait(30)
+        return Reply(text="too late")
+
+    provider.on(user_text_contains("--- Presented again"), submit_route("skip"), name="again")
+    provider.on(user_text_contains(STEP_MARK), hold, times=1, name="held")
+    finish_rules(provider)
+    run_id = server.start_run("step", detached=True)
+    pid, start = recorded_agent(server, run_id)
+    assert held.wait(60), "the headless Pi never asked the model"
+
+    server.kill()
+    release.set()
+    wait_for(lambda: not agent_alive(pid, start), 30, "the orphaned headless Pi to exit")
+    server.start()
+
+    done = server.wait_status(run_id, {"completed", "failed", "paused"}, 60)
+    assert (done["status"], done["output"]) == ("completed", {"route": "skip"})
+    assert [row[1] for row in agent_turns(server, run_id)][:1] == ["lost"]
+    assert len(requests_with(provider, "--- Presented again")) == 1
+    wait_for(
+        lambda: (
+            server.query("SELECT COUNT(*) FROM agent_processes WHERE status = 'live'") == [(0,)]
+        ),
+        30,
+        "every agent place to be free",
+    )
+    for agent_pid, agent_start, _status in agent_rows(server, run_id):
+        wait_for(lambda p=agent_pid, s=agent_start: not agent_alive(p, s), 30, "agents gone")
+    assert server.diagnose() == []
 
 
 # --- starting detached runs from a person's Pi -----------------------------------------------

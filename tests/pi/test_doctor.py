@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from pi.support.pi_rpc import PI_DIR, node_bin, pi_binary, require_pi, workflows
 
 pytestmark = pytest.mark.timeout(120)
 
-NAMES = ["pi", "node", "extension", "model"]
+NAMES = ["pi", "node", "extension", "model", "endpoint", "tools"]
 
 
 def doctor(home: Path, path: list[Path], *args: str, **env: str) -> tuple[int, str]:
@@ -66,6 +67,24 @@ def configure_model(home: Path, provider: MockProvider) -> None:
     )
 
 
+def tools(home: Path) -> Path:
+    """Stand-ins for `rg` and `fd` where Pi looks first (`<agent>/bin`); the doctor only
+    looks for them."""
+    bin_dir = home / ".pi" / "agent" / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("rg", "fd"):
+        (bin_dir / name).write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def install(home: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PI_")}
     subprocess.run(
@@ -81,12 +100,14 @@ def test_a_complete_set_up_passes_every_check(tmp_path: Path) -> None:
     """Pi and Node 22 on PATH, the package registered and a model selected: exit 0, and each
     check says what it found."""
     home = tmp_path / "home"
+    bin_dir = tools(home)
     with MockProvider() as provider:
         configure_model(home, provider)
         install(home)
 
         code, document = doctor_json(home, pinned_path())
         human_code, human = doctor(home, pinned_path())
+        url = provider.base_url
 
     checks = by_name(document)
     assert (code, document["ok"], human_code) == (0, True, 0), document
@@ -99,8 +120,11 @@ def test_a_complete_set_up_passes_every_check(tmp_path: Path) -> None:
         f"{PI_DIR} is registered (extension and skill); it runs {workflows_cli()}"
     )
     assert checks["model"]["detail"] == "mock/mock-model (the default in settings.json)"
+    assert checks["endpoint"]["detail"] == (f"{url} (mock/mock-model) accepts a connection")
+    assert checks["tools"]["detail"] == f"rg ({bin_dir / 'rg'}), fd ({bin_dir / 'fd'})"
+    assert not any(check["warning"] for check in document["checks"])
     assert human.splitlines()[-1] == "all checks passed"
-    assert [line.split()[:2] for line in human.splitlines()[1:5]] == [
+    assert [line.split()[:2] for line in human.splitlines()[1:7]] == [
         ["ok", name] for name in NAMES
     ]
 
@@ -119,20 +143,22 @@ def test_a_new_user_gets_a_one_line_fix_for_every_failing_check(tmp_path: Path) 
 
     checks = by_name(document)
     assert (code, human_code, document["ok"]) == (1, 1, False)
-    assert [check["ok"] for check in document["checks"]] == [False] * 4
+    assert [check["ok"] for check in document["checks"]] == [False] * 5 + [True]
+    assert checks["tools"]["warning"] is True
     path_line = f'export PATH="{pi_binary().parent}:{node_bin()}:$PATH"'
     assert checks["pi"]["detail"] == "no `pi` on PATH (and PI_WORKFLOWS_PI is not set)"
     assert checks["pi"]["fix"] == f"use this checkout's pinned Pi and Node 22: {path_line}"
     assert checks["node"]["fix"] == f"use this checkout's pinned Node 22: {path_line}"
     assert checks["extension"]["fix"] == "run `pi-workflows pi install`"
     assert checks["model"]["detail"] == "not checked: Pi does not run here"
+    assert checks["endpoint"]["detail"] == "not checked: Pi does not run here"
     lines = human.splitlines()
     assert lines[-1] == "some checks failed"
-    fails = [index for index, line in enumerate(lines) if line.split()[:1] == ["FAIL"]]
-    assert len(fails) == 4
+    fails = [index for index, line in enumerate(lines) if line.split()[:1] in (["FAIL"], ["warn"])]
+    assert len(fails) == 6
     for index in fails:
         assert lines[index + 1].strip().startswith("fix: ")
-        assert lines[index + 2].split()[:1] in (["FAIL"], ["some"])
+        assert lines[index + 2].split()[:1] in (["FAIL"], ["warn"], ["some"])
 
 
 def test_an_old_node_fails_the_node_check_and_pi_is_not_started(tmp_path: Path) -> None:
@@ -167,7 +193,7 @@ def test_no_model_is_configured_is_said_plainly(tmp_path: Path) -> None:
     checks = by_name(document)
     agent = home / ".pi" / "agent"
     assert code == 1
-    assert [check["ok"] for check in document["checks"]] == [True, True, True, False]
+    assert [check["ok"] for check in document["checks"]] == [True, True, True, False, False, True]
     assert checks["model"]["detail"].startswith("no model is configured: ")
     assert checks["model"]["fix"] == (
         f"add a provider to {agent}/models.json and select it with defaultProvider and"
@@ -220,6 +246,7 @@ def test_another_installations_package_or_the_old_loader_fail_the_extension_chec
     assert by_name(first)["extension"] == {
         "name": "extension",
         "ok": False,
+        "warning": False,
         "detail": f"Pi loads the pi-workflows package of another installation: {other}",
         "fix": f"run `pi-workflows pi install` to register this one ({PI_DIR})",
     }
@@ -227,3 +254,50 @@ def test_another_installations_package_or_the_old_loader_fail_the_extension_chec
         f"an older pi-workflows loader is installed ({loader}), not the Pi package"
     )
     assert by_name(second)["extension"]["fix"] == "run `pi-workflows pi install` to replace it"
+
+
+def test_a_model_whose_endpoint_is_closed_fails_the_endpoint_check(tmp_path: Path) -> None:
+    """A selected model whose baseUrl is a loopback port nothing listens on: the endpoint
+    check fails naming the URL, with a fix naming models.json; exit 1."""
+    home = tmp_path / "home"
+    tools(home)
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    with MockProvider() as provider:
+        configure_model(home, provider)
+    models = home / ".pi" / "agent" / "models.json"
+    document = json.loads(models.read_text())
+    document["providers"]["mock"]["baseUrl"] = url
+    models.write_text(json.dumps(document))
+    install(home)
+
+    code, found = doctor_json(home, pinned_path())
+    human_code, human = doctor(home, pinned_path())
+
+    endpoint = by_name(found)["endpoint"]
+    assert (code, human_code) == (1, 1)
+    assert by_name(found)["model"]["ok"] is True
+    assert endpoint["ok"] is False
+    assert endpoint["detail"].startswith(f"{url} (mock/mock-model) does not accept a connection: ")
+    assert "models.json" in endpoint["fix"]
+    assert human.splitlines()[-1] == "some checks failed"
+
+
+def test_missing_rg_and_fd_is_a_warning_with_the_fix(tmp_path: Path) -> None:
+    """No `rg` or `fd` on PATH or in `<agent>/bin`: the tools check warns, naming Pi's grep
+    and find tools and how to install them; every other check passes, so the exit is 0."""
+    home = tmp_path / "home"
+    with MockProvider() as provider:
+        configure_model(home, provider)
+        install(home)
+
+        code, found = doctor_json(home, pinned_path())
+        human_code, human = doctor(home, pinned_path())
+
+    check = by_name(found)["tools"]
+    assert (code, human_code, found["ok"]) == (0, 0, True)
+    assert (check["ok"], check["warning"]) == (True, True)
+    assert check["detail"].startswith("no rg and fd on PATH or in ")
+    assert "`grep` and `find` tools fail offline" in check["detail"]
+    assert "apt-get install ripgrep fd-find" in check["fix"]
+    assert any(line.split()[:2] == ["warn", "tools"] for line in human.splitlines())
+    assert human.splitlines()[-1] == "all checks passed, 1 with a warning"

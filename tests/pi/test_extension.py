@@ -129,6 +129,32 @@ def test_the_extension_loads_and_lists_project_workflows(
     assert "submit" in json.dumps(declaration["parameters"])
 
 
+def test_workflow_list_also_shows_the_newest_runs(server: ServerProcess, make_pi: MakePi) -> None:
+    """`/workflow list` shows the workflows, then the five newest runs (newest first) and
+    where the others are; with no run it says so in one line."""
+    server.write_workflow("quick", QUICK)
+    pi = make_pi()
+    empty = pi.slash("/workflow list")
+    run_ids = [server.start_run("quick", {"n": n}) for n in range(6)]
+    for run_id in run_ids:
+        server.wait_status(run_id, "completed")
+
+    note = pi.slash("/workflow list")
+
+    assert empty["message"].splitlines()[-1] == (
+        "No runs yet; start one with /workflow start NAME."
+    )
+    lines = note["message"].splitlines()
+    start = lines.index("Newest runs:")
+    assert lines[start + 1 : start + 6] == [
+        f"{run_id} quick completed" for run_id in run_ids[:0:-1]
+    ]
+    assert lines[start + 6] == (
+        "(more: /workflow status, or pi-workflows run list; one run: /workflow status RUN)"
+    )
+    assert "quick (project)" in "\n".join(lines[:start])
+
+
 def test_the_model_starts_a_run_with_the_tool_and_it_completes(
     server: ServerProcess, make_pi: MakePi, provider: MockProvider
 ) -> None:

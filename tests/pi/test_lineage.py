@@ -188,3 +188,36 @@ def test_the_model_may_not_restart_or_fork_what_the_docs_keep_for_the_person(
     assert f"/workflow restart {run_id}" in result_text(end)
     after = server.run(run_id)
     assert (after["status"], after["revision"]) == (before["status"], before["revision"])
+
+
+def test_status_of_a_run_parked_on_changed_code_names_the_upgrade(
+    server: ServerProcess, make_pi: MakePi
+) -> None:
+    """`/workflow status RUN` of a run parked `workflowSourceChanged` names `/workflow
+    upgrade` (dry run first), restart and cancel; `/workflow resume RUN` is refused in one
+    line that names the upgrade, and the run stays parked."""
+    _steps(server, "hello")
+    run_id = server.start_run("steps", {"n": 1})
+    server.wait_status(run_id, "waiting")
+    _steps(server, "bye")
+    with server.client() as client, pytest.raises(Exception, match="workflowSourceChanged"):
+        client.answer_checkpoint(run_id, {"name": "Ada"})
+    server.wait_status(run_id, "paused")
+    pi = make_pi(session_id=SESSION)
+
+    status = pi.slash(f"/workflow status {run_id}")
+    resumed = pi.slash(f"/workflow resume {run_id}")
+
+    assert status["notifyType"] == "info", status
+    for words in (
+        f"/workflow upgrade {run_id} --dry-run",
+        f"/workflow upgrade {run_id};",
+        f"/workflow restart {run_id}",
+        f"/workflow cancel {run_id}",
+    ):
+        assert words in status["message"], status["message"]
+    assert resumed["notifyType"] == "error", resumed
+    assert "\n" not in resumed["message"]
+    assert f"pi-workflows run upgrade {run_id} --dry-run" in resumed["message"]
+    assert server.run(run_id)["parkReason"] == "workflowSourceChanged"
+    assert server.diagnose() == []

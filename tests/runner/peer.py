@@ -60,7 +60,16 @@ REQUIRED: dict[str, set[str]] = {
     "blob.read": {"digest", "offset", "length"},
 }
 OPTIONAL: dict[str, set[str]] = {
-    "node.finish": {"output", "error", "startNext", "timeoutMs", "message", "submissionId"},
+    "node.finish": {
+        "output",
+        "error",
+        "startNext",
+        "timeoutMs",
+        "message",
+        "submissionId",
+        "errorClass",
+        "retryNote",
+    },
     "node.wait": {"timeoutMs", "choices", "timeoutChoice"},
     "effect.settle": {"result", "error", "receipt"},
     "node.logs": {"traceback"},

@@ -209,13 +209,15 @@ class Coordinator:
         self.branch: dict[str, str] = {}
         self.presented: list[str] = []
         self.epoch = 0
+        self.seat = "matrix-seat"  # one seat: the same Pi process attaches again
+        self.turn_open = False  # idle (every turn reported ended) only while none is open
 
     def _session(self, call: Any, *, again: bool) -> Any:
         for _ in range(3):
             try:
                 with self.server.client(client_id=CLIENT, timeout=10) as client:
                     if not self.epoch:
-                        self.epoch = client.attach_session(SESSION)
+                        self.epoch = client.attach_session(SESSION, seat_id=self.seat)
                     return call(client)
             except ClientError:
                 self.server.wait_exit(30)
@@ -234,13 +236,16 @@ class Coordinator:
                 if message["workflowMessageId"] not in self.branch:
                     self.branch[message["workflowMessageId"]] = f"entry-{len(self.branch)}"
                     self.presented.append(message["workflowMessageId"])
-            client.report_messages(SESSION, self.epoch, self.branch, idle=True)
+                    # As in Pi: a step is sent with its turn, so the session is busy now.
+                    self.turn_open = self.turn_open or message["kind"] == "step"
+            client.report_messages(SESSION, self.epoch, self.branch, idle=not self.turn_open)
             return dict(view)
 
         return dict(self._session(call, again=True))
 
     def turn(self, event: str, **fields: Any) -> None:
         """Report a model turn once."""
+        self.turn_open = event == "started"
         self._session(lambda c: c.report_turn(SESSION, self.epoch, event, **fields), again=False)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,13 +91,15 @@ workflow = Workflow(
         "shell": shell(command, effect=manual_effect("charge")),
         "compute": compute(work),
         "validation": agent(prompt="A title", expected_output='{"title": "ok"}', validate=check),
-        "done": compute(lambda ctx: {"ok": True}),
+        "done": compute(lambda ctx: {"ok": True, "level": ctx.settings["level"]}),
     },
     edges=[
         edge("hello", "route"),
         switch("route", on="$.kind", cases={kind: kind for kind in KINDS}),
         *[edge(kind, "done") for kind in KINDS],
     ],
+    # Live settings: a change while the runner works must not make it conflict either.
+    settings={"type": "object", "properties": {"level": {"type": "integer", "default": 1}}},
 )
 """
 
@@ -235,6 +238,12 @@ def _resolve(case: Case) -> None:
     _call(case, "effect.resolve", {"effectId": effect, "resolution": "applied"}, refused=True)
 
 
+def _effect_get(case: Case) -> None:
+    """`effect.get` of the run's effect (a read), or of none (refused as not found)."""
+    effect = case.effect_id
+    _call(case, "effect.get", {"effectId": effect or "eff_none"}, refused=effect is None)
+
+
 def _start_other(case: Case) -> None:
     with case.client() as client:
         other = client.start_run("quick", {}, project_dir=case.server.project)
@@ -282,6 +291,12 @@ def _schedule(operation: str) -> Apply:
             elif operation == "schedule.resume":
                 client.pause_schedule(name)
                 client.resume_schedule(name)
+            elif operation == "schedule.trigger":
+                assert client.trigger_schedule(name)["fire"]["runId"] != case.run_id
+            elif operation == "schedule.backfill":
+                hour = 3_600_000
+                start = (int(time.time() * 1000) // hour - 3) * hour
+                client.backfill_schedule(name, start, start + hour)
             client.delete_schedule(name)
 
     return apply
@@ -290,7 +305,8 @@ def _schedule(operation: str) -> Apply:
 SCHEDULES: dict[str, Apply] = {
     operation: _schedule(operation)
     for operation in ("schedule.add", "schedule.list", "schedule.get", "schedule.pause",
-                      "schedule.resume", "schedule.delete")
+                      "schedule.resume", "schedule.delete", "schedule.trigger",
+                      "schedule.backfill")
 }  # fmt: skip
 
 
@@ -364,15 +380,21 @@ OPERATIONS: dict[str, Apply] = {
     ),
     "run.list": _read("run.list"),
     "run.get": _read("run.get", run=True),
+    "run.settings": _read("run.settings", run=True),
+    "run.followUps": _read("run.followUps", run=True),
     "run.history": _read("run.history", run=True),
     "run.logs": _read("run.logs", run=True),
     "run.output": _read("run.output", lambda c: {"nodeId": "hello"}, run=True),
+    # A key nobody published: `valueNotPublished`, and the runner is not disturbed.
+    "run.value": _refused("run.value", lambda c: {"key": "nothing"}),
     "run.watch": _watch_run,
     "runs.watch": _watch_runs,
     "effect.list": _read("effect.list"),
     "blob.read": _blob,
     "upload.put": _upload,
     "interaction.list": _read("interaction.list"),
+    "channel.feed": _read("channel.feed"),
+    "decision.get": _refused("decision.get", lambda c: {"requestId": "req_none"}, run=False),
     "session.get": _read("session.get", lambda c: {"sessionId": SESSION}),
     "session.watch": _watch_session,
     "workflowMessage.get": _message_get,
@@ -384,16 +406,35 @@ OPERATIONS: dict[str, Apply] = {
     "interaction.update": _update,
     # An event the run does not wait for (yet): kept, and the runner is not disturbed.
     "run.signal": lambda c: _call(c, "run.signal", {"name": "later", "data": {"n": 1}}, run=True),
+    "run.followUp": lambda c: _call(c, "run.followUp", {"text": "and then?"}, run=True),
+    "run.removeFollowUp": lambda c: _call(
+        c,
+        "run.removeFollowUp",
+        {"followUpId": _call(c, "run.followUp", {"text": "never mind"}, run=True)["followUpId"]},
+        run=True,
+    ),
+    "run.changeSettings": lambda c: _call(
+        c,
+        "run.changeSettings",
+        {"patch": [{"op": "replace", "path": "/level", "value": 2}]},
+        run=True,
+    ),
     # Commands about this run that its state refuses, and commands about other things.
     "run.start": _start_other,
     "run.resume": _refused("run.resume"),
     "run.restart": _refused("run.restart"),
     "run.fork": _refused("run.fork", lambda c: {"fromNode": "hello"}),
+    "run.retry": _refused("run.retry"),
     "run.upgrade": _refused("run.upgrade"),
     "checkpoint.answer": _refused("checkpoint.answer", lambda c: {"value": 1}),
     "decision.answer": _refused("decision.answer", lambda c: {"choice": "yes"}),
+    "decision.refuse": _refused(
+        "decision.refuse",
+        lambda c: {"requestId": "req_none", "seat": "channel:x", "person": "p", "reason": "r"},
+    ),
     "interaction.submit": _submit_again,
     "effect.resolve": _resolve,
+    "effect.get": _effect_get,
     "state.repair": _read("state.repair"),
     "state.backup": _read("state.backup", lambda c: {"path": str(c.gate / "backup.sqlite")}),
     "state.prune": _read("state.prune", lambda c: {"olderThanMs": 10**12, "backup": False}),
@@ -460,6 +501,8 @@ def _outcomes(server: ServerProcess, run_id: str) -> list[str]:
 def _check_continued(case: Case, operation: str) -> None:
     view = case.server.wait_status(case.run_id, {"completed", "failed", "paused", "ambiguous"})
     assert view["status"] == "completed", (operation, view)
+    # The node after the work started after the change: it saw the new settings.
+    assert view["output"]["level"] == (2 if operation == "run.changeSettings" else 1), operation
     applied = case.applied()
     assert len(applied) == 1, (operation, applied)
     assert [e["status"] for e in view["effects"]] in ([], ["applied"]), (operation, view)

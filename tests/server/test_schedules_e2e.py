@@ -155,9 +155,11 @@ def test_schedule_commands_add_list_show_pause_resume_and_delete_through_the_cli
     assert pw_json(server, "schedule", "list")["schedules"] == []
     gone = pw_json(server, "schedule", "list", "--all")["schedules"]
     assert sorted(s["status"] for s in gone) == ["deleted", "deleted"]
-    again = pw(server, "schedule", "show", "hourly")
-    assert again.returncode == 1
-    assert "no schedule named hourly" in _one_error_line(again)
+    again = pw_json(server, "schedule", "show", "hourly")  # the deleted one, by its name
+    assert (again["schedule"]["name"], again["schedule"]["status"]) == ("hourly", "deleted")
+    never = pw(server, "schedule", "show", "never-added")
+    assert never.returncode == 1
+    assert "no schedule named never-added" in _one_error_line(never)
     assert pw(server, "schedule", "add", "hourly", "quick", "--every", "2h").returncode == 0
     assert server.diagnose() == []
 
@@ -365,7 +367,7 @@ def test_overlap_skip_records_skips_while_the_previous_run_waits(
     first, *later = _fires(server, "asks")
     assert first["outcome"] == "started"
     assert {f["outcome"] for f in later} == {"skipped"}
-    assert all(f"previous run {first['runId']} is still" in f["detail"] for f in later)
+    assert all(f"the run {first['runId']} is still" in f["detail"] for f in later)
     shown = pw(server, "schedule", "show", "asks")
     assert "skipped" in shown.stdout
     _answer(server, first["runId"])

@@ -276,6 +276,59 @@ def test_an_agent_step_answered_through_the_cli_carries_its_wait_for_the_model(
     assert receiver.points("pi_workflows.queue.wait")
 
 
+GATE = """
+from pi_workflows import Rejected, Workflow, compute, edge, wait_event
+
+def check(data, ctx):
+    if data.get("ok") is not True:
+        raise Rejected("not ok")
+
+workflow = Workflow(
+    "gate",
+    start="deployed",
+    nodes={
+        "deployed": wait_event("deployed", validate=check),
+        "done": compute(lambda ctx: ctx.outputs["deployed"]),
+    },
+    edges=[edge("deployed", "done")],
+)
+"""
+
+
+def test_an_event_a_wait_refuses_is_counted_as_a_rejection_of_kind_event(
+    server: ServerProcess, receiver: Receiver
+) -> None:
+    """A wait_event's validate refuses one event and takes the next: the rejections metric
+    counts exactly that one, of kind ``event``."""
+    server.write_workflow("gate", GATE)
+    server.start()
+    run_id = cli(server, "run", "start", "gate").stdout.strip()
+    server.wait_status(run_id, "waiting")
+    refused = cli(server, "run", "signal", run_id, "deployed", "--data", '{"ok": false}')
+    assert refused.returncode == 1
+    assert "not ok" in refused.stderr
+    taken = cli(server, "run", "signal", run_id, "deployed", "--data", '{"ok": true}')
+    assert taken.returncode == 0, taken.stderr
+    server.wait_status(run_id, "completed")
+
+    def rejections(kind: str) -> float | None:
+        points = [
+            p
+            for p in receiver.points("pi_workflows.validation.rejections")
+            if p.attributes.get("pi_workflows.interaction.kind") == kind
+        ]
+        return points[-1].value if points else None
+
+    wait_for(lambda: rejections("event") == 1, 30, "the event rejection metric")
+    wait_for(lambda: caught_up(server), 30, "the exporter to catch up")
+    assert rejections("event") == 1
+    assert [
+        p
+        for p in receiver.points("pi_workflows.validation.rejections")
+        if p.attributes.get("pi_workflows.interaction.kind") != "event"
+    ] == []
+
+
 OWN_SPAN = """
 import asyncio
 from opentelemetry import trace

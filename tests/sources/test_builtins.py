@@ -370,9 +370,9 @@ def test_implement_plans_gets_approved_fixes_once_from_the_failure_and_passes(
 
 
 def test_implement_change_loops_back_to_planning_with_the_persons_text(tmp_path: Path) -> None:
-    """*change* asks the person (a typed checkpoint that tells the model to leave it), then
-    plans again with the previous plan and the person's text; *stop* then ends the run
-    before anything was changed."""
+    """*change* asks the person (a typed checkpoint for the person, so the model is never
+    shown it), then plans again with the previous plan and the person's text; *stop* then
+    ends the run before anything was changed."""
     project = calc_project(tmp_path / "calc")
     workflow = _workflow("implement")
     revised = {**PLAN, "steps": [*PLAN["steps"], "Explain it in a comment"]}
@@ -385,8 +385,8 @@ def test_implement_change_loops_back_to_planning_with_the_persons_text(tmp_path:
     transition, _, visited = drive(workflow, _implement_input(project), script)
     assert visited == ["setup", "plan", "approve", "change", "plan", "approve", "stopped"]
     [question] = script.texts("change")
-    assert "This question is for the person, not the model" in question
-    assert '/workflow answer run-1 {"change": "..."}' in question
+    assert "What should change in the plan?" in question
+    assert "model" not in question.lower()
     first, second = script.texts("plan")
     assert "previous plan" not in first
     assert "Your previous plan:\nPlan: Make add return the sum" in second
@@ -397,6 +397,7 @@ def test_implement_change_loops_back_to_planning_with_the_persons_text(tmp_path:
     assert git(project, "status", "--porcelain") == ""
     change = workflow.node("change")
     assert isinstance(change, CheckpointNode)
+    assert change.for_person is True
     assert change.answer is not None
     assert value_problem(change.answer.schema, {"change": ""}, "answer")
 

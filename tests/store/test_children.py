@@ -275,6 +275,40 @@ def test_a_paused_parent_starts_no_new_child_until_it_is_resumed(
     assert problems(db) == []
 
 
+def test_no_child_starts_under_a_paused_grandparent_until_the_tree_is_resumed(
+    db: Database, clock: FakeClock
+) -> None:
+    """Depth 3: the root is paused while its child still runs; the child's spawn then
+    records its join but starts none, a grandchild's end starts no next one, and
+    ``lifecycle.refill`` after the root's resume starts them."""
+    ctx = _spawn(db, clock, 1, kind="subworkflow", concurrency=1)
+    root = ctx["run_id"]
+    (mid,) = _started(db)
+    mid_claim = lifecycle.claim(db, mid, "runner-mid").claim
+    mid_attempt = lifecycle.start_node(db, mid_claim, "a").attempt.attempt_id
+    lifecycle.pause(db, root)
+    assert children.paused_above(db.conn, mid) == root
+    lifecycle.spawn(
+        db, mid_claim, mid_attempt, kind="fan_out", child=st.child_workflow(),
+        inputs=[{"i": i} for i in range(3)], concurrency=2, fail_fast=False, detached=False,
+    )  # fmt: skip
+    assert run_status(db, mid) == "waiting"
+    below_mid = "SELECT COUNT(*) FROM runs WHERE parent_run_id = ?"
+    assert db.conn.execute(below_mid, (mid,)).fetchone()[0] == 0, "none starts under a pause"
+    assert problems(db) == []
+    lifecycle.resume(db, root)
+    assert lifecycle.refill(db, mid) == 2
+    assert db.conn.execute(below_mid, (mid,)).fetchone()[0] == 2
+    assert lifecycle.refill(db, mid) == 0, "a full join starts nothing more"
+    first = db.conn.execute(
+        "SELECT run_id FROM runs WHERE parent_run_id = ? ORDER BY created_at, run_id", (mid,)
+    ).fetchone()[0]
+    lifecycle.pause(db, root)
+    _end(db, first)
+    assert db.conn.execute(below_mid, (mid,)).fetchone()[0] == 2, "an end starts none either"
+    assert problems(db) == []
+
+
 def test_the_children_of_a_detached_parent_are_detached_too(db: Database) -> None:
     """A detached parent has no person's session to lend; its own headless agent does not
     live while it waits: each child gets a headless session of its own."""

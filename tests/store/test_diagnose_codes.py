@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 import pi_workflows.store.diagnose as diagnose_module
-from pi_workflows.store import diagnose_tree, interaction_writes, lifecycle
+from pi_workflows.store import diagnose_tree, interaction_writes, lifecycle, sessions
 from pi_workflows.store.clock import FakeClock
 from pi_workflows.store.database import Database
+from pi_workflows.store.diagnose import STALL_REPORT_MS
 from pi_workflows.store.effect_writes import reserve_effect, settle_effect
 from pi_workflows.store.effects import EffectStatus
 from pi_workflows.store.interactions import InteractionDraft
@@ -222,6 +223,19 @@ def _expired_claim(db: Database, clock: FakeClock) -> str:
     return claim.run_id
 
 
+def _step_stalled(db: Database, clock: FakeClock) -> str:
+    """A step its seat proved it holds, with no turn on it and nothing due, for too long
+    (a seat that never started a turn and never reported itself idle)."""
+    ctx = st.waiting(db, clock, kind="agent", session=st.SESSION)
+    epoch = sessions.attach(db, st.SESSION, "seat-a").coordinator_epoch
+    (message_id,) = db.conn.execute(
+        "SELECT message_id FROM workflow_messages WHERE request_id = ?", (ctx["request_id"],)
+    ).fetchone()
+    sessions.report_messages(db, st.SESSION, epoch, [(message_id, "entry-1")], idle=False)
+    clock.advance(STALL_REPORT_MS + 1)
+    return str(ctx["run_id"])
+
+
 def _ambiguous_unparked(db: Database, clock: FakeClock) -> str:
     run_id, _ = _effect(db, "manual")
     _sql(db, "UPDATE effects SET status = 'ambiguous'")
@@ -331,6 +345,18 @@ def _join_stalled(db: Database, clock: FakeClock) -> str:
     return str(ctx["run_id"])
 
 
+def _settings_out_of_step(db: Database, clock: FakeClock) -> str:
+    ctx = st.settings_in_node(db, clock)
+    _sql(db, "UPDATE runs SET settings_json = '{\"level\":9}'")
+    return str(ctx["run_id"])
+
+
+def _follow_up_out_of_step(db: Database, clock: FakeClock) -> str:
+    ctx = st.follow_up_queued(db, clock)
+    _sql(db, "UPDATE runs SET status = 'failed', finished_at = 1")
+    return str(ctx["run_id"])
+
+
 BUILDERS: dict[str, Builder] = {
     "submissionMismatch": _submission_mismatch,
     "validationStranded": _validation_stranded,
@@ -365,6 +391,9 @@ BUILDERS: dict[str, Builder] = {
     "childEndNotJoined": _child_end_not_joined,
     "joinCountMismatch": _join_count_mismatch,
     "joinStalled": _join_stalled,
+    "stepStalled": _step_stalled,
+    "settingsOutOfStep": _settings_out_of_step,
+    "followUpOutOfStep": _follow_up_out_of_step,
 }
 
 

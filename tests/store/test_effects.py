@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pi_workflows.store import lifecycle
@@ -11,7 +13,9 @@ from pi_workflows.store.effect_writes import reserve_effect, resolve_effect, set
 from pi_workflows.store.effects import EffectStatus, Reservation
 from pi_workflows.store.errors import EffectConflictError, InvalidTransitionError
 from pi_workflows.store.lifecycle import GoTo
+from pi_workflows.store.next_steps import next_step
 from pi_workflows.store.states import AttemptStatus
+from pi_workflows.store.views import run_view
 
 from support.store import problems, running
 
@@ -97,3 +101,35 @@ def test_only_an_ambiguous_effect_can_be_resolved(db: Database) -> None:
     row = db.conn.execute("SELECT status, error FROM effects").fetchone()
     assert tuple(row) == ("rejected", "never sent")
     assert problems(db) == []
+
+
+def get_run(db: Database, run_id: str) -> dict[str, Any]:
+    with db.read() as conn:
+        return run_view(conn, run_id)
+
+
+def test_resolving_the_last_ambiguous_effect_leaves_a_run_to_resume(db: Database) -> None:
+    """A run parked on two ambiguous effects shows `ambiguous` until both are resolved; the
+    last resolve parks it `effectsResolved` in the same transaction: status `paused`, and
+    the next step is `run resume`, never a decision on an effect that is no longer there."""
+    claim = running(db)
+    attempt = lifecycle.start_node(db, claim, "send").attempt
+    mail = _reserve(db, claim, attempt.attempt_id)
+    sms, _ = reserve_effect(
+        db, claim, attempt_id=attempt.attempt_id, effect_type="sms", effect_kind="manual",
+        fingerprint="fp-2",
+    )  # fmt: skip
+    lifecycle.park(db, claim, lifecycle.ParkReason.RUNNER_CRASHED)
+    parked = get_run(db, claim.run_id)
+    assert (parked["status"], parked["parkReason"]) == ("ambiguous", "effectAmbiguous")
+    resolve_effect(db, mail.effect_id, "applied", result={"sent": 1})
+    one_left = get_run(db, claim.run_id)
+    assert (one_left["status"], one_left["parkReason"]) == ("ambiguous", "effectAmbiguous")
+    assert sms.effect_id in str(next_step(one_left))
+    resolve_effect(db, sms.effect_id, "rejected", reason="never sent")
+    settled = get_run(db, claim.run_id)
+    assert (settled["status"], settled["parkReason"]) == ("paused", "effectsResolved")
+    assert next_step(settled) == f"pi-workflows run resume {claim.run_id}"
+    assert problems(db) == []
+    lifecycle.resume(db, claim.run_id)
+    assert get_run(db, claim.run_id)["status"] == "queued"

@@ -195,3 +195,44 @@ def test_a_tree_goes_whole_and_only_once_every_run_of_it_ended(db: Database) -> 
     assert count(db, "pruned_runs") == 3
     assert count(db, "blobs", "size > 20000") == 0
     assert problems(db) == []
+
+
+def test_a_tree_with_a_live_run_below_an_ended_root_is_never_deleted(db: Database) -> None:
+    """Contradictory rows (a bug, or a foreign writer): the root ended while a grandchild
+    still runs, and the grandchild's ``root_run_id`` does not even name the root. Prune walks
+    the parent links, keeps that tree whole (``state diagnose`` reports it) and still prunes
+    the rest of its batch; no deletion of any kind removes a run that has not ended."""
+    other = st.completed(db, db.clock)  # type: ignore[arg-type]
+    ctx = st.in_node(db, db.clock)  # type: ignore[arg-type]
+    lifecycle.spawn(
+        db, ctx["claim"], ctx["attempt_id"], kind="subworkflow", child=st.child_workflow(),
+        inputs=[{"i": 0}], concurrency=1, fail_fast=False, detached=False,
+    )  # fmt: skip
+    (mid,) = db.conn.execute(
+        "SELECT run_id FROM runs WHERE parent_run_id = ?", (ctx["run_id"],)
+    ).fetchone()
+    mid_claim = lifecycle.claim(db, mid, "runner-mid").claim
+    mid_attempt = lifecycle.start_node(db, mid_claim, "a").attempt.attempt_id
+    lifecycle.spawn(
+        db, mid_claim, mid_attempt, kind="subworkflow", child=st.child_workflow(),
+        inputs=[{"i": 1}], concurrency=1, fail_fast=False, detached=False,
+    )  # fmt: skip
+    (leaf,) = db.conn.execute("SELECT run_id FROM runs WHERE parent_run_id = ?", (mid,)).fetchone()
+    lifecycle.cancel(db, ctx["run_id"], claims={mid: mid_claim})  # ends the whole tree...
+    with db.atomic("repair.run"):  # ...which a buggy writer then contradicts by hand
+        db.conn.execute(
+            "UPDATE runs SET status = 'running', finished_at = NULL, root_run_id = ?"
+            " WHERE run_id = ?",
+            (leaf, leaf),
+        )
+    assert f"liveChildOfEndedParent:{mid}" in problems(db) or any(
+        p.startswith("liveChildOfEndedParent") for p in problems(db)
+    )
+    db.clock.advance(2 * DAY)  # type: ignore[attr-defined]
+    report = retention.prune(db, db.clock.now_ms() - DAY)
+    assert report.runs == 1, "only the other, consistent run goes"
+    assert count(db, "runs", "run_id = ?", other["run_id"]) == 0
+    assert count(db, "runs", "run_id IN (?, ?, ?)", ctx["run_id"], mid, leaf) == 3
+    with pytest.raises(sqlite3.IntegrityError, match="has not ended"), db.atomic("repair.run"):
+        db.conn.execute("DELETE FROM runs WHERE run_id = ?", (leaf,))
+    assert count(db, "runs", "run_id = ?", leaf) == 1

@@ -119,11 +119,46 @@ def test_overlap_skip_records_a_skip_while_the_previous_run_is_active(
     clock.advance(1000)
     skipped = _due_fire(db, clock, row.schedule_id)
     assert skipped.outcome is FireOutcome.SKIPPED
-    assert f"previous run {first.run_id} is still queued" in str(skipped.detail)
+    assert f"the run {first.run_id} is still queued" in str(skipped.detail)
     assert first.run_id is not None
     _complete(db, first.run_id)
     clock.advance(1000)
     assert _due_fire(db, clock, row.schedule_id).outcome is FireOutcome.STARTED
+    assert problems(db) == []
+
+
+@pytest.mark.parametrize("overlap", [Overlap.SKIP, Overlap.QUEUE])
+def test_a_restarted_older_run_counts_as_active_for_skip_and_queue(
+    db: Database, clock: FakeClock, overlap: Overlap
+) -> None:
+    """A person restarts an older run of the schedule while the newest one runs; once the
+    newest ends, the next fire still sees the restarted one: ``skip`` skips it (naming that
+    run) and ``queue`` queues it, so no two runs of the schedule are ever active at once."""
+    row = _add(db, overlap=overlap)
+    _to(clock, row.next_fire_at)
+    older = _due_fire(db, clock, row.schedule_id).run_id
+    assert older is not None
+    _complete(db, older)
+    clock.advance(1000)
+    newest = _due_fire(db, clock, row.schedule_id).run_id
+    assert newest is not None
+    lifecycle.restart(db, older)
+    _complete(db, newest)
+    clock.advance(1000)
+    held = _due_fire(db, clock, row.schedule_id)
+    wanted = FireOutcome.SKIPPED if overlap is Overlap.SKIP else FireOutcome.QUEUED
+    assert held.outcome is wanted
+    assert f"the run {older} is still queued" in str(held.detail)
+    assert schedules.queue_ready(db.conn, row.schedule_id) is None
+    active = db.conn.execute(
+        "SELECT COUNT(*) FROM runs WHERE schedule_id = ? AND status NOT IN"
+        " ('completed', 'failed', 'timed_out', 'cancelled')",
+        (row.schedule_id,),
+    ).fetchone()[0]
+    assert active == 1
+    _complete(db, older)
+    if overlap is Overlap.QUEUE:
+        assert schedules.queue_ready(db.conn, row.schedule_id) is not None
     assert problems(db) == []
 
 

@@ -34,17 +34,26 @@ from pi_workflows.server.handlers.registry import stored_receipt
 from pi_workflows.store import (
     agents,
     attempt_logs,
+    cleanups,
+    delivery,
     diagnose,
     faults,
+    follow_ups,
     forks,
     interaction_writes,
+    interactions,
     lifecycle,
     progress,
+    published,
     receipts,
     retention,
     runners,
+    schedule_manual,
     schedules,
+    seat_feed,
+    sent_signals,
     sessions,
+    settings,
     signals,
     takeover,
     telemetry,
@@ -163,6 +172,26 @@ def _report_aborted_turn(db: Database, clock: FakeClock, x: Ctx) -> object:
     )
 
 
+def _request(db: Database, x: Ctx) -> Any:
+    request = interactions.read_request(db.conn, x["request_id"])
+    assert request is not None
+    return request
+
+
+def _present_again(db: Database, clock: FakeClock, x: Ctx) -> object:
+    return delivery.present_again(db, _request(db, x), delivery.TURN_LOST)
+
+
+def _turn_failed(db: Database, clock: FakeClock, x: Ctx) -> object:
+    return delivery.turn_failed(
+        db, _request(db, x), "500: upstream failed", retries=3, backoff_ms=1_000, detached=False
+    )
+
+
+def _nudge(db: Database, clock: FakeClock, x: Ctx) -> object:
+    return delivery.nudge(db, _request(db, x), prompt=True)
+
+
 def _register_process(db: Database, clock: FakeClock, x: Ctx) -> object:
     runners.register_process(db, x["claim"], x["runner_epoch"], FAKE_PID, FAKE_START, "sleep 1")
     return None
@@ -222,6 +251,11 @@ def _fork(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
     return forked.result.run_id, {"runId": forked.result.run_id, "sourceRunId": x["run_id"]}
 
 
+def _retry_run(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    forked = forks.retry(db, x["run_id"], x["fork_run"], run_id=x["fork_id"])
+    return forked.result.run_id, {"runId": forked.result.run_id, "sourceRunId": x["run_id"]}
+
+
 def _upgrade(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
     result, plan = upgrades.upgrade(db, x["run_id"], x["new_run"])
     return x["run_id"], {**plan.to_json(), "revision": result.revision}
@@ -246,6 +280,14 @@ def _decide(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
         db, x["request_id"], "yes", answered_by=f"client:{CLIENT}"
     )
     return x["run_id"], {"runId": x["run_id"], "choice": "yes", "revision": result.revision}
+
+
+def _refuse(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    result = seat_feed.record_refusal(
+        db, x["run_id"], x["request_id"], seat="channel:phone", person="telegram user 9",
+        reason="not on the channel's allow list",
+    )  # fmt: skip
+    return x["run_id"], {"runId": x["run_id"], "revision": result.revision}
 
 
 def _update(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
@@ -293,6 +335,26 @@ def _fire(*, error: str | None = None) -> Run:
         return schedules.fire(db, x["schedule_id"], x["fire_at"], new_run=made, error=error)
 
     return run
+
+
+def _trigger(db: Database, clock: FakeClock, x: Ctx) -> object:
+    return schedule_manual.trigger(db, x["name"], key="k-1", new_run=new_run())
+
+
+def _backfill(db: Database, clock: FakeClock, x: Ctx) -> object:
+    times = schedule_manual.check_window(db, x["name"], x["fire_at"], x["fire_at"] + 2_000)
+    return schedule_manual.backfill(db, x["name"], times, new_run=new_run())
+
+
+def _trigger_change(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    fire = schedule_manual.trigger(db, x["name"], key=None, new_run=new_run())
+    return fire.run_id, {"fire": fire.to_json()}
+
+
+def _backfill_change(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    times = schedule_manual.check_window(db, x["name"], x["fire_at"], x["fire_at"] + 2_000)
+    done = schedule_manual.backfill(db, x["name"], times, new_run=new_run())
+    return None, {"fires": [fire.to_json() for fire in done.fires], "already": done.already}
 
 
 def _start_queued(db: Database, clock: FakeClock, x: Ctx) -> object:
@@ -344,6 +406,21 @@ def _send_signal(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
     return x["run_id"], {"runId": x["run_id"], "signalId": sent.signal.signal_id}
 
 
+def _queue_follow_up(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    queued, _ = follow_ups.queue(db, x["run_id"], "and then this", created_by="test")
+    return x["run_id"], {"runId": x["run_id"], "followUpId": queued.follow_up_id}
+
+
+def _remove_follow_up(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    follow_ups.remove(db, x["follow_up_id"])
+    return x["run_id"], {"runId": x["run_id"], "followUpId": x["follow_up_id"]}
+
+
+def _change_settings(db: Database, x: Ctx) -> tuple[str | None, dict[str, Any]]:
+    made = settings.change(db, x["run_id"], st.SETTINGS_PATCH, client_id=st.CLIENT)
+    return x["run_id"], {"runId": x["run_id"], "change": made.change}
+
+
 def _reject(x: Ctx) -> dict[str, Any]:
     return {"submissionId": x["submission_id"], "error": "not good enough"}
 
@@ -364,6 +441,12 @@ SCENARIOS: list[Scenario] = [
     S("start_node", "lifecycle.start_node", "store", st.running,
       lambda db, c, x: lifecycle.start_node(db, x["claim"], "a"), "node.started"),
     S("finish_node", "lifecycle.finish_node", "store", st.in_node, _finish(), "node.finished"),
+    S("settings_change", "settings.change", "store", st.settings_in_node,
+      lambda db, c, x: settings.change(db, x["run_id"], st.SETTINGS_PATCH), "settings.changed",
+      again=True),
+    S("settings_reevaluate", "settings.reevaluate", "store", st.settings_stale_route,
+      lambda db, c, x: settings.reevaluate(db, x["claim"], x["attempt_id"]),
+      "node.reevaluated"),
     S("finish_run", "lifecycle.finish_node", "store", st.in_node, _finish(end=True),
       "run.completed"),
     S("accept", "lifecycle.finish_node", "store", st.validating, _finish("claim2", accept=True),
@@ -390,10 +473,34 @@ SCENARIOS: list[Scenario] = [
       lambda db, c, x: lifecycle.cancel(db, x["run_id"]), "run.cancelled"),
     S("cancel_queued", "lifecycle.cancel", "store", st.queued,
       lambda db, c, x: lifecycle.cancel(db, x["run_id"]), "run.cancelled", again=True),
+    S("expire_in_node", "lifecycle.expire", "store", st.past_deadline,
+      lambda db, c, x: lifecycle.expire(db, x["run_id"], claim=x["claim"]), "run.timed_out",
+      again=True),
+    S("expire_tree", "lifecycle.expire", "store", st.tree_past_deadline,
+      lambda db, c, x: lifecycle.expire(
+          db, x["run_id"], claims={x["children"][0]: x["child_claim"]}
+      ), "run.timed_out", again=True),
+    S("cancel_into_cleanup", "lifecycle.cancel", "store", st.cleanup_in_node,
+      lambda db, c, x: lifecycle.cancel(db, x["run_id"], claim=x["claim"], reason="stop"),
+      "run.cleanup_started"),
+    S("finish_cleanup", "lifecycle.finish_node", "store", st.cleaning_up,
+      lambda db, c, x: lifecycle.finish_node(
+          db, x["claim"], x["attempt_id"], AttemptStatus.COMPLETED,
+          Finish(RunStatus.CANCELLED, None), output={"tidy": True},
+      ), "run.cancelled"),
+    S("give_up_cleanup", "cleanups.give_up", "store", st.cleaning_up,
+      lambda db, c, x: cleanups.give_up(db, x["claim"], "it kept crashing"), "run.cancelled"),
     S("restart", "lifecycle.restart", "store", st.failed,
       lambda db, c, x: lifecycle.restart(db, x["run_id"]), "run.restarted", again=True),
     S("fork", "lifecycle.fork", "store", st.forkable,
       lambda db, c, x: forks.fork(db, x["run_id"], "c", x["fork_run"], run_id=x["fork_id"]),
+      "run.forked", again=True),
+    S("fork_set_outputs", "lifecycle.fork", "store", st.forkable,
+      lambda db, c, x: forks.fork(db, x["run_id"], "c", x["fork_run"], run_id=x["fork_id"],
+                                  outputs={"a": {"node": "set"}}),
+      "run.forked", again=True),
+    S("retry_fork", "lifecycle.fork", "store", st.retryable,
+      lambda db, c, x: forks.retry(db, x["run_id"], x["fork_run"], run_id=x["fork_id"]),
       "run.forked", again=True),
     S("upgrade", "lifecycle.upgrade", "store", st.upgradable,
       lambda db, c, x: upgrades.upgrade(db, x["run_id"], x["new_run"]), "run.upgraded",
@@ -433,10 +540,14 @@ SCENARIOS: list[Scenario] = [
                                              Finish(RunStatus.COMPLETED, {"done": 1}),
                                              output={"done": 1}),
       "run.completed"),
+    S("refill", "lifecycle.refill", "store", st.held_back,
+      lambda db, c, x: lifecycle.refill(db, x["mid"]), "children.refilled", again=True),
     S("cancel_parent_tree", "lifecycle.cancel", "store", st.joining,
       lambda db, c, x: lifecycle.cancel(db, x["run_id"]), "run.cancelled", again=True,
       events=3),
     S("fire_waits", "waits.fire", "store", st.sleep_due,
+      lambda db, c, x: takeover.fire_due_waits(db), "wait.fired", again=True),
+    S("fire_paced_join", "waits.fire", "store", st.paced_due,
       lambda db, c, x: takeover.fire_due_waits(db), "wait.fired", again=True),
     S("signal_send", "signals.send", "store", st.event_waiting,
       lambda db, c, x: signals.send(db, x["run_id"], "go", {"v": 1}, idempotency_key="k-1",
@@ -466,13 +577,35 @@ SCENARIOS: list[Scenario] = [
       lambda db, c, x: interaction_writes.answer_decision(db, x["request_id"], "yes",
                                                           answered_by="test"),
       "interaction.answered", again=True),
+    S("refuse", "seat_feed.refusal", "store", st.deciding,
+      lambda db, c, x: _refuse(db, x), "decision.refused", again=True),
     # Origin sessions and headless agents.
     S("session_attach", "sessions.attach", "store", st.queued,
       lambda db, c, x: sessions.attach(db, SESSION), again=True),
     S("report_messages", "sessions.report_messages", "store", st.session_step,
       _report_messages, "message.sent", again=True),
+    S("report_result_releases_follow_ups", "sessions.report_messages", "store",
+      st.follow_up_result_pending, _report_messages, "message.sent", again=True),
+    S("queue_follow_up", "follow_ups.change", "store", st.follow_up_queued,
+      lambda db, c, x: follow_ups.queue(db, x["run_id"], "and then this"), "followUp.queued",
+      again=True),
+    S("remove_follow_up", "follow_ups.change", "store", st.follow_up_queued,
+      lambda db, c, x: follow_ups.remove(db, x["follow_up_id"]), "followUp.removed",
+      again=True),
     S("report_turn", "sessions.report_turn", "store", st.session_turn, _report_aborted_turn,
       "run.paused"),
+    S("session_disconnect", "sessions.disconnect", "store", st.session_step,
+      lambda db, c, x: sessions.disconnected(db, SESSION, x["epoch"]), again=True),
+    S("turn_lost", "delivery.turn_lost", "store", st.session_turn,
+      lambda db, c, x: delivery.close_turns(db, SESSION, sessions.seat_of(db.conn, SESSION)),
+      "turn.lost", again=True),
+    S("present_again", "delivery.present_again", "store", st.session_turn, _present_again,
+      "step.represented", again=True),
+    S("retry_due", "delivery.retry_due", "store", st.session_turn, _turn_failed,
+      "step.retryDue"),
+    S("drop_due", "delivery.drop_due", "store", st.paused_retry_due,
+      lambda db, c, x: delivery.fire_due(db), again=True),
+    S("nudge", "delivery.nudge", "store", st.session_turn, _nudge, "agent.nudged"),
     S("agent_started", "agents.started", "store", st.queued,
       lambda db, c, x: agents.record_started(db, x["run_id"], "detached", 1, FAKE_PID,
                                              FAKE_START)),
@@ -502,6 +635,13 @@ SCENARIOS: list[Scenario] = [
       "node.update"),
     S("progress_latest", "progress.record", "store", st.in_node_progress,
       lambda db, c, x: progress.record(db, x["claim"], x["attempt_id"], {"pct": 20})),
+    S("sent_signal", "sent_signals.send", "store", st.in_node_and_target,
+      lambda db, c, x: sent_signals.send(db, x["claim"], x["attempt_id"], x["target"], "go",
+                                         {"v": 1}, "k-1"),
+      "effect.settled"),
+    S("published_publish", "published.publish", "store", st.in_node,
+      lambda db, c, x: published.publish(db, x["claim"], x["attempt_id"], "url", "https://x"),
+      "value.published"),
     # Maintenance.
     S("repair_project", "repair.project", "store", st.viewer_stale,
       lambda db, c, x: diagnose.repair(db), again=True),
@@ -529,6 +669,10 @@ SCENARIOS: list[Scenario] = [
       _fire(error="workflowNotFound: no workflow named sample"), again=True),
     S("schedule_start_queued", "schedules.start_queued", "store", st.schedule_queued,
       _start_queued, "run.reserved", again=True),
+    S("schedule_trigger", "schedules.trigger", "store", st.schedule_added, _trigger,
+      "run.reserved", again=True),
+    S("schedule_backfill", "schedules.backfill", "store", st.schedule_paused_later, _backfill,
+      "run.reserved", again=True, events=3),
     # Client commands.
     S("command_lookup", "command.lookup", "store", st.answered_command, _lookup, writes=False,
       again=True),
@@ -544,6 +688,8 @@ SCENARIOS: list[Scenario] = [
       _command("run.restart", _restart), "run.restarted"),
     S("run_fork", "command.run.fork", "command", st.forkable,
       _command("run.fork", _fork, lambda x: {"fromNode": "c"}), "run.forked"),
+    S("run_retry", "command.run.retry", "command", st.retryable,
+      _command("run.retry", _retry_run), "run.forked"),
     S("run_upgrade", "command.run.upgrade", "command", st.upgradable,
       _command("run.upgrade", _upgrade), "run.upgraded"),
     S("checkpoint_answer", "command.checkpoint.answer", "command", st.waiting,
@@ -555,6 +701,9 @@ SCENARIOS: list[Scenario] = [
     S("decision_answer", "command.decision.answer", "command", st.deciding,
       _command("decision.answer", _decide, lambda x: {"choice": "yes"}),
       "interaction.answered"),
+    S("decision_refuse", "command.decision.refuse", "command", st.deciding,
+      _command("decision.refuse", _refuse, lambda x: {"requestId": x["request_id"]}),
+      "decision.refused"),
     S("interaction_update", "command.interaction.update", "command", st.waiting,
       _command("interaction.update", _update, lambda x: {"requestId": x["request_id"]}),
       "interaction.update"),
@@ -574,19 +723,48 @@ SCENARIOS: list[Scenario] = [
     S("schedule_resume_command", "command.schedule.resume", "command", st.schedule_paused,
       _command("schedule.resume", _schedule_change(ScheduleAction.RESUME),
                lambda x: {"name": x["name"]})),
+    S("schedule_trigger_command", "command.schedule.trigger", "command", st.schedule_added,
+      _command("schedule.trigger", _trigger_change, lambda x: {"name": x["name"]}),
+      "run.reserved"),
+    S("schedule_backfill_command", "command.schedule.backfill", "command",
+      st.schedule_paused_later,
+      _command("schedule.backfill", _backfill_change,
+               lambda x: {"name": x["name"], "from": x["fire_at"], "to": x["fire_at"] + 2_000}),
+      "run.reserved", events=3),
     S("schedule_delete_command", "command.schedule.delete", "command", st.schedule_added,
       _command("schedule.delete", _schedule_change(ScheduleAction.DELETE),
                lambda x: {"name": x["name"]})),
+    S("run_follow_up", "command.run.followUp", "command", st.follow_up_queued,
+      _command("run.followUp", _queue_follow_up, lambda x: {"text": "and then this"}),
+      "followUp.queued"),
+    S("run_remove_follow_up", "command.run.removeFollowUp", "command", st.follow_up_queued,
+      _command("run.removeFollowUp", _remove_follow_up,
+               lambda x: {"followUpId": x["follow_up_id"]}),
+      "followUp.removed"),
+    S("run_change_settings", "command.run.changeSettings", "command", st.settings_in_node,
+      _command("run.changeSettings", _change_settings, lambda x: {"patch": st.SETTINGS_PATCH}),
+      "settings.changed"),
     # Runner proposals.
     S("runner_node_start", "runner.node.start", "runner", st.launched,
       _runner("node.start", lambda x: {"nodeId": "a"}), "node.started"),
     S("runner_node_finish", "runner.node.finish", "runner", st.runner_in_node,
       _runner("node.finish", _node_finish), "node.finished"),
+    S("runner_node_finish_reevaluate", "runner.node.finish", "runner", st.settings_stale_route,
+      _runner("node.finish", lambda x: {**_node_finish(x), "settingsRoute": True}),
+      "node.reevaluated"),
     S("runner_node_wait", "runner.node.wait", "runner", st.runner_in_node,
       _runner("node.wait", _node_wait), "run.waiting"),
     S("runner_node_update", "runner.node.update", "runner", st.runner_in_node,
       _runner("node.update", lambda x: {"attemptId": x["attempt_id"], "body": {"pct": 50}}),
       "node.update"),
+    S("runner_value_publish", "runner.value.publish", "runner", st.runner_in_node,
+      _runner("value.publish", lambda x: {"attemptId": x["attempt_id"], "key": "url",
+                                          "value": {"u": 1}}),
+      "value.published"),
+    S("runner_signal_send", "runner.signal.send", "runner", st.signalling,
+      _runner("signal.send", lambda x: {"attemptId": x["attempt_id"], "runId": x["target"],
+                                        "name": "go", "data": {"v": 1}, "key": "k-1"}),
+      "effect.settled"),
     S("runner_node_logs", "runner.node.logs", "runner", st.runner_in_node,
       _runner("node.logs", lambda x: {"attemptId": x["attempt_id"], "text": "hi\n", "bytes": 3}),
       "node.logs"),

@@ -4,7 +4,10 @@
 the database (``{"run", "item", "at", "e": start|end}``), sleeps ``sleep`` seconds, and
 fails when its input says ``fail``; its output is ``{"double": 2 * item}``. ``fan``: a
 ``fan_out`` of ``leaf`` over ``items`` (options substituted), routed by outcome.
-``wrap``: a ``subworkflow`` of ``leaf`` routed by outcome.
+``wrap``: a ``subworkflow`` of ``leaf`` routed by outcome. ``gleaf`` (``GATED_LEAF``): like
+``leaf``, but its node holds until the file its input names as ``release`` exists, so only
+a pause (or a kill) stops a leaf that started: a test never mistakes a finished leaf for a
+paused one.
 """
 
 from __future__ import annotations
@@ -36,6 +39,29 @@ def work(ctx):
 
 
 workflow = Workflow("leaf", start="work", nodes={"work": compute(work)})
+"""
+
+GATED_LEAF = """
+import json, os, time
+from pathlib import Path
+from pi_workflows import Workflow, compute
+
+
+def _mark(ctx, event):
+    with open(ctx.input["witness"], "a") as out:
+        out.write(json.dumps({"run": ctx.run_id, "item": ctx.input["item"], "e": event,
+                              "at": time.time()}) + "\\n")
+
+
+def work(ctx):
+    _mark(ctx, "start")
+    while not Path(ctx.input["release"]).exists():
+        time.sleep(0.02)  # held until the test releases it, or its runner is stopped
+    _mark(ctx, "end")
+    return {"double": ctx.input["item"] * 2}
+
+
+workflow = Workflow("gleaf", start="work", nodes={"work": compute(work)})
 """
 
 FAN = """

@@ -16,6 +16,7 @@ from pi_workflows.server import recovery
 from pi_workflows.server.runner_messages import RunnerIdentity
 from pi_workflows.store import (
     attempts,
+    cleanups,
     interaction_writes,
     interactions,
     lifecycle,
@@ -118,7 +119,8 @@ def _answer(db: Database, run_id: str) -> None:
 def _run_to_completion(db: Database, claim: Claim) -> None:
     """As a runner: route a timed-out attempt, or finish the open (or a new) attempt."""
     run = read_run(db.conn, claim.run_id)
-    finish = Finish(RunStatus.COMPLETED, OUTPUT)
+    cleanup = cleanups.active(db.conn, claim.run_id)  # a cleanup node ends its run as ended
+    finish = Finish(RunStatus.COMPLETED, OUTPUT) if cleanup is None else Finish(cleanup.ends_as)
     if run.unrouted_attempt is not None:
         lifecycle.finish_node(
             db, claim, run.unrouted_attempt, AttemptStatus.TIMED_OUT, finish, output=OUTPUT

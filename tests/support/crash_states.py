@@ -10,12 +10,15 @@ signals anything.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from typing import Any
 
 from pi_workflows.protocol import RUNNER_SCHEMA, Outcome, RunnerMessage
 from pi_workflows.server.runner_messages import RunnerIdentity, answer
 from pi_workflows.store import (
     agents,
+    follow_ups,
     forks,
     interaction_writes,
     lifecycle,
@@ -24,6 +27,7 @@ from pi_workflows.store import (
     runners,
     schedules,
     sessions,
+    settings,
     signals,
     takeover,
     upgrades,
@@ -38,7 +42,7 @@ from pi_workflows.store.receipts import CommandRequest
 from pi_workflows.store.schedules import Catchup, Overlap, ScheduleAction, ScheduleDraft
 from pi_workflows.store.states import AttemptStatus, ParkReason, RunStatus
 
-from support.store import LEASE_MS, chain_run, new_run, walk
+from support.store import LEASE_MS, chain_run, new_run, walk, walk_until
 
 Ctx = dict[str, Any]
 
@@ -157,10 +161,12 @@ def waiting(
     kind: str = "checkpoint",
     session: str | None = None,
     timeout_ms: int | None = None,
+    for_person: bool = False,
 ) -> Ctx:
-    """A run waiting on a request of ``kind`` (of ``session``, with a deadline)."""
+    """A run waiting on a request of ``kind`` (of ``session``, with a deadline; a checkpoint
+    ``for_person``: only a person answers it)."""
     ctx = in_node(db, clock, session=session)
-    draft = InteractionDraft(kind, {"q": 1}, timeout_ms=timeout_ms)
+    draft = InteractionDraft(kind, {"q": 1}, timeout_ms=timeout_ms, for_person=for_person)
     _, ctx["request_id"] = lifecycle.wait(db, ctx["claim"], ctx["attempt_id"], draft)
     return ctx
 
@@ -313,6 +319,31 @@ def session_step(db: Database, clock: FakeClock) -> Ctx:
     return ctx
 
 
+def follow_up_queued(db: Database, clock: FakeClock) -> Ctx:
+    """A run of ``SESSION`` in its first node, with the follow-up ``go on`` queued."""
+    ctx = in_node(db, clock, session=SESSION)
+    queued, _ = follow_ups.queue(db, ctx["run_id"], "go on", created_by="test")
+    ctx["follow_up_id"] = queued.follow_up_id
+    return ctx
+
+
+def follow_up_result_pending(db: Database, clock: FakeClock) -> Ctx:
+    """``follow_up_queued``'s run completed; its result message waits for the attached
+    session (whose report of it releases the follow-up)."""
+    ctx = follow_up_queued(db, clock)
+    lifecycle.finish_node(
+        db, ctx["claim"], ctx["attempt_id"], AttemptStatus.COMPLETED,
+        Finish(RunStatus.COMPLETED, {"done": True}), output={"done": True},
+    )  # fmt: skip
+    ctx["epoch"] = sessions.attach(db, SESSION).coordinator_epoch
+    row = db.conn.execute(
+        "SELECT message_id FROM workflow_messages WHERE run_id = ? AND kind = 'terminal'",
+        (ctx["run_id"],),
+    ).fetchone()
+    ctx["message_id"] = row[0]
+    return ctx
+
+
 def session_turn(db: Database, clock: FakeClock) -> Ctx:
     """The step was shown and a model turn for it started."""
     ctx = session_step(db, clock)
@@ -327,6 +358,25 @@ def session_turn(db: Database, clock: FakeClock) -> Ctx:
         stop_reason=None,
         workflow_message_id=ctx["message_id"],
     )
+    return ctx
+
+
+def session_retry_due(db: Database, clock: FakeClock) -> Ctx:
+    """The step's turn ended with a provider error: it is due to be presented again in 1 s."""
+    ctx = session_turn(db, clock)
+    sessions.report_turn(
+        db, SESSION, ctx["epoch"], event="ended", stop_reason="error",
+        workflow_message_id=None, error_message="500: upstream failed",
+        retry=sessions.TurnRetry(retries=3, backoff_ms=1_000),
+    )  # fmt: skip
+    return ctx
+
+
+def paused_retry_due(db: Database, clock: FakeClock) -> Ctx:
+    """The run of ``session_retry_due`` was paused, and the presentation's time came."""
+    ctx = session_retry_due(db, clock)
+    lifecycle.pause(db, ctx["run_id"])
+    clock.advance(2_000)
     return ctx
 
 
@@ -376,6 +426,48 @@ def runner_in_node(db: Database, clock: FakeClock) -> Ctx:
     ctx = launched(db, clock)
     started = say(db, ctx, "node.start", {"nodeId": "a"}, "m-start")
     ctx["attempt_id"] = started["attemptId"]
+    return ctx
+
+
+SETTINGS_PATCH = [{"op": "replace", "path": "/level", "value": 2}]
+"""The settings change of the settings scenarios."""
+
+
+def tuned_run() -> Any:
+    """A chain run (``a`` then ``b``, both compute) whose workflow declares live settings
+    (``{"level": 1}`` by default) and lets a person and the model change them."""
+    run = chain_run("tuned", {"a": "compute", "b": "compute"}, effect_on=None)
+    definition = {
+        **run.definition,
+        "settingsSchema": {
+            "type": "object",
+            "properties": {"level": {"type": "integer", "default": 1}},
+            "required": ["level"],
+        },
+        "settingsDefaults": {"level": 1},
+        "settingsChangedBy": ["model", "person"],
+    }
+    text = json.dumps(definition, sort_keys=True, separators=(",", ":")).encode()
+    return dataclasses.replace(
+        run, definition=definition, definition_digest=hashlib.sha256(text).hexdigest()
+    )
+
+
+def settings_in_node(db: Database, clock: FakeClock) -> Ctx:
+    """A launched runner of a run with settings, in its first attempt of node ``a``."""
+    ctx = launch(
+        db, {**server_started(db, clock), "run_id": lifecycle.reserve(db, tuned_run()).run_id}
+    )
+    started = say(db, ctx, "node.start", {"nodeId": "a"}, "m-start")
+    ctx["attempt_id"] = started["attemptId"]
+    return ctx
+
+
+def settings_stale_route(db: Database, clock: FakeClock) -> Ctx:
+    """``settings_in_node`` whose settings changed after its attempt started: a
+    ``settings_route`` attempt there is evaluated again before its route commits."""
+    ctx = settings_in_node(db, clock)
+    settings.change(db, ctx["run_id"], SETTINGS_PATCH)
     return ctx
 
 
@@ -460,6 +552,23 @@ def event_waiting(db: Database, clock: FakeClock) -> Ctx:
     return ctx
 
 
+def signalling(db: Database, clock: FakeClock) -> Ctx:
+    """A run in node ``a`` (its runner launched) and another run that waits for ``go``:
+    the first may signal the second (``ctx['target']``)."""
+    target = event_waiting(db, clock)
+    ctx = runner_in_node(db, clock)
+    ctx["target"] = target["run_id"]
+    return ctx
+
+
+def in_node_and_target(db: Database, clock: FakeClock) -> Ctx:
+    """``in_node``, and another run waiting for ``go`` (``ctx['target']``)."""
+    target = event_waiting(db, clock)
+    ctx = in_node(db, clock)
+    ctx["target"] = target["run_id"]
+    return ctx
+
+
 def child_workflow() -> ChildWorkflow:
     """The workflow every child of the crash scenarios' joins runs (one compute node)."""
     run = new_run("child")
@@ -503,6 +612,77 @@ def joining(db: Database, clock: FakeClock, *, items: int = 3, fail_fast: bool =
     return ctx
 
 
+def paced_due(db: Database, clock: FakeClock) -> Ctx:
+    """A parent whose ``fan_out(rate="1/s")`` node started one of three children; the
+    rate's window has passed, so its join's wait is due (the server has not fired it)."""
+    ctx = in_node(db, clock)
+    lifecycle.spawn(
+        db, ctx["claim"], ctx["attempt_id"], kind="fan_out", child=child_workflow(),
+        inputs=[{"item": i} for i in range(3)], concurrency=3, fail_fast=False,
+        detached=False, rate=(1, 1_000),
+    )  # fmt: skip
+    clock.advance(1_000)
+    return ctx
+
+
+def past_deadline(db: Database, clock: FakeClock) -> Ctx:
+    """A run in its node ``a`` (its runner's claim still live) whose 1 s run deadline
+    passed."""
+    run_id = lifecycle.reserve(db, dataclasses.replace(new_run(), deadline_ms=1_000)).run_id
+    claim = lifecycle.claim(db, run_id, "runner-1").claim
+    attempt = lifecycle.start_node(db, claim, "a").attempt.attempt_id
+    clock.advance(1_001)
+    return {"run_id": run_id, "claim": claim, "attempt_id": attempt}
+
+
+def tree_past_deadline(db: Database, clock: FakeClock) -> Ctx:
+    """A parent waiting on its fan_out of two children (one claimed by its runner, in its
+    node) whose 1 s run deadline passed."""
+    run_id = lifecycle.reserve(db, dataclasses.replace(new_run(), deadline_ms=1_000)).run_id
+    claim = lifecycle.claim(db, run_id, "runner-1").claim
+    attempt = lifecycle.start_node(db, claim, "a").attempt.attempt_id
+    lifecycle.spawn(
+        db, claim, attempt, kind="fan_out", child=child_workflow(),
+        inputs=[{"item": i} for i in range(2)], concurrency=2, fail_fast=False, detached=False,
+    )  # fmt: skip
+    child = db.conn.execute(
+        "SELECT child_run_id FROM run_children WHERE child_run_id IS NOT NULL ORDER BY item"
+    ).fetchone()[0]
+    child_claim = lifecycle.claim(db, child, "runner-child").claim
+    lifecycle.start_node(db, child_claim, "a")
+    clock.advance(1_001)
+    return {"run_id": run_id, "children": [child], "child_claim": child_claim}
+
+
+def cleanup_run() -> lifecycle.NewRun:
+    """A run whose workflow declares the cleanup node ``z`` (``Workflow(on_cancel="z")``)."""
+    definition = {
+        "name": "tidy", "start": "a", "onCancel": "z", "edges": [],
+        "nodes": {"a": {"kind": "compute"}, "z": {"kind": "compute"}},
+    }  # fmt: skip
+    text = json.dumps(definition, sort_keys=True, separators=(",", ":")).encode()
+    return dataclasses.replace(
+        new_run("tidy"), definition=definition, definition_digest=hashlib.sha256(text).hexdigest()
+    )
+
+
+def cleanup_in_node(db: Database, clock: FakeClock) -> Ctx:
+    """A run with a cleanup node, in its node ``a`` under its runner's claim."""
+    run_id = lifecycle.reserve(db, cleanup_run()).run_id
+    claim = lifecycle.claim(db, run_id, "runner-1").claim
+    attempt = lifecycle.start_node(db, claim, "a").attempt.attempt_id
+    return {"run_id": run_id, "claim": claim, "attempt_id": attempt}
+
+
+def cleaning_up(db: Database, clock: FakeClock) -> Ctx:
+    """A cancelled run whose cleanup node ``z`` runs under a new runner's claim."""
+    ctx = cleanup_in_node(db, clock)
+    lifecycle.cancel(db, ctx["run_id"], claim=ctx["claim"], reason="stop")
+    claim = lifecycle.claim(db, ctx["run_id"], "runner-2").claim
+    attempt = lifecycle.start_node(db, claim, "z").attempt.attempt_id
+    return {"run_id": ctx["run_id"], "claim": claim, "attempt_id": attempt}
+
+
 def last_child_running(db: Database, clock: FakeClock) -> Ctx:
     """A parent waiting on one child: the child runs node ``a`` (``child_claim``,
     ``child_attempt``), so its end is the join's last."""
@@ -511,6 +691,30 @@ def last_child_running(db: Database, clock: FakeClock) -> Ctx:
     claimed = lifecycle.claim(db, child, "runner-child").claim
     ctx["child_claim"] = claimed
     ctx["child_attempt"] = lifecycle.start_node(db, claimed, "a").attempt.attempt_id
+    return ctx
+
+
+def held_back(db: Database, clock: FakeClock) -> Ctx:
+    """Depth 3: a root paused while its child ``mid`` still ran; ``mid``'s fan_out then
+    recorded three children and started none, and the root was resumed (``ctx['mid']``):
+    ``lifecycle.refill`` of ``mid`` starts two."""
+    ctx = in_node(db, clock)
+    lifecycle.spawn(
+        db, ctx["claim"], ctx["attempt_id"], kind="subworkflow", child=child_workflow(),
+        inputs=[{"item": 0}], concurrency=1, fail_fast=False, detached=False,
+    )  # fmt: skip
+    (mid,) = db.conn.execute(
+        "SELECT run_id FROM runs WHERE parent_run_id = ?", (ctx["run_id"],)
+    ).fetchone()
+    claim = lifecycle.claim(db, mid, "runner-mid").claim
+    attempt = lifecycle.start_node(db, claim, "a").attempt.attempt_id
+    lifecycle.pause(db, ctx["run_id"])
+    lifecycle.spawn(
+        db, claim, attempt, kind="fan_out", child=child_workflow(),
+        inputs=[{"item": i} for i in range(3)], concurrency=2, fail_fast=False, detached=False,
+    )  # fmt: skip
+    lifecycle.resume(db, ctx["run_id"])
+    ctx["mid"] = mid
     return ctx
 
 
@@ -568,6 +772,15 @@ def schedule_paused(db: Database, clock: FakeClock) -> Ctx:
     return ctx
 
 
+def schedule_paused_later(db: Database, clock: FakeClock) -> Ctx:
+    """An ``allow`` schedule paused before its first fire, ten seconds of fire times ago:
+    a backfill of its first three fire times may start a run for each."""
+    ctx = schedule_added(db, clock, overlap=Overlap.ALLOW, name="backfilled")
+    schedules.change(db, "backfilled", ScheduleAction.PAUSE)
+    clock.advance(ctx["fire_at"] - clock.now_ms() + 10_000)
+    return ctx
+
+
 def schedule_due(db: Database, clock: FakeClock) -> Ctx:
     """An active schedule whose next fire time has just come."""
     ctx = schedule_added(db, clock)
@@ -620,6 +833,19 @@ def forkable(db: Database, clock: FakeClock) -> Ctx:
     a fork of it runs (``fork_run``) and the id it gets (``fork_id``)."""
     run_id = lifecycle.reserve(db, chain_run()).run_id
     walk(db, lifecycle.claim(db, run_id, "runner-f").claim, ["a", "b", "c", "d"])
+    return {"run_id": run_id, "fork_id": FORK_ID, "fork_run": chain_run()}
+
+
+def retryable(db: Database, clock: FakeClock) -> Ctx:
+    """A run of the chain that failed at c (a and b settled, b's ``ledger`` effect applied),
+    with the run a retry of it runs (``fork_run``) and the id it gets (``fork_id``)."""
+    run_id = lifecycle.reserve(db, chain_run()).run_id
+    claim = lifecycle.claim(db, run_id, "runner-r").claim
+    last = walk_until(db, claim, ["a", "b", "c"])
+    lifecycle.finish_node(
+        db, claim, last, AttemptStatus.FAILED, Finish(RunStatus.FAILED, error="boom"),
+        error="boom",
+    )  # fmt: skip
     return {"run_id": run_id, "fork_id": FORK_ID, "fork_run": chain_run()}
 
 

@@ -79,6 +79,33 @@ def chain_run(
     )
 
 
+def _apply_ledger(db: Database, claim: Claim, attempt_id: str, node_id: str) -> None:
+    reservation, _ = reserve_effect(
+        db, claim, attempt_id=attempt_id, effect_type="ledger",
+        effect_kind="idempotent", fingerprint=f"fp-{node_id}",
+    )  # fmt: skip
+    settle_effect(
+        db, claim, reservation.effect_id, EffectStatus.APPLIED,
+        result={"wrote": node_id}, receipt={"line": 1},
+    )  # fmt: skip
+
+
+def walk_until(db: Database, claim: Claim, nodes: list[str], *, effect_on: str | None = "b") -> str:
+    """As ``walk``, but the last of ``nodes`` is only started: returns its open attempt's id
+    (the caller settles it, e.g. as failed)."""
+    attempt = lifecycle.start_node(db, claim, nodes[0]).attempt
+    for index, node_id in enumerate(nodes[:-1]):
+        if node_id == effect_on:
+            _apply_ledger(db, claim, attempt.attempt_id, node_id)
+        finished = lifecycle.finish_node(
+            db, claim, attempt.attempt_id, AttemptStatus.COMPLETED, GoTo(nodes[index + 1]),
+            output={"node": node_id}, start_next=True,
+        )  # fmt: skip
+        assert finished.next_attempt is not None
+        attempt = finished.next_attempt
+    return attempt.attempt_id
+
+
 def walk(db: Database, claim: Claim, nodes: list[str], *, effect_on: str | None = "b") -> str:
     """As a runner: settle each of ``nodes`` in order (completed, output ``{"node": id}``),
     applying the ``ledger`` effect at ``effect_on``; the last finish completes the run.
@@ -86,14 +113,7 @@ def walk(db: Database, claim: Claim, nodes: list[str], *, effect_on: str | None 
     attempt = lifecycle.start_node(db, claim, nodes[0]).attempt
     for index, node_id in enumerate(nodes):
         if node_id == effect_on:
-            reservation, _ = reserve_effect(
-                db, claim, attempt_id=attempt.attempt_id, effect_type="ledger",
-                effect_kind="idempotent", fingerprint=f"fp-{node_id}",
-            )  # fmt: skip
-            settle_effect(
-                db, claim, reservation.effect_id, EffectStatus.APPLIED,
-                result={"wrote": node_id}, receipt={"line": 1},
-            )  # fmt: skip
+            _apply_ledger(db, claim, attempt.attempt_id, node_id)
         last = index == len(nodes) - 1
         step: GoTo | Finish = (
             Finish(RunStatus.COMPLETED, {"done": node_id}) if last else GoTo(nodes[index + 1])

@@ -1,6 +1,7 @@
 /**
  * The `/workflow` command for the person: list workflows, start, inspect and control runs
- * (pause, resume, cancel, restart, fork, upgrade), answer checkpoints and decide human decisions.
+ * (pause, resume, cancel, restart, fork, upgrade), answer checkpoints (with JSON, or in a text
+ * dialog: `questions.ts`) and decide human decisions.
  *
  * Owns parsing the command line and showing results as Pi notifications; every failure is one
  * line at the `error` level. Runs in the Pi process, in the command's handler. Project workflows
@@ -15,8 +16,21 @@ import type { ExtensionAPI, ExtensionCommandContext } from "@earendil-works/pi-c
 import { newIdempotencyKey } from "./client.ts";
 import type { JsonValue } from "./connection.ts";
 import { describeError, UsageError } from "./errors.ts";
-import { formatForked, formatRun, formatRuns, formatStarted, formatUpgrade, formatWorkflows } from "./format.ts";
+import {
+	formatForked,
+	formatNewestRuns,
+	formatRun,
+	formatFollowUpQueued,
+	formatFollowUps,
+	formatRuns,
+	formatSettings,
+	formatSettingsChanged,
+	formatStarted,
+	formatUpgrade,
+	formatWorkflows,
+} from "./format.ts";
 import { DECISION_KIND, decisionChoices, type DecisionChoice } from "./operations.ts";
+import { askedText, askInDialog } from "./questions.ts";
 import type { SessionSlot } from "./session.ts";
 
 /** The command's name: `/workflow`. */
@@ -27,6 +41,9 @@ const DETACHED_FLAG = "--detached";
 
 /** How many runs `/workflow status` lists without a run id. */
 const STATUS_LIST_LIMIT = 10;
+
+/** How many of the newest runs `/workflow list` shows under the workflows. */
+const LIST_RUNS_LIMIT = 5;
 
 const SUBCOMMANDS = [
 	"list",
@@ -40,6 +57,11 @@ const SUBCOMMANDS = [
 	"upgrade",
 	"answer",
 	"decide",
+	"settings",
+	"change-settings",
+	"queue-follow-up",
+	"follow-ups",
+	"remove-follow-up",
 	"help",
 ] as const;
 
@@ -52,6 +74,7 @@ const VISIT_FLAG = "--visit";
 export const USAGE = [
 	"Usage: /workflow <subcommand>",
 	"  list                    workflows you can start (project, user, built-in)",
+	"                          and the newest runs",
 	"  start NAME [JSON] [--detached]",
 	"                          start a run of NAME with JSON input (default {});",
 	"                          --detached: a headless Pi the server runs does its steps",
@@ -63,8 +86,16 @@ export const USAGE = [
 	"                          a new run at NODE of RUN on the current code, keeping what",
 	"                          RUN finished before it (JSON: a new input)",
 	"  upgrade RUN [--dry-run] let a parked run continue on the workflow's current code",
-	"  answer RUN JSON         answer the checkpoint RUN waits on",
+	"  answer RUN [JSON]       answer the checkpoint RUN waits on (a dialog without JSON)",
 	"  decide RUN [CHOICE]     decide the human decision RUN waits on (a dialog without CHOICE)",
+	"  settings RUN            the run's live settings and their change number",
+	"  change-settings RUN PATCH [--expect-change N]",
+	"                          change them with an RFC 6902 JSON Patch (a JSON list of operations)",
+	"  queue-follow-up [RUN] TEXT",
+	"                          a prompt sent here after RUN (default: this session's run going on)",
+	"                          completes and its result is presented",
+	"  follow-ups RUN          the run's follow-ups and what became of each",
+	"  remove-follow-up ID     remove a follow-up that is still queued",
 ].join("\n");
 
 type Level = "info" | "warning" | "error";
@@ -81,7 +112,9 @@ export function notify(ctx: ExtensionCommandContext, message: string, level: Lev
 /** Register `/workflow`. */
 export function registerWorkflowCommand(pi: ExtensionAPI, slot: SessionSlot): void {
 	pi.registerCommand(COMMAND_NAME, {
-		description: "pi-workflows: list, start, status, pause, resume, cancel, restart, fork, upgrade, answer, decide",
+		description:
+			"pi-workflows: list, start, status, pause, resume, cancel, restart, fork, upgrade, answer, decide, settings, " +
+			"change-settings, queue-follow-up, follow-ups, remove-follow-up",
 		getArgumentCompletions: (prefix: string) => {
 			if (/\s/.test(prefix)) return null;
 			const matches = SUBCOMMANDS.filter((name) => name.startsWith(prefix));
@@ -106,8 +139,10 @@ async function runSubcommand(subcommand: string, rest: string, ctx: ExtensionCom
 			notify(ctx, USAGE);
 			return;
 		case "list": {
-			const workflows = await slot.current().operations.listWorkflows(ctx.cwd);
-			notify(ctx, formatWorkflows(workflows));
+			const operations = slot.current().operations;
+			const workflows = await operations.listWorkflows(ctx.cwd);
+			const runs = await operations.listRuns(LIST_RUNS_LIMIT + 1);
+			notify(ctx, `${formatWorkflows(workflows)}\n${formatNewestRuns(runs, LIST_RUNS_LIMIT)}`);
 			return;
 		}
 		case "start": {
@@ -165,7 +200,14 @@ async function runSubcommand(subcommand: string, rest: string, ctx: ExtensionCom
 		}
 		case "answer": {
 			const [runId, valueText] = splitWord(rest);
-			if (!runId || !valueText) throw new UsageError("usage: /workflow answer RUN JSON");
+			if (!runId) throw new UsageError("usage: /workflow answer RUN [JSON]");
+			if (!valueText) {
+				if (!ctx.hasUI) throw new UsageError(`give the answer: /workflow answer ${runId} JSON`);
+				const asked = await askInDialog(ctx.ui, slot.current().operations, runId);
+				const { text, level } = askedText(runId, asked);
+				notify(ctx, text, level);
+				return;
+			}
 			const value = parseJson(valueText, "the answer");
 			const receipt = await slot
 				.current()
@@ -175,6 +217,35 @@ async function runSubcommand(subcommand: string, rest: string, ctx: ExtensionCom
 		}
 		case "decide": {
 			await decide(rest, ctx, slot);
+			return;
+		}
+		case "settings": {
+			const [runId] = splitWord(rest);
+			if (!runId) throw new UsageError("usage: /workflow settings RUN");
+			notify(ctx, formatSettings(await slot.current().operations.settings(runId)));
+			return;
+		}
+		case "change-settings": {
+			await changeSettings(rest, ctx, slot);
+			return;
+		}
+		case "queue-follow-up": {
+			await queueFollowUp(rest, ctx, slot);
+			return;
+		}
+		case "follow-ups": {
+			const [runId] = splitWord(rest);
+			if (!runId) throw new UsageError("usage: /workflow follow-ups RUN");
+			notify(ctx, formatFollowUps(await slot.current().operations.followUps(runId)));
+			return;
+		}
+		case "remove-follow-up": {
+			const [followUpId] = splitWord(rest);
+			if (!followUpId) throw new UsageError("usage: /workflow remove-follow-up ID");
+			const receipt = await slot
+				.current()
+				.operations.removeFollowUp(followUpId, newIdempotencyKey("command.remove-follow-up"));
+			notify(ctx, `Removed follow-up ${followUpId} of run ${String(receipt.body.runId)}.`);
 			return;
 		}
 		default:
@@ -206,6 +277,67 @@ async function fork(rest: string, ctx: ExtensionCommandContext, slot: SessionSlo
 		newIdempotencyKey("command.fork"),
 	);
 	notify(ctx, formatForked(receipt.body));
+}
+
+/** A run id as the server makes them (`run_` and 26 lowercase letters and digits). */
+const RUN_ID = /^run_[0-9a-z]{10,40}$/;
+
+/**
+ * `/workflow queue-follow-up [RUN] TEXT`: queue TEXT on RUN, or on this session's one run
+ * that is going on (a root run; several: the person names one).
+ */
+async function queueFollowUp(rest: string, ctx: ExtensionCommandContext, slot: SessionSlot): Promise<void> {
+	const usage = "usage: /workflow queue-follow-up [RUN] TEXT";
+	const [first, afterFirst] = splitWord(rest);
+	const session = slot.current();
+	let runId = first;
+	let text = afterFirst;
+	if (!RUN_ID.test(first)) {
+		text = rest.trim();
+		const going = (await session.operations.sessionRuns(session.sessionId)).filter(
+			(run) => !run.parentRunId && !ENDED.has(run.status),
+		);
+		if (going.length !== 1) {
+			const which = going.length
+				? `${going.length} runs of this session are going on (${going.map((run) => run.runId).join(", ")}): name one`
+				: "no run of this session is going on: name the run";
+			throw new UsageError(`${which}; ${usage}`);
+		}
+		runId = going[0]?.runId ?? "";
+	}
+	if (!text.trim()) throw new UsageError(usage);
+	const receipt = await session.operations.followUp(runId, text, newIdempotencyKey("command.queue-follow-up"));
+	notify(ctx, formatFollowUpQueued(receipt.body));
+}
+
+/** Statuses of a run that has ended. */
+const ENDED: ReadonlySet<string> = new Set(["completed", "failed", "timed_out", "cancelled"]);
+
+/** `/workflow change-settings RUN PATCH [--expect-change N]`: a person's change of the run's settings. */
+async function changeSettings(rest: string, ctx: ExtensionCommandContext, slot: SessionSlot): Promise<void> {
+	const usage = "usage: /workflow change-settings RUN PATCH [--expect-change N]";
+	const [runId, afterRun] = splitWord(rest);
+	if (!runId) throw new UsageError(usage);
+	let patchText = afterRun.trim();
+	let expectChange: number | undefined;
+	const flag = patchText.match(/\s--expect-change\s+(\S+)\s*$/);
+	if (flag) {
+		const number = flag[1] ?? "";
+		if (!/^(0|[1-9][0-9]*)$/.test(number)) {
+			throw new UsageError(`--expect-change needs a whole number from 0, not ${JSON.stringify(number)}`);
+		}
+		expectChange = Number(number);
+		patchText = patchText.slice(0, flag.index).trim();
+	}
+	if (!patchText) throw new UsageError(usage);
+	const patch = parseJson(patchText, "the patch");
+	if (!Array.isArray(patch)) {
+		throw new UsageError('the patch must be a JSON list of operations, such as [{"op": "replace", "path": "/level", "value": 2}]');
+	}
+	const receipt = await slot
+		.current()
+		.operations.changeSettings(runId, patch, "person", expectChange, newIdempotencyKey("command.change-settings"));
+	notify(ctx, formatSettingsChanged(receipt.body));
 }
 
 /** `/workflow decide RUN [CHOICE]`: without CHOICE, a select dialog of the decision's choices. */

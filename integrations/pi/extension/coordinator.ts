@@ -12,7 +12,9 @@
  *   while Pi is idle with nothing pending (checked synchronously right before
  *   `pi.sendMessage(..., {triggerTurn: true})`), a notification without a turn (also only
  *   while idle, so its entry is in the branch at once), a decision as a card the model never
- *   sees. The branch is reported again once a sent entry shows up.
+ *   sees, a checkpoint for the person (`question`) as a card and a text dialog for the person
+ *   (`questions.ts`), never a model turn. The branch is reported again once a sent entry
+ *   shows up.
  *   Turns started by our messages are reported started and ended (`workflowTurn.report`, with
  *   the provider's error text when one ended with an error); an assistant-message step's
  *   final reply is submitted as its output (again, with the same key, from the branch when an
@@ -20,7 +22,10 @@
  * - the tool limit: a step with `allowedTools` is presented only when this Pi can enforce the
  *   limit (else it is refused: not presented, its run paused, the reason shown); from its
  *   presentation until its request stops being the session's active request, Pi's `tool_call`
- *   hook asks `onToolCall`, which blocks every tool the step does not allow (`toollimit.ts`).
+ *   hook asks `onToolCall`, which blocks every tool the step does not allow (`toollimit.ts`),
+ *   and the allowed Pi tools the session has but had not turned on are on (`toolset.ts`:
+ *   turned on right before the step is sent, off again once the limit is no longer in force
+ *   and when the session ends; a restarted Pi turns off what an earlier one left on).
  * - a lost connection goes back to `connecting` after a short, growing delay (a restarted
  *   server gets a new attach); `fenced` (a newer coordinator attached) stops presenting for
  *   good; `closed` at `session_shutdown`.
@@ -46,8 +51,10 @@ import {
 	VERSION,
 } from "@earendil-works/pi-coding-agent";
 
+import { randomUUID } from "node:crypto";
+
 import { newIdempotencyKey, type WorkflowClient } from "./client.ts";
-import type { EventFrame } from "./connection.ts";
+import type { EventFrame, JsonObject } from "./connection.ts";
 import {
 	ClientClosedError,
 	CommandRefusedError,
@@ -72,6 +79,7 @@ import {
 	watchSession,
 	type WorkflowMessage,
 	type WorkflowOperations,
+	DETACHED_SESSION_PREFIX,
 } from "./operations.ts";
 import { agentDir } from "./paths.ts";
 import {
@@ -89,6 +97,8 @@ import {
 	needsWholeText,
 	presentedLimit,
 	providerError,
+	QUESTION_ENTRY_TYPE,
+	questionCard,
 	REFUSAL_ENTRY_TYPE,
 	refusalCard,
 	rejectionText,
@@ -105,8 +115,11 @@ import {
 	mayBeLimited,
 	parseAllowedTools,
 	type StepTools,
+	unavailableProblem,
 	WORKFLOW_TOOL,
 } from "./toollimit.ts";
+import { StepToolset } from "./toolset.ts";
+import { QuestionDialogs } from "./questions.ts";
 
 /** The first delay before reconnecting; it doubles up to `RECONNECT_MAX_MS`. */
 const RECONNECT_FIRST_MS = 100;
@@ -160,7 +173,18 @@ export class SessionCoordinator {
 	private readonly client: WorkflowClient;
 	private readonly operations: WorkflowOperations;
 	private readonly autostart: boolean;
+	/** The Pi tools turned on for the step whose limit is in force. */
+	private readonly toolset: StepToolset;
+	/** The text dialog of the active checkpoint for the person. */
+	private readonly questions: QuestionDialogs;
 
+	/**
+	 * This coordinator's seat incarnation: one per Pi process and session. The server
+	 * records turns and deliveries with it, so a step whose turn died with an earlier Pi is
+	 * presented again here, while this same Pi reconnecting after a server restart keeps its
+	 * turn.
+	 */
+	readonly seatId = `pi:${randomUUID()}`;
 	private ctx: ExtensionContext | undefined;
 	private phaseValue: Phase = "connecting";
 	private epoch = 0;
@@ -184,6 +208,8 @@ export class SessionCoordinator {
 	private readonly refused = new Set<string>();
 	/** The idempotency keys of assistant-message replies submitted (or being submitted) here. */
 	private readonly submittedReplies = new Set<string>();
+	/** Requests whose assistant-message reply is being submitted: their steps are not presented meanwhile. */
+	private readonly replying = new Set<string>();
 	private shownWidget = "";
 	private shownStatus = "";
 	/** Whole texts of messages the current view carries cut, by workflow message id. */
@@ -207,6 +233,16 @@ export class SessionCoordinator {
 		this.client = client;
 		this.operations = operations;
 		this.autostart = options.autostart;
+		this.toolset = new StepToolset(pi);
+		this.questions = new QuestionDialogs(operations, {
+			ui: () => {
+				const ctx = this.ctx;
+				// Nobody answers a dialog in a detached run's headless Pi: its server drives it.
+				if (!ctx || !ctx.hasUI || sessionId.startsWith(DETACHED_SESSION_PREFIX)) return undefined;
+				return ctx.ui;
+			},
+			notify: (message, level) => this.notify(message, level),
+		});
 		client.onEvent = (event) => this.guard(() => this.receive(event));
 		client.onDisconnect = () => this.guard(() => this.lost());
 	}
@@ -219,6 +255,8 @@ export class SessionCoordinator {
 	/** `session_start`: remember the context and connect (attach, report, watch). */
 	start(ctx: ExtensionContext): void {
 		this.ctx = ctx;
+		this.guard(() => this.toolset.adopt(this.branch()));
+		this.syncTools();
 		void this.connect(true);
 	}
 
@@ -237,8 +275,21 @@ export class SessionCoordinator {
 		this.clearRewatch();
 		this.wholeTexts.clear();
 		this.outbox.length = 0;
+		this.guard(() => this.toolset.restore());
+		this.guard(() => this.questions.close());
 		this.ctx = undefined;
 		this.client.close();
+	}
+
+	/** Send what the outbox holds while live, waiting at most `ms` (Pi is about to end the session). */
+	async drain(ms: number): Promise<void> {
+		const deadline = Date.now() + ms;
+		while (this.phaseValue === "live" && this.outbox.length > 0 && Date.now() < deadline) {
+			void this.flush();
+			await new Promise<void>((resolve) => {
+				setTimeout(resolve, 20);
+			});
+		}
 	}
 
 	/** Another connection to the server answered: reconnect now instead of after the delay. */
@@ -332,12 +383,10 @@ export class SessionCoordinator {
 			if (turn) {
 				const stopReason: StopReason = event.aborted ? "aborted" : endedWithError(turn.messages) ? "error" : "completed";
 				const errorMessage = stopReason === "error" ? providerError(turn.messages, agentDir()) : "";
-				// Pi's own line for this is "Unknown provider: unknown": say what is missing.
-				if (errorMessage.startsWith(NO_MODEL_PREFIX)) {
-					this.notify(`pi-workflows: the workflow step's turn failed: ${errorMessage}`, "error");
-				}
 				this.send("turn", (epoch) =>
-					reportTurn(this.client, this.sessionId, epoch, "ended", { stopReason, errorMessage }).then(() => undefined),
+					reportTurn(this.client, this.sessionId, epoch, "ended", { stopReason, errorMessage }).then((body) =>
+						this.afterTurn(turn, errorMessage, body),
+					),
 				);
 				if (turn.requestKind === "assistant" && turn.requestId && stopReason === "completed") {
 					const reply = replyAfterStep(this.branch(), turn.requestId);
@@ -350,6 +399,36 @@ export class SessionCoordinator {
 			this.inFlight.clear();
 			this.reportBranch();
 			this.pump();
+		});
+	}
+
+	/**
+	 * Tell the person, in one line, what became of a step whose turn ended with a provider
+	 * error (the server presents it again after a backoff, or paused its run). Pi's own line
+	 * for a missing model is "Unknown provider: unknown": the error says what is missing.
+	 */
+	private afterTurn(turn: OpenTurn, errorMessage: string, body: JsonObject): void {
+		this.guard(() => {
+			if (!errorMessage && turn.requestKind === null) return;
+			const retry = body.retry;
+			const step = turn.requestId ? `step ${turn.requestId} of run ${turn.runId}` : `run ${turn.runId}`;
+			const cause = errorMessage || "the model provider failed";
+			if (retry && typeof retry === "object" && !Array.isArray(retry)) {
+				const at = typeof retry.retryAt === "number" ? retry.retryAt : Date.now();
+				const seconds = Math.max(0, Math.round((at - Date.now()) / 1000));
+				this.notify(
+					`pi-workflows: the model's turn on ${step} failed (${cause}); it is presented again in ${seconds} s (retry ${String(retry.retry)} of ${String(retry.of)})`,
+					"warning",
+				);
+			} else if (typeof body.paused === "string") {
+				const run = body.paused;
+				this.notify(
+					`pi-workflows: the workflow step's turn failed: ${cause}; run ${run} is paused (agentUnavailable): /workflow resume ${run} once it is fixed`,
+					"error",
+				);
+			} else if (errorMessage.startsWith(NO_MODEL_PREFIX)) {
+				this.notify(`pi-workflows: the workflow step's turn failed: ${errorMessage}`, "error");
+			}
 		});
 	}
 
@@ -368,14 +447,19 @@ export class SessionCoordinator {
 		this.phaseValue = "connecting";
 		const stale = () => generation !== this.generation || this.phaseValue !== "connecting";
 		try {
-			const epoch = await attachSession(this.client, this.sessionId, first && this.autostart);
+			const epoch = await attachSession(this.client, this.sessionId, first && this.autostart, this.seatId);
 			if (stale()) return;
 			this.epoch = epoch;
 			this.view = undefined;
 			this.revision = -1;
 			this.clearRewatch();
+			// Turn reports made while away go first: an idle branch report tells the server
+			// that every turn this Pi ran was reported (an open one is then lost).
+			await this.flushTurns(epoch);
+			if (stale()) return;
 			// Before anything is sent: what this session already shows.
-			await reportMessages(this.client, this.sessionId, epoch, this.branchPresent(), this.isIdle());
+			const idle = this.isIdle() && !this.outbox.some((item) => item.kind === "turn");
+			await reportMessages(this.client, this.sessionId, epoch, this.branchPresent(), idle);
 			if (stale()) return;
 			await watchSession(this.client, this.sessionId, epoch);
 			if (stale()) return;
@@ -502,6 +586,7 @@ export class SessionCoordinator {
 
 	/** Present what the view asks for now, in order, stopping at the first that must wait. */
 	private pump(): void {
+		this.syncTools();
 		if (this.phaseValue !== "live" || this.pumping) return;
 		const ctx = this.ctx;
 		const view = this.view;
@@ -541,6 +626,12 @@ export class SessionCoordinator {
 					report = true;
 					continue;
 				}
+				if (message.kind === "question") {
+					// A checkpoint for the person: a card (and a dialog, below), never a model turn.
+					this.pi.appendEntry(QUESTION_ENTRY_TYPE, questionCard(message, text));
+					report = true;
+					continue;
+				}
 				if (message.kind === "notification") {
 					// Only while idle: then the entry is in the branch at once (and proven).
 					if (!this.canStartTurn(ctx)) break;
@@ -550,14 +641,26 @@ export class SessionCoordinator {
 					continue;
 				}
 				if (!startsTurn(message)) continue;
+				// A reply of this step is being submitted: present it again only if that fails.
+				if (message.kind === "step" && this.replying.has(String(message.body.requestId))) break;
 				const limit = message.kind === "step" ? this.limitFor(message, view.activeRequest) : null;
 				if (limit === "wait") break; // its tool limit is being read; pumped again then
 				if (limit === "refused") continue; // not presented: its run is paused
 				// Re-checked synchronously right before the send: idle, nothing pending.
 				if (!this.canStartTurn(ctx)) break;
-				this.inFlight.add(id);
 				const requestId = message.body.requestId;
-				if (typeof requestId === "string" && message.kind === "step") this.sentLimits.set(requestId, limit);
+				if (typeof requestId === "string" && message.kind === "step") {
+					this.sentLimits.set(requestId, limit);
+					// The allowed tools the session has but had not turned on are on for the step's turn.
+					const missing = limit ? this.syncTools() : [];
+					if (missing.length > 0 && view.activeRequest) {
+						this.sentLimits.delete(requestId);
+						this.refuse(view.activeRequest, unavailableProblem(missing));
+						this.syncTools();
+						continue;
+					}
+				}
+				this.inFlight.add(id);
 				this.pi.sendMessage(this.customMessage(message, limit, text), { triggerTurn: true });
 				report = true;
 				break;
@@ -568,7 +671,15 @@ export class SessionCoordinator {
 				this.collectPresent();
 				this.reportBranch();
 			}
+			this.guard(() => this.followQuestion(view.activeRequest));
 		}
+	}
+
+	/** Offer the dialog of the active checkpoint for the person once its card is in the branch. */
+	private followQuestion(active: ActiveRequest | null): void {
+		const messageId = active?.workflowMessageId;
+		const shown = !!messageId && this.branchPresent().some((item) => item.workflowMessageId === messageId);
+		this.questions.follow(active, shown);
 	}
 
 	private customMessage(message: WorkflowMessage, allowedTools: string[] | null = null, text: string = message.text) {
@@ -681,6 +792,18 @@ export class SessionCoordinator {
 		}
 	}
 
+	/**
+	 * Make the session's active tools follow the limit in force (`toolset.ts`); returns the
+	 * limit's tools that are still not active (empty when Pi could not be asked).
+	 */
+	private syncTools(): string[] {
+		try {
+			return this.toolset.sync(this.toolLimit());
+		} catch {
+			return []; // the session ended under us: its next start turns off what is left
+		}
+	}
+
 	/** Refuse to present the active step: say why (a card and an error), and pause its run. */
 	private refuse(active: ActiveRequest, reason: string): void {
 		this.refused.add(active.requestId);
@@ -740,10 +863,17 @@ export class SessionCoordinator {
 		const key = entryId ? replyKey(requestId, entryId) : newIdempotencyKey(`assistant.${requestId}`);
 		if (this.submittedReplies.has(key)) return;
 		this.submittedReplies.add(key);
+		this.replying.add(requestId);
+		const settled = () =>
+			this.guard(() => {
+				this.replying.delete(requestId);
+				this.pump();
+			});
 		this.operations.submit(requestId, text, undefined, key).then(
-			() => undefined,
+			() => settled(),
 			(error: unknown) =>
 				this.guard(() => {
+					settled();
 					if (this.phaseValue === "closed") return;
 					if (error instanceof CommandRefusedError && error.code === "validationRejected") {
 						this.rejections.push({ requestId, stepMessageId, runId, reason: error.message });
@@ -823,11 +953,17 @@ export class SessionCoordinator {
 		}
 	}
 
-	/** Report the branch (computed when the report is sent); queued reports coalesce. */
+	/**
+	 * Report the branch (computed when the report is sent); a report queued last coalesces
+	 * with this one. `idle` tells the server that every turn this Pi ran was reported (a turn
+	 * of it still open ended unreported, and a step no turn works on is presented again), so
+	 * it is claimed only when no turn report waits in the outbox behind this one.
+	 */
 	private reportBranch(): void {
-		if (this.outbox.some((item) => item.kind === "branch")) return;
+		if (this.outbox[this.outbox.length - 1]?.kind === "branch") return;
 		this.send("branch", async (epoch) => {
-			await reportMessages(this.client, this.sessionId, epoch, this.branchPresent(), this.isIdle());
+			const idle = this.isIdle() && !this.outbox.some((item) => item.kind === "turn");
+			await reportMessages(this.client, this.sessionId, epoch, this.branchPresent(), idle);
 		});
 	}
 
@@ -836,6 +972,25 @@ export class SessionCoordinator {
 		this.outbox.push({ kind, send });
 		if (this.outbox.length > MAX_OUTBOX) this.outbox.shift();
 		void this.flush();
+	}
+
+	/**
+	 * On a new connection, before the first branch report: send the turn reports queued while
+	 * the connection was down, in order (a lost connection throws, and they stay queued).
+	 */
+	private async flushTurns(epoch: number): Promise<void> {
+		// Queued branch reports are superseded by the report that follows on this connection.
+		for (let i = this.outbox.length - 1; i >= 0; i--) if (this.outbox[i]?.kind === "branch") this.outbox.splice(i, 1);
+		while (this.outbox[0]?.kind === "turn") {
+			const item = this.outbox[0];
+			try {
+				await item.send(epoch);
+			} catch (error) {
+				if (isFenced(error) || isConnectionFailure(error)) throw error;
+				// Refused as it is: sending it again cannot help.
+			}
+			if (this.outbox[0] === item) this.outbox.shift();
+		}
 	}
 
 	/** Send queued reports in order while live; a lost connection keeps them for the next one. */
@@ -884,7 +1039,7 @@ export class SessionCoordinator {
 	}
 
 	/** A warning (or an error) for the person; never throws. */
-	private notify(message: string, level: "warning" | "error" = "warning"): void {
+	private notify(message: string, level: "info" | "warning" | "error" = "warning"): void {
 		this.guard(() => {
 			const ctx = this.ctx;
 			if (ctx?.hasUI) ctx.ui.notify(message, level);

@@ -9,7 +9,7 @@
 
 import { oneLine } from "./errors.ts";
 import type { JsonObject, JsonValue } from "./connection.ts";
-import { decisionChoices, type RunSummary, type RunView, type WorkflowInfo } from "./operations.ts";
+import { decisionChoices, isPersonsCheckpoint, type RunSummary, type RunView, type WorkflowInfo } from "./operations.ts";
 
 /** The longest JSON value shown inline. */
 const MAX_INLINE_JSON = 2000;
@@ -98,10 +98,25 @@ export function formatRuns(runs: RunSummary[]): string {
 	return ["Runs (newest first):", ...lines].join("\n");
 }
 
+/**
+ * The newest runs under `/workflow list`: at most `limit` of `runs` (fetched one more, to know
+ * whether there are others), and where the rest are; one line when there is none.
+ */
+export function formatNewestRuns(runs: RunSummary[], limit: number): string {
+	if (runs.length === 0) return "No runs yet; start one with /workflow start NAME.";
+	const lines = runs.slice(0, limit).map((run) => {
+		const reason = run.parkReason ? ` (${run.parkReason})` : "";
+		return `${run.runId} ${run.workflow} ${run.status}${reason}`;
+	});
+	const more = runs.length > limit ? "more: /workflow status, or pi-workflows run list; " : "";
+	return ["Newest runs:", ...lines, `(${more}one run: /workflow status RUN)`].join("\n");
+}
+
 /** One run for the person: status, node, what it waits on, error and output. */
 export function formatRun(view: RunView): string {
 	const reason = view.parkReason ? ` (${view.parkReason})` : "";
 	const lines = [`Run ${view.runId} of ${view.workflow}: ${view.status}${reason}`];
+	if (view.status === "paused" && view.parkReason === "workflowSourceChanged") lines.push(codeChangedAdvice(view.runId));
 	if (view.currentNode) lines.push(`node: ${view.currentNode}`);
 	const progress = view.progress;
 	if (progress) lines.push(`progress of ${progress.nodeId}: ${oneLine(progress.text, 300)}`);
@@ -119,6 +134,7 @@ export function formatRun(view: RunView): string {
 			if (choices.length) lines.push(`choices: ${choices.join(", ")} — answer with /workflow decide ${view.runId}`);
 		} else {
 			lines.push(`request: ${compactJson(waiting.request)}`);
+			if (isPersonsCheckpoint(waiting)) lines.push(`a question for you: answer it with /workflow answer ${view.runId}`);
 		}
 	}
 	const wait = view.wait;
@@ -131,6 +147,18 @@ export function formatRun(view: RunView): string {
 	if (view.error !== undefined && view.error !== null) lines.push(`error: ${compactJson(view.error)}`);
 	if (view.output !== undefined && view.output !== null) lines.push(`output: ${compactJson(view.output)}`);
 	return lines.join("\n");
+}
+
+/**
+ * What to do with a run parked because its workflow's code changed: `/workflow resume` would
+ * be refused (it would only park again), so name the upgrade (dry run first), restart and cancel.
+ */
+export function codeChangedAdvice(runId: string): string {
+	return (
+		`its workflow's code changed since it started: see what an upgrade would change with /workflow upgrade ${runId} --dry-run, ` +
+		`then continue it on the new code with /workflow upgrade ${runId}; or start it over with /workflow restart ${runId}, ` +
+		`or end it with /workflow cancel ${runId}`
+	);
 }
 
 /** One run for the model: the fields it acts on, as JSON (`waitingOn` holds the `requestId`). */
@@ -150,6 +178,46 @@ export function runForModel(view: RunView): string {
 }
 
 /** `text` cut to what a tool result may carry, saying so when it was cut. */
+/** `run.settings`'s answer as lines: the change number, who may change them, the document. */
+export function formatSettings(body: JsonObject): string {
+	const runId = String(body.runId ?? "");
+	if (!body.declared && (body.settings === null || body.settings === undefined)) {
+		return `Run ${runId}: its workflow declares no settings.`;
+	}
+	const who = Array.isArray(body.changedBy) && body.changedBy.length ? body.changedBy.join(" and ") : "nobody";
+	return `Run ${runId} settings (change ${String(body.change)}, changed by ${who}): ${compactJson(body.settings as JsonValue, 2000)}`;
+}
+
+/** A `run.changeSettings` receipt as one line. */
+export function formatSettingsChanged(body: JsonObject): string {
+	return `Run ${String(body.runId)} settings are at change ${String(body.change)}: ${compactJson(body.settings as JsonValue, 2000)}`;
+}
+
+/** `run.followUps`'s answer as lines: each follow-up's number, id, state and text. */
+export function formatFollowUps(body: JsonObject): string {
+	const runId = String(body.runId ?? "");
+	const listed = Array.isArray(body.followUps) ? (body.followUps as JsonObject[]) : [];
+	if (!listed.length) return `Run ${runId} has no follow-ups.`;
+	const lines = [`Run ${runId} (${String(body.status ?? "?")}): ${listed.length} follow-up(s)`];
+	for (const entry of listed) {
+		let state = String(entry.status);
+		if (state === "queued") state = "queued (sent after the run completes)";
+		else if (state === "ready") state = "being sent";
+		else if (state === "cancelled") state = `cancelled: ${String(entry.reason)}`;
+		const text = String(entry.text ?? "").replace(/\s+/g, " ");
+		lines.push(`  #${String(entry.seq)} ${String(entry.followUpId)} ${state}: ${text.length > 100 ? `${text.slice(0, 97)}...` : text}`);
+	}
+	return lines.join("\n");
+}
+
+/** A `run.followUp` receipt as one line. */
+export function formatFollowUpQueued(body: JsonObject): string {
+	return (
+		`Queued follow-up ${String(body.followUpId)} (#${String(body.seq)}) on run ${String(body.runId)}; ` +
+		"it is sent here after the run completes and its result is presented."
+	);
+}
+
 export function bound(text: string, limit: number = MAX_TOOL_TEXT): string {
 	if (text.length <= limit) return text;
 	return `${text.slice(0, limit)}\n[truncated: ${text.length - limit} more characters]`;

@@ -46,8 +46,12 @@ export function createWorkflowExtension(options: ExtensionOptions = {}): (pi: Ex
 		pi.on("session_start", (_event, ctx) => {
 			slot.start(ctx);
 		});
-		pi.on("session_shutdown", () => {
-			slot.stop();
+		pi.on("session_shutdown", async () => {
+			try {
+				await slot.shutdown();
+			} catch {
+				slot.stop();
+			}
 		});
 		pi.on("session_tree", (_event, ctx) => slot.coordinator(ctx)?.onTree());
 		pi.on("before_agent_start", (event, ctx) => {

@@ -44,6 +44,8 @@ export interface WaitingOn {
 	requestId: string;
 	nodeId: string;
 	kind: string;
+	/** Only a person answers it: a human decision, or a checkpoint for the person. */
+	forPerson?: boolean;
 	request: JsonValue;
 }
 
@@ -154,6 +156,17 @@ export interface StartSpec {
 /** The waiting request kind only a person may answer (the tool refuses it). */
 export const DECISION_KIND = "decision";
 
+/** The request kind of a checkpoint (ordinary, or for the person: `forPerson`). */
+export const CHECKPOINT_KIND = "checkpoint";
+
+/** How the session of a detached run's headless Pi is named (`detached-<run id>`): nobody answers dialogs there. */
+export const DETACHED_SESSION_PREFIX = "detached-";
+
+/** True for a waiting request only a person answers that is not a decision: a checkpoint for the person. */
+export function isPersonsCheckpoint(request: { kind: string; forPerson?: boolean } | null | undefined): boolean {
+	return !!request && request.kind === CHECKPOINT_KIND && request.forPerson === true;
+}
+
 /** How long a submission may stay `validating` before the caller is told so. */
 export const SUBMIT_WAIT_MS = 120_000;
 
@@ -205,6 +218,8 @@ export interface ActiveRequest {
 	status: string;
 	/** A decision's title (at most 200 characters), else null. */
 	title: string | null;
+	/** Only a person answers it: a human decision, or a checkpoint for the person. */
+	forPerson?: boolean;
 	/** The tools an agent step allows (`allowed_tools`), or null: no limit (or not an agent step). */
 	allowedTools: JsonValue;
 	deadlineAt: number | null;
@@ -213,7 +228,11 @@ export interface ActiveRequest {
 	lastRejection: string | null;
 }
 
-/** One workflow message the session must add (`step`, `decision`, `notification`, `terminal`). */
+/**
+ * One workflow message the session must add: `step` (a model turn), `decision` (a human
+ * decision's card), `question` (a checkpoint for the person: a card and a dialog),
+ * `notification`, `terminal` or `followUp` (a follow-up prompt).
+ */
 export interface WorkflowMessage {
 	workflowMessageId: string;
 	runId: string;
@@ -334,11 +353,72 @@ export class WorkflowOperations {
 		return this.client.call({ operation: "run.upgrade", runId, payload, idempotencyKey });
 	}
 
-	/** `checkpoint.answer`: answer the run's ordinary checkpoint with `value`. */
-	answerCheckpoint(runId: string, value: JsonValue, requestId: string | undefined, idempotencyKey: string): Promise<Receipt> {
+	/** `run.settings`: the run's live settings (`settings`, `change`, `changedBy`, `history`). */
+	async settings(runId: string): Promise<JsonObject> {
+		const receipt = await this.client.call({ operation: "run.settings", runId });
+		return receipt.body;
+	}
+
+	/**
+	 * `run.changeSettings`: apply the RFC 6902 JSON Patch `patch` to the run's settings as its
+	 * next change, as the person or (`changedBy: "model"`, the tool) the model; `expectChange`
+	 * refuses it unless the settings are still at that change number.
+	 */
+	changeSettings(
+		runId: string,
+		patch: JsonValue,
+		changedBy: "person" | "model",
+		expectChange: number | undefined,
+		idempotencyKey: string,
+	): Promise<Receipt> {
+		const payload: JsonObject = { patch, changedBy };
+		if (expectChange !== undefined) payload.expectChange = expectChange;
+		return this.client.call({ operation: "run.changeSettings", runId, payload, idempotencyKey });
+	}
+
+	/** `run.followUp`: queue `text` as the run's next follow-up prompt (sent after it completes). */
+	followUp(runId: string, text: string, idempotencyKey: string): Promise<Receipt> {
+		return this.client.call({ operation: "run.followUp", runId, payload: { text }, idempotencyKey });
+	}
+
+	/** The runs of session `sessionId` (`session.get`): root runs first. */
+	async sessionRuns(sessionId: string): Promise<SessionRun[]> {
+		const receipt = await this.client.call({ operation: "session.get", payload: { sessionId } });
+		const view = (receipt.body.session ?? {}) as JsonObject;
+		return asArray(view.runs) as unknown as SessionRun[];
+	}
+
+	/** `run.followUps`: the run's follow-ups in queue order. */
+	async followUps(runId: string): Promise<JsonObject> {
+		const receipt = await this.client.call({ operation: "run.followUps", runId });
+		return receipt.body;
+	}
+
+	/** `run.removeFollowUp`: remove a follow-up that is still queued. */
+	removeFollowUp(followUpId: string, idempotencyKey: string): Promise<Receipt> {
+		return this.client.call({ operation: "run.removeFollowUp", payload: { followUpId }, idempotencyKey });
+	}
+
+	/**
+	 * `checkpoint.answer`: answer the run's checkpoint with `value`. With `waitMs`, while the
+	 * answer is still `validating` it asks again (same key and payload) until that long has
+	 * passed, as `submit` does; a rejection is the server's refusal (`validationRejected`).
+	 */
+	async answerCheckpoint(
+		runId: string,
+		value: JsonValue,
+		requestId: string | undefined,
+		idempotencyKey: string,
+		waitMs: number = 0,
+	): Promise<Receipt> {
 		const payload: JsonObject = { value };
 		if (requestId) payload.requestId = requestId;
-		return this.client.call({ operation: "checkpoint.answer", runId, payload, idempotencyKey });
+		const until = Date.now() + waitMs;
+		for (;;) {
+			const receipt = await this.client.call({ operation: "checkpoint.answer", runId, payload, idempotencyKey });
+			if (receipt.body.status !== "validating" || Date.now() >= until || this.client.isClosed) return receipt;
+			await delay(SUBMIT_POLL_MS);
+		}
 	}
 
 	/** `decision.answer`: a person's choice in the run's human decision. */
@@ -386,8 +466,13 @@ export class WorkflowOperations {
 }
 
 /** `session.attach`: become the session's coordinator; resolves with the coordinator epoch. */
-export async function attachSession(client: WorkflowClient, sessionId: string, autostart: boolean): Promise<number> {
-	const receipt = await client.call({ operation: "session.attach", payload: { sessionId }, autostart });
+export async function attachSession(
+	client: WorkflowClient,
+	sessionId: string,
+	autostart: boolean,
+	seatId: string,
+): Promise<number> {
+	const receipt = await client.call({ operation: "session.attach", payload: { sessionId, seatId }, autostart });
 	const epoch = receipt.body.coordinatorEpoch;
 	if (typeof epoch !== "number") throw new WorkflowError("session.attach answered without a coordinator epoch");
 	return epoch;

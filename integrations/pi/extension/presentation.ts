@@ -4,7 +4,8 @@
  * Owns the shapes of our session entries and the text they show: a workflow message is a
  * custom message of type `pi-workflows` (steps, notifications and terminal results, which the
  * model receives as user-role messages) or a custom entry of type `pi-workflows-decision` (a
- * human decision's card, which never reaches the model). The workflow message id lives only
+ * human decision's card) or `pi-workflows-question` (a checkpoint for the person), which
+ * never reach the model. The workflow message id lives only
  * in the entry's `details` (or, for the card, its `data`), never in model-visible content, and
  * finding it in the branch is the only proof the server accepts that a message was shown.
  * Also the widget and status line of the session's runs, and the text of the model's reply.
@@ -19,6 +20,7 @@ import {
 	type ChildProgress,
 	type DecisionChoice,
 	decisionChoices,
+	isPersonsCheckpoint,
 	type PresentMessage,
 	type SessionRun,
 	type SessionView,
@@ -30,6 +32,9 @@ export const MESSAGE_TYPE = "pi-workflows";
 
 /** The `customType` of the custom entries that show a human decision (never sent to the model). */
 export const DECISION_ENTRY_TYPE = "pi-workflows-decision";
+
+/** The `customType` of the custom entries that show a checkpoint for the person (never sent to the model). */
+export const QUESTION_ENTRY_TYPE = "pi-workflows-question";
 
 /** The `customType` of the custom entries that say a step was refused (never sent to the model). */
 export const REFUSAL_ENTRY_TYPE = "pi-workflows-refusal";
@@ -89,8 +94,9 @@ export function findPresented(branch: readonly unknown[]): PresentMessage[] {
 		if (typeof entry.id !== "string") continue;
 		let holder: unknown;
 		if (entry.type === "custom_message" && entry.customType === MESSAGE_TYPE) holder = entry.details;
-		else if (entry.type === "custom" && entry.customType === DECISION_ENTRY_TYPE) holder = entry.data;
-		else continue;
+		else if (entry.type === "custom" && (entry.customType === DECISION_ENTRY_TYPE || entry.customType === QUESTION_ENTRY_TYPE)) {
+			holder = entry.data;
+		} else continue;
 		const id = holder && typeof holder === "object" ? (holder as { workflowMessageId?: unknown }).workflowMessageId : undefined;
 		if (typeof id === "string" && id && !found.has(id)) found.set(id, entry.id);
 	}
@@ -115,7 +121,7 @@ export function detailsOf(message: WorkflowMessage): MessageDetails {
 	};
 }
 
-/** The model-visible text of a step, notification or terminal message. */
+/** The model-visible text of a step, notification, terminal or follow-up message. */
 export function contentOf(message: WorkflowMessage, text: string = message.text): string {
 	if (message.kind === "terminal") return terminalText(message.body);
 	return text;
@@ -196,14 +202,27 @@ export function decisionCard(message: WorkflowMessage, text: string = message.te
 	return { ...detailsOf(message), text, title, choices };
 }
 
+/** What a question's card stores: the message's details plus the text it shows. */
+export interface QuestionCard extends MessageDetails {
+	text: string;
+}
+
+/** The card of a checkpoint for the person (a custom entry the model never receives). */
+export function questionCard(message: WorkflowMessage, text: string = message.text): QuestionCard {
+	return { ...detailsOf(message), text };
+}
+
 function titleOf(text: string): string {
 	const line = text.split("\n").find((row) => row.startsWith("Decision: "));
 	return line ? line.slice("Decision: ".length) : "Decision";
 }
 
-/** True for the message kinds whose presentation starts a model turn. */
+/**
+ * True for the message kinds whose presentation starts a model turn: a step, a run's result,
+ * and a follow-up prompt the person queued on a completed run (its text as they wrote it).
+ */
 export function startsTurn(message: WorkflowMessage): boolean {
-	return message.kind === "step" || message.kind === "terminal";
+	return message.kind === "step" || message.kind === "terminal" || message.kind === "followUp";
 }
 
 /** The runs of `view` that are not finished, newest first (root runs before child runs). */
@@ -271,6 +290,7 @@ function waitingNote(run: SessionRun, active: ActiveRequest | null, owner: Reado
 		const title = typeof active.title === "string" && active.title ? active.title : "a decision";
 		return ` — decision "${oneLine(title, 80)}"${child}: /workflow decide ${active.runId}`;
 	}
+	if (isPersonsCheckpoint(active)) return ` — question for you${child}: /workflow answer ${active.runId}`;
 	return ` — ${active.kind} ${active.requestId}${child}${active.status === "validating" ? " (validating)" : ""}`;
 }
 
@@ -301,6 +321,7 @@ export function statusText(view: SessionView | undefined): string | undefined {
 	const active = view.activeRequest;
 	const count = `${runs.length} active run${runs.length === 1 ? "" : "s"}`;
 	if (active?.kind === "decision") return `workflows: ${count}; decision waiting: /workflow decide ${active.runId}`;
+	if (isPersonsCheckpoint(active)) return `workflows: ${count}; question waiting: /workflow answer ${active?.runId}`;
 	if (active) return `workflows: ${count}; ${active.kind} step waiting`;
 	return `workflows: ${count}`;
 }

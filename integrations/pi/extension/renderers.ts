@@ -1,6 +1,6 @@
 /**
- * How the TUI draws the extension's session entries: the cards of a human decision and of a
- * refused step (custom entries the model never receives) and the workflow messages (custom
+ * How the TUI draws the extension's session entries: the cards of a human decision, of a
+ * question for the person and of a refused step (custom entries the model never receives) and the workflow messages (custom
  * messages the model receives as user-role text), each under a one-line header saying what
  * it is.
  *
@@ -16,6 +16,8 @@ import {
 	type DecisionCard,
 	MESSAGE_TYPE,
 	type MessageDetails,
+	QUESTION_ENTRY_TYPE,
+	type QuestionCard,
 	REFUSAL_ENTRY_TYPE,
 	type RefusalCard,
 } from "./presentation.ts";
@@ -24,17 +26,24 @@ const HEADERS: Record<string, string> = {
 	step: "workflow step",
 	notification: "workflow",
 	terminal: "workflow finished",
+	followUp: "workflow follow-up",
 	rejection: "workflow step: reply rejected",
 	closed: "workflow step closed",
 };
 
-/** Register the decision and refusal cards' entry renderers and the workflow messages' renderer. */
+/** Register the decision, question and refusal cards' entry renderers and the workflow messages' renderer. */
 export function registerRenderers(pi: ExtensionAPI): void {
 	pi.registerEntryRenderer<DecisionCard>(DECISION_ENTRY_TYPE, (entry, _options, theme) => {
 		const card = entry.data;
 		const box = new Box(1, 1, (text) => theme.bg("customMessageBg", text));
 		box.addChild(new Text(theme.fg("accent", "[workflow decision — for you, not the model]"), 0, 0));
 		box.addChild(new Text(card ? card.text : "(a workflow decision)", 0, 0));
+		return box;
+	});
+	pi.registerEntryRenderer<QuestionCard>(QUESTION_ENTRY_TYPE, (entry, _options, theme) => {
+		const box = new Box(1, 1, (text) => theme.bg("customMessageBg", text));
+		box.addChild(new Text(theme.fg("accent", "[workflow question — for you, not the model]"), 0, 0));
+		box.addChild(new Text(entry.data ? entry.data.text : "(a workflow question)", 0, 0));
 		return box;
 	});
 	pi.registerEntryRenderer<RefusalCard>(REFUSAL_ENTRY_TYPE, (entry, _options, theme) => {

@@ -80,6 +80,9 @@ export class WorkflowSession {
 	}
 }
 
+/** How long a shutting-down session waits for its coordinator's last reports. */
+const SHUTDOWN_FLUSH_MS = 1500;
+
 /** The session currently served, if any; lives as long as the extension instance. */
 export class SessionSlot {
 	private session: WorkflowSession | undefined;
@@ -106,6 +109,17 @@ export class SessionSlot {
 		const session = this.session;
 		this.session = undefined;
 		session?.close();
+	}
+
+	/**
+	 * `session_shutdown` (Pi awaits it): first send the reports the coordinator still holds
+	 * (a turn that ended just before Pi quits, so the server does not take it for a turn that
+	 * died), for at most `SHUTDOWN_FLUSH_MS`, then close everything.
+	 */
+	async shutdown(): Promise<void> {
+		const session = this.session;
+		if (session?.coordinator) await session.coordinator.drain(SHUTDOWN_FLUSH_MS);
+		if (this.session === session) this.stop();
 	}
 
 	/** The running session, or `ClientClosedError` outside `session_start`…`session_shutdown`. */

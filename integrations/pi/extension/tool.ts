@@ -10,9 +10,13 @@
  * closed (`requestClosed`) says so and that it must not be submitted again. A human decision
  * is never answered here, and a run waiting on one is neither paused nor cancelled: `answer`,
  * `pause` and `cancel` read the run's waiting request first and refuse a decision
- * (`PROTECTED_DECISION_MESSAGE`, `protectedRunMessage`; the server refuses answers too).
+ * (`PROTECTED_DECISION_MESSAGE`, `protectedRunMessage`; the server refuses answers too), and
+ * `answer` refuses a checkpoint for the person (`personsCheckpointMessage`; the server
+ * refuses `submit` for it).
  * Nor does the model resume a run whose retries ran out a round (`retriesExhausted`): only
  * a person starts a fresh round (`exhaustedRunMessage`).
+ * `change-settings` is sent as the model's (`changedBy: "model"`): the server refuses it unless
+ * the workflow lets the model change its settings (`Workflow(settings_changed_by=...)`).
  * `answer` and `submit` need the step's `requestId`. Runs in the Pi process, inside the tool's
  * `execute`; every retry of one call reuses that call's key.
  */
@@ -24,8 +28,19 @@ import { Type, type Static } from "typebox";
 import { newIdempotencyKey, type Receipt } from "./client.ts";
 import type { JsonObject, JsonValue } from "./connection.ts";
 import { CommandRefusedError, UsageError, WorkflowError } from "./errors.ts";
-import { bound, formatForked, formatRuns, formatStarted, formatWorkflows, runForModel } from "./format.ts";
-import { DECISION_KIND, type RunView } from "./operations.ts";
+import {
+	bound,
+	formatFollowUpQueued,
+	formatFollowUps,
+	formatForked,
+	formatRuns,
+	formatSettings,
+	formatSettingsChanged,
+	formatStarted,
+	formatWorkflows,
+	runForModel,
+} from "./format.ts";
+import { DECISION_KIND, isPersonsCheckpoint, type RunView } from "./operations.ts";
 import type { SessionSlot } from "./session.ts";
 import { WORKFLOW_TOOL } from "./toollimit.ts";
 
@@ -34,6 +49,14 @@ export const TOOL_NAME = WORKFLOW_TOOL;
 
 /** The tool's answer when the model tries to answer a human decision. */
 export const PROTECTED_DECISION_MESSAGE = "Protected human decisions cannot be answered by the workflow tool";
+
+/** The tool's answer when the model tries to answer a checkpoint for the person. */
+export function personsCheckpointMessage(runId: string): string {
+	return (
+		`Run ${runId} waits on a question for the person, not the model: the workflow tool cannot answer it; ` +
+		`the person answers it (/workflow answer ${runId})`
+	);
+}
 
 /** The park reason of a run whose retry policy ran out a round and waits for a person. */
 export const RETRIES_EXHAUSTED = "retriesExhausted";
@@ -107,6 +130,11 @@ export const ACTIONS = [
 	"answer",
 	"submit",
 	"update",
+	"settings",
+	"change-settings",
+	"queue-follow-up",
+	"follow-ups",
+	"remove-follow-up",
 ] as const;
 
 /** How many runs `status` without a run id lists. */
@@ -119,7 +147,11 @@ export const workflowToolParameters = Type.Object({
 			"pause/resume/cancel: control `runId`; restart: run the ended run `runId` again from its start; " +
 			"fork: a new run from node `fromNode` (optionally `visit`, `input`) of the ended run `runId`, keeping what it finished before; " +
 			"answer: answer the checkpoint `requestId` of `runId` with `value`; " +
-			"submit: hand in `output` for the agent step `requestId`; update: report progress `body` for `requestId`",
+			"submit: hand in `output` for the agent step `requestId`; update: report progress `body` for `requestId`; " +
+			"settings: the run `runId`'s live settings; change-settings: change them with the JSON Patch `patch` " +
+			"(only where the workflow lets the model change its settings; optionally `expectChange`); " +
+			"queue-follow-up: queue `text` on `runId`, a prompt sent to this session after the run completes; " +
+			"follow-ups: `runId`'s follow-ups; remove-follow-up: remove the queued follow-up `followUpId`",
 	}),
 	workflow: Type.Optional(Type.String({ description: "start: the workflow's name (or builtin:NAME)" })),
 	input: Type.Optional(
@@ -142,6 +174,17 @@ export const workflowToolParameters = Type.Object({
 	output: Type.Optional(Type.Unknown({ description: "submit: the step's output, as the step asks for it" })),
 	body: Type.Optional(Type.Unknown({ description: "update: a progress update, a JSON value" })),
 	reason: Type.Optional(Type.String({ description: "cancel: why" })),
+	patch: Type.Optional(
+		Type.Unknown({
+			description:
+				'change-settings: an RFC 6902 JSON Patch, a list of operations such as [{"op": "replace", "path": "/level", "value": 2}]',
+		}),
+	),
+	text: Type.Optional(Type.String({ description: "queue-follow-up: the follow-up prompt's text" })),
+	followUpId: Type.Optional(Type.String({ description: "remove-follow-up: the follow-up's id" })),
+	expectChange: Type.Optional(
+		Type.Integer({ minimum: 0, description: "change-settings: apply only while the settings are at this change number" }),
+	),
 });
 
 export type WorkflowToolInput = Static<typeof workflowToolParameters>;
@@ -250,6 +293,7 @@ async function runAction(
 			if (params.value === undefined) throw new UsageError("answer needs `value`, the checkpoint's answer");
 			const view = await operations.getRun(runId);
 			if (view.waitingOn?.kind === DECISION_KIND) throw new WorkflowError(PROTECTED_DECISION_MESSAGE);
+			if (isPersonsCheckpoint(view.waitingOn)) throw new WorkflowError(personsCheckpointMessage(runId));
 			const requestId = required(params.requestId, "requestId", "answer", "the checkpoint's request id, from its text");
 			const receipt = await closedStep(operations.answerCheckpoint(runId, params.value as JsonValue, requestId, key));
 			return result(params.action, runId, receipt, `Answered ${String(receipt.body.requestId)} of run ${runId}.`);
@@ -259,6 +303,34 @@ async function runAction(
 			if (params.output === undefined) throw new UsageError("submit needs `output`, the step's result");
 			const receipt = await closedStep(operations.submit(requestId, params.output as JsonValue, params.runId, key));
 			return result(params.action, params.runId ?? null, receipt, `Submitted the output for ${requestId}.`);
+		}
+		case "settings": {
+			const runId = required(params.runId, "runId", "settings");
+			const body = await operations.settings(runId);
+			return result(params.action, runId, null, formatSettings(body));
+		}
+		case "change-settings": {
+			const runId = required(params.runId, "runId", "change-settings");
+			if (!Array.isArray(params.patch)) {
+				throw new UsageError("change-settings needs `patch`, a JSON Patch: a list of operations");
+			}
+			const receipt = await operations.changeSettings(runId, params.patch as JsonValue, "model", params.expectChange, key);
+			return result(params.action, runId, receipt, formatSettingsChanged(receipt.body));
+		}
+		case "queue-follow-up": {
+			const runId = required(params.runId, "runId", "queue-follow-up");
+			const text = required(params.text, "text", "queue-follow-up", "the prompt");
+			const receipt = await operations.followUp(runId, text, key);
+			return result(params.action, runId, receipt, formatFollowUpQueued(receipt.body));
+		}
+		case "follow-ups": {
+			const runId = required(params.runId, "runId", "follow-ups");
+			return result(params.action, runId, null, formatFollowUps(await operations.followUps(runId)));
+		}
+		case "remove-follow-up": {
+			const followUpId = required(params.followUpId, "followUpId", "remove-follow-up");
+			const receipt = await operations.removeFollowUp(followUpId, key);
+			return result(params.action, String(receipt.body.runId), receipt, `Removed follow-up ${followUpId}.`);
 		}
 		case "update": {
 			const requestId = required(params.requestId, "requestId", "update");

@@ -75,6 +75,15 @@ export function enforcementProblem(tools: readonly string[], known: ReadonlySet<
 	return `the step allows ${which} this Pi does not have: ${names(unknown)} (this Pi has: ${names([...known].sort())})`;
 }
 
+/**
+ * Why a step whose allowed tools this Pi has cannot be presented: Pi would not turn `missing`
+ * on for it (a tool registered `hidden`), so the step text would name tools the model lacks.
+ */
+export function unavailableProblem(missing: readonly string[]): string {
+	const which = missing.length === 1 ? "a tool" : "tools";
+	return `the step allows ${which} this Pi has but could not turn on for it: ${names(missing)}`;
+}
+
 /** The reason Pi gives the model for a blocked call of `toolName` during step `requestId`. */
 export function blockReason(requestId: string, tools: readonly string[], toolName: string): string {
 	const allowed = tools.length > 0 ? `${names(tools)} and ${WORKFLOW_TOOL}` : `only the ${WORKFLOW_TOOL} tool`;

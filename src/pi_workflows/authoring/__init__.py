@@ -27,6 +27,7 @@ from pi_workflows.authoring.composition import (
 from pi_workflows.authoring.context import (
     ActionContext,
     CancellationSignal,
+    ChildRun,
     NodeContext,
     evaluate,
     invoke,
@@ -66,11 +67,19 @@ from pi_workflows.authoring.nodes import (
     env_problem,
     human_decision,
     notify,
+    settings_route,
     shell,
     sleep,
     wait_event,
 )
-from pi_workflows.authoring.retries import MAX_DELAY_SECONDS, RetryPolicy, retry
+from pi_workflows.authoring.retries import (
+    MAX_DELAY_SECONDS,
+    AttemptFailed,
+    RetryPolicy,
+    class_name,
+    class_names,
+    retry,
+)
 from pi_workflows.authoring.routing import (
     Case,
     CaseValue,
@@ -102,6 +111,7 @@ __all__ = [
     "DEFAULT_MAX_STEPS",
     # node constructors
     "compute",
+    "settings_route",
     "action",
     "shell",
     "notify",
@@ -121,6 +131,9 @@ __all__ = [
     "retry",
     "RetryPolicy",
     "MAX_DELAY_SECONDS",
+    "AttemptFailed",
+    "class_name",
+    "class_names",
     # routing
     "edge",
     "switch",
@@ -140,6 +153,7 @@ __all__ = [
     "NodeContext",
     "ActionContext",
     "CancellationSignal",
+    "ChildRun",
     "invoke",
     "evaluate",
     # node classes

@@ -1,7 +1,8 @@
 """Composition: nodes that run other workflows as child runs and wait for them.
 
 ``subworkflow`` starts one child run and waits for it; ``fan_out`` starts one child run
-per item of a list, at most ``concurrency`` at once, and waits for all of them. A child is
+per item of a list, at most ``concurrency`` at once (and, with ``rate``, at most so many
+starts per second, minute or hour), and waits for all of them. A child is
 an ordinary run (its own runner, claim and effects keys) that knows its parent; while the
 parent waits it holds no runner and no claim. Data only: constructors check their values,
 the ``Workflow`` checks the rest at load, the runner and the server do the work.
@@ -17,6 +18,7 @@ Output shapes (documented for authors in ``docs/authoring.md``):
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol, TypeAlias, runtime_checkable
@@ -34,6 +36,39 @@ MAX_CONCURRENCY: Final = 1000
 MAX_DEPTH: Final = 8
 """How deep runs may nest (a root run is depth 0): a workflow that fans out to itself
 stops there with a clear failure instead of growing without bound."""
+
+MAX_RATE_COUNT: Final = 10_000
+"""The most starts one ``rate`` allows per period."""
+
+RATE_PERIODS: Final[Mapping[str, int]] = {"s": 1_000, "min": 60_000, "h": 3_600_000}
+"""The periods a ``rate`` may name, in milliseconds."""
+
+_RATE: Final = re.compile(r"\A\s*(\d{1,6})\s*/\s*(s|min|h)\s*\Z")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """At most ``count`` child starts in any window of ``period_ms`` milliseconds; ``text``
+    is what the author wrote (``"10/min"``). Build it with ``parse_rate``."""
+
+    count: int
+    period_ms: int
+    text: str
+
+
+def parse_rate(text: object) -> Rate:
+    """``"N/s"``, ``"N/min"`` or ``"N/h"`` (N from 1 to 10,000) as a ``Rate``; anything else
+    raises ``ValueError`` with one line saying what a rate looks like."""
+    found = _RATE.match(text) if isinstance(text, str) else None
+    count = int(found.group(1)) if found else 0
+    if found is None or not 1 <= count <= MAX_RATE_COUNT:
+        raise ValueError(
+            f"fan_out rate must be 'N/s', 'N/min' or 'N/h' with N from 1 to {MAX_RATE_COUNT}"
+            f" (e.g. rate='10/min'), got {text!r}"
+        )
+    unit = found.group(2)
+    return Rate(count, RATE_PERIODS[unit], f"{count}/{unit}")
+
 
 ChildInput: TypeAlias = Callable[[NodeContext], object]
 """``input(ctx)``: the child run's input (JSON)."""
@@ -86,6 +121,7 @@ class FanOutNode:
     concurrency: int = 4
     fail_fast: bool = False
     detached: bool = False
+    rate: Rate | None = None
     kind: NodeKind = dataclasses.field(default=NodeKind.FAN_OUT, init=False)
 
     @property
@@ -131,6 +167,7 @@ def fan_out(
     concurrency: int = 4,
     fail_fast: bool = False,
     detached: bool = False,
+    rate: str | None = None,
 ) -> FanOutNode:
     """Run ``workflow`` once per item of ``items(ctx)`` (a JSON list, at most 1,000), at
     most ``concurrency`` children at once, and wait for all of them.
@@ -140,7 +177,9 @@ def fan_out(
     when every child completed, else ``failed`` (the list is then the result's
     ``details``). ``fail_fast=True`` cancels the rest at the first failure. ``detached=True``
     gives each child's agent steps a headless Pi of their own, so sub-agents work in
-    parallel.
+    parallel. ``rate="10/min"`` (or ``"N/s"``, ``"N/h"``) also bounds how many children
+    start in any window of that period, durably: the server records each start and holds
+    the next one until the window allows it, across server restarts.
     """
     if not callable(items):
         raise TypeError(f"fan_out items must be a callback items(ctx), got {items!r}")
@@ -158,6 +197,7 @@ def fan_out(
     for name, flag in (("fail_fast", fail_fast), ("detached", detached)):
         if not isinstance(flag, bool):
             raise TypeError(f"fan_out {name} must be True or False, got {flag!r}")
+    paced = None if rate is None else parse_rate(rate)
     return remember(
         FanOutNode(
             workflow=_check_workflow(workflow),
@@ -166,5 +206,6 @@ def fan_out(
             concurrency=concurrency,
             fail_fast=fail_fast,
             detached=detached,
+            rate=paced,
         )
     )

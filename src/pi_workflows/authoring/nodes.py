@@ -75,6 +75,9 @@ class ComputeNode:
     run: NodeCallback
     timeout: float | None = None
     retry: RetryPolicy | None = None
+    # A routing node over the run's settings (``settings_route``): evaluated again when the
+    # settings change between its attempt's start and the commit of its route.
+    settings_route: bool = False
     kind: NodeKind = dataclasses.field(default=NodeKind.COMPUTE, init=False)
 
 
@@ -115,6 +118,8 @@ class NotifyNode:
 
     message: TextSpec
     notify_kind: NotifyKind = NotifyKind.PROGRESS
+    audience: str | None = None
+    """The audience the message also goes to (docs/channels.md); None: the default one."""
     kind: NodeKind = dataclasses.field(default=NodeKind.NOTIFY, init=False)
 
     @property
@@ -157,12 +162,14 @@ class CheckpointNode:
     ``request`` is shown to whoever answers: a JSON object with a ``"question"`` string,
     a plain string (shorthand for ``{"question": ...}``), or a callback returning either.
     ``answer`` is the typed contract an answer must match before ``validate`` sees it.
+    ``for_person`` makes it a question only a person answers: it never reaches the model.
     """
 
     request: JsonValue | NodeCallback
     validate: Validator | None = None
     timeout: float | None = None
     answer: Contract | None = None
+    for_person: bool = False
     kind: NodeKind = dataclasses.field(default=NodeKind.CHECKPOINT, init=False)
 
 
@@ -194,6 +201,8 @@ class HumanDecisionNode:
     choices: tuple[Choice, ...]
     on_timeout: OnTimeout | None = None
     details: TextSpec | None = None
+    audience: str | None = None
+    """The audience asked (docs/channels.md); None: the origin session and the web page."""
     kind: NodeKind = dataclasses.field(default=NodeKind.HUMAN_DECISION, init=False)
 
     @property
@@ -297,6 +306,18 @@ def compute(
     return _built(ComputeNode(run=run, timeout=timeout, retry=retry))
 
 
+def settings_route(run: NodeCallback, *, timeout: float | None = None) -> ComputeNode:
+    """A routing node over the run's settings: ``run(ctx)`` returns the output a ``switch``
+    routes on (``{"route": ...}``), reading ``ctx.settings``.
+
+    It is a ``compute`` node with one more rule: when the run's settings change after its
+    attempt started and before its route commits, ``run`` is evaluated again with the new
+    settings (``ctx.settings_change`` says which), so the route taken always follows the
+    settings as they were when it committed. Needs ``Workflow(settings=...)``.
+    """
+    return _built(ComputeNode(run=run, timeout=timeout, settings_route=True))
+
+
 def action(
     run: ActionCallback,
     *,
@@ -374,17 +395,25 @@ def _env_pairs(env: object) -> tuple[tuple[str, str | None], ...]:
     return tuple(sorted(env.items()))  # a frozen node holds nothing the caller could change
 
 
-def notify(message: TextSpec, *, kind: str = "progress", retry: None = None) -> NotifyNode:
+def notify(
+    message: TextSpec,
+    *,
+    kind: str = "progress",
+    audience: str | None = None,
+    retry: None = None,
+) -> NotifyNode:
     """Send ``message`` (text or ``message(ctx)``) to the session that started the run.
 
     ``kind`` is ``"progress"`` (along the way) or ``"final"`` (the run's closing message).
+    ``audience`` names an audience of the user's channel configuration (``pi-workflows
+    audience set``, docs/channels.md): the message also goes to its channels.
     """
     try:
         notify_kind = NotifyKind(kind)
     except ValueError:
         raise ValueError(f"notify kind must be 'progress' or 'final', got {kind!r}") from None
     return _built(
-        NotifyNode(message=message, notify_kind=notify_kind),
+        NotifyNode(message=message, notify_kind=notify_kind, audience=audience),
         _no_retry("notify", retry, "a message is recorded once, with nothing to try again"),
     )
 
@@ -509,6 +538,7 @@ def checkpoint(
     timeout: float | None = None,
     retry: None = None,
     answer: object = None,
+    for_person: bool = False,
 ) -> CheckpointNode:
     """Wait for an ordinary answer to ``request`` from a person or the model.
 
@@ -516,11 +546,17 @@ def checkpoint(
     or a JSON Schema dict) is its typed contract: an answer that does not match it is
     refused with the path of the first wrong field, and the request shows the expected
     answer and the schema. ``validate(answer, ctx)`` may raise ``Rejected`` to ask again.
-    ``timeout`` (default none) times the node out.
+    ``timeout`` (default none) times the node out. ``for_person=True`` asks a person only:
+    the model is never shown it and its tool cannot answer it (Pi asks the person in a text
+    dialog; the CLI's ``checkpoint answer`` answers it too).
     """
     return _built(
         CheckpointNode(
-            request=request, validate=validate, timeout=timeout, answer=contract(answer, "answer")
+            request=request,
+            validate=validate,
+            timeout=timeout,
+            answer=contract(answer, "answer"),
+            for_person=for_person,
         ),
         _no_retry("checkpoint", retry, "an answer is asked again through validate instead"),
     )
@@ -537,6 +573,7 @@ def human_decision(
     on_timeout: tuple[float, str] | None = None,
     *,
     details: TextSpec | None = None,
+    audience: str | None = None,
     retry: None = None,
 ) -> HumanDecisionNode:
     """A decision only a person may take, among ``choices``.
@@ -544,7 +581,9 @@ def human_decision(
     ``on_timeout=(duration, choice_id)`` picks ``choice_id`` by itself after ``duration``
     seconds (use ``minutes(...)``); without it the decision waits until answered or the run
     is cancelled. The output is ``{"choice": id, "decidedBy": "person" | "timeout"}``; route
-    it with a ``switch`` on ``$.choice`` that covers every choice.
+    it with a ``switch`` on ``$.choice`` that covers every choice. ``audience`` names who is
+    asked (an audience of ``pi-workflows audience set``, docs/channels.md); without it the
+    run's origin session and the web page are. Whoever answers first wins, on any seat.
     """
     timeout_rule: OnTimeout | None = None
     if on_timeout is not None:
@@ -553,7 +592,11 @@ def human_decision(
         timeout_rule = OnTimeout(after=on_timeout[0], choice=on_timeout[1])
     return _built(
         HumanDecisionNode(
-            title=title, choices=tuple(choices), on_timeout=timeout_rule, details=details
+            title=title,
+            choices=tuple(choices),
+            on_timeout=timeout_rule,
+            details=details,
+            audience=audience,
         ),
         _no_retry("human_decision", retry, "a person's decision is taken once"),
     )

@@ -47,6 +47,9 @@ from pi_workflows.authoring.values import CANCELLED, Outcome, json_problem
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 """Workflow names and node ids: 1-64 letters, digits, ``_`` or ``-``, starting with a letter."""
 
+AUDIENCE_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+"""An audience's name (the same rule as ``protocol.fields.AUDIENCE_PATTERN``, which the CLI
+and the channel process check; authoring imports no protocol)."""
 CHOICE_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 """Choice and route ids: 1-64 letters, digits, ``_``, ``.`` or ``-``."""
 
@@ -273,6 +276,7 @@ def _check_node(wf: str | None, node_id: str, node: Node) -> None:
             _check_text(wf, node_id, node.message, "message")
             if not isinstance(node.notify_kind, NotifyKind):
                 raise _fail(wf, node_id, "notify kind must be 'progress' or 'final'")
+            _check_audience(wf, node_id, node.audience)
         case AgentNode():
             _check_agent(wf, node_id, node)
         case CheckpointNode():
@@ -282,6 +286,10 @@ def _check_node(wf: str | None, node_id: str, node: Node) -> None:
             contract_problem = check_contract(node.answer, "answer")
             if contract_problem is not None:
                 raise _fail(wf, node_id, contract_problem)
+            for_person: object = node.for_person
+            if not isinstance(for_person, bool):
+                problem = f"for_person must be True or False, got {for_person!r}"
+                raise _fail(wf, node_id, problem)
         case HumanDecisionNode():
             _check_human_decision(wf, node_id, node)
         case SleepNode():
@@ -425,8 +433,21 @@ def _check_ids(wf: str | None, node_id: str, ids: Sequence[object], what: str) -
         seen.add(item)
 
 
+def _check_audience(wf: str | None, node_id: str, audience: object) -> None:
+    if audience is not None and (
+        not isinstance(audience, str) or not AUDIENCE_PATTERN.fullmatch(audience)
+    ):
+        raise _fail(
+            wf,
+            node_id,
+            f"audience must be an audience name (lower-case letters, digits, _ and -, at most"
+            f" 40, starting with a letter), got {audience!r}",
+        )
+
+
 def _check_human_decision(wf: str | None, node_id: str, node: HumanDecisionNode) -> None:
     _check_text(wf, node_id, node.title, "title")
+    _check_audience(wf, node_id, node.audience)
     if node.details is not None:
         _check_text(wf, node_id, node.details, "details")
     for item in node.choices:

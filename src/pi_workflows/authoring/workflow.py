@@ -14,9 +14,11 @@ from types import MappingProxyType
 
 from pi_workflows.authoring.contracts import Contract, contract
 from pi_workflows.authoring.errors import WorkflowDefinitionError
+from pi_workflows.authoring.lifetime import cleanup_node, deadline_seconds
 from pi_workflows.authoring.locations import caller_location
-from pi_workflows.authoring.nodes import Node
+from pi_workflows.authoring.nodes import ComputeNode, Node
 from pi_workflows.authoring.routing import Route
+from pi_workflows.authoring.settings import SettingsDecl, declare
 from pi_workflows.authoring.validation import check_contract, check_definition
 
 DEFAULT_MAX_STEPS = 100
@@ -31,12 +33,20 @@ class Workflow:
     ``max_steps`` bounds the node executions of one run (loops included). A node without an
     outgoing edge ends the run with its output. ``input`` (a Pydantic model class or a JSON
     Schema dict) is the run input's typed contract: the server refuses a run whose input
-    does not match it before any node runs.
+    does not match it before any node runs. ``settings`` (a Pydantic model class or a JSON
+    Schema dict whose every field has a default) declares the run's live settings
+    (``ctx.settings``), which ``settings_changed_by`` (``"person"``, ``"model"`` or both)
+    may change with JSON Patch while the run goes on (docs/authoring.md, "Settings").
+    ``deadline`` (a ``timedelta`` or seconds) bounds the whole run, its waits and its
+    children: when it passes the run ends ``timed_out`` and its tree is cancelled
+    (docs/authoring.md, "Run deadline"). ``on_cancel`` names a node of ``nodes`` outside the
+    graph (no edge to or from it) that a runner runs once after a cancel or a run deadline,
+    with ``ctx.cancel_reason`` (docs/authoring.md, "Cleanup on cancel").
     """
 
     __slots__ = (
-        "_defined_in", "_edges", "_input", "_max_steps", "_name", "_nodes", "_outgoing",
-        "_start",
+        "_deadline", "_defined_in", "_edges", "_input", "_max_steps", "_name", "_nodes",
+        "_on_cancel", "_outgoing", "_settings", "_start",
     )  # fmt: skip
 
     def __init__(
@@ -48,15 +58,58 @@ class Workflow:
         max_steps: int = DEFAULT_MAX_STEPS,
         *,
         input: object = None,  # the public name (DESIGN.md section 4a), shadowing the builtin
+        settings: object = None,
+        settings_changed_by: object = ("person",),
+        deadline: object = None,
+        on_cancel: object = None,
     ) -> None:
+        location = caller_location()
+        graph = nodes
+        if isinstance(on_cancel, str) and isinstance(nodes, Mapping) and on_cancel in nodes:
+            # The cleanup node is outside the graph: checked alone, as a graph of one node.
+            graph = {k: v for k, v in nodes.items() if k != on_cancel}
+            for route in edges if isinstance(edges, Sequence) else ():
+                ends = (getattr(route, "source", None), *getattr(route, "targets", tuple)())
+                if on_cancel in ends:
+                    raise WorkflowDefinitionError(
+                        f"node {on_cancel!r} is the on_cancel cleanup node, outside the graph:"
+                        " no edge may lead to it or leave it (remove that edge)",
+                        workflow=name if isinstance(name, str) else None,
+                    )
+            check_definition(name, on_cancel, {on_cancel: nodes[on_cancel]}, (), 1,
+                             location=location)  # fmt: skip
         wf, first, checked, routes, limit = check_definition(
-            name, start, nodes, edges, max_steps, location=caller_location()
+            name, start, graph, edges, max_steps, location=location
         )
+        try:
+            cleanup = cleanup_node(on_cancel, {**checked, **dict(nodes)} if on_cancel else checked)
+        except ValueError as exc:
+            raise WorkflowDefinitionError(str(exc), workflow=wf) from None
+        self._on_cancel: str | None = None
+        if cleanup is not None:
+            self._on_cancel = cleanup[0]
+            checked = {**checked, cleanup[0]: cleanup[1]}
         typed = contract(input, "input")
         problem = check_contract(typed, "input")
         if problem is not None:
             raise WorkflowDefinitionError(problem, workflow=wf)
         self._input: Contract | None = typed
+        try:
+            self._deadline = deadline_seconds(deadline)
+        except ValueError as exc:
+            raise WorkflowDefinitionError(str(exc), workflow=wf) from None
+        declared = declare(settings, settings_changed_by)
+        if declared is not None and declared.problem is not None:
+            raise WorkflowDefinitionError(declared.problem, workflow=wf)
+        if declared is None:
+            for node_id, node in checked.items():
+                if isinstance(node, ComputeNode) and node.settings_route:
+                    raise WorkflowDefinitionError(
+                        "settings_route needs the workflow's settings: add Workflow(settings=...)",
+                        workflow=wf,
+                        node=node_id,
+                    )
+        self._settings: SettingsDecl | None = declared
         self._name = wf
         self._start = first
         self._nodes: Mapping[str, Node] = MappingProxyType(checked)
@@ -99,6 +152,21 @@ class Workflow:
     def input_contract(self) -> Contract | None:
         """The typed contract of a run's input (``input=``), if any."""
         return self._input
+
+    @property
+    def settings(self) -> SettingsDecl | None:
+        """The run's live settings (``settings=``): contract, defaults, who may change them."""
+        return self._settings
+
+    @property
+    def on_cancel(self) -> str | None:
+        """The id of the cleanup node run after a cancel or a run deadline, or ``None``."""
+        return self._on_cancel
+
+    @property
+    def deadline(self) -> float | None:
+        """The run deadline in seconds from a run's start (``deadline=``), or ``None``."""
+        return self._deadline
 
     @property
     def max_steps(self) -> int:

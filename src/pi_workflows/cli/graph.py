@@ -72,9 +72,15 @@ def _node_note(spec: Mapping[str, Any]) -> str:
         notes.append("choices " + ", ".join(plain(c.get("id")) for c in spec["choices"]))
     retry = spec.get("retry")
     if isinstance(retry, Mapping):
+        selects = [plain(o) for o in retry.get("on") or []]
+        selects += [plain(c).rsplit(".", 1)[-1] for c in retry.get("onErrors") or []]
+        if retry.get("predicate"):
+            selects.append("a predicate")
+        never = [plain(c).rsplit(".", 1)[-1] for c in retry.get("never") or []]
         notes.append(
-            f"retry {plain(retry.get('attempts'))} tries on {'/'.join(retry.get('on') or [])},"
-            f" then {plain(retry.get('onExhausted'))}"
+            f"retry {plain(retry.get('attempts'))} tries on {'/'.join(selects)}"
+            + (f" never {'/'.join(never)}" if never else "")
+            + f", then {plain(retry.get('onExhausted'))}"
         )
     if isinstance(spec.get("durationMs"), int):
         notes.append(f"sleeps {spec['durationMs'] / 1000:g} s")

@@ -32,6 +32,11 @@ def fork_lines(receipt: Mapping[str, Any]) -> list[str]:
         f" at node {plain(receipt.get('nodeId'))} (visit {plain(receipt.get('visit'))}):"
         f" {carried_attempts} node result(s) and {carried_effects} settled effect(s) carried"
     ]
+    for entry in records(receipt.get("outputsSet")):
+        lines.append(
+            f"output of node {plain(entry.get('nodeId'))} (visit {plain(entry.get('visit'))})"
+            " set by you, checked by its contract"
+        )
     ahead = records(receipt.get("effectsAhead"))
     if not ahead:
         lines.append("no managed effect lies ahead of it")

@@ -32,6 +32,7 @@ __all__ = [
     "Duration",
     "EnvVariable",
     "JsonValue",
+    "RunCursor",
     "Since",
     "cli_state",
     "env_option",
@@ -120,6 +121,24 @@ class JsonValue(_ParamBase):
             self.fail(f"not valid JSON: {exc}", param, ctx)
 
 
+class NodeOutput(_ParamBase):
+    """A `run fork --set` value: `NODE=JSON` (JSON text, or `NODE=@FILE`); a pair
+    `(NODE, value)`. A missing `=`, an empty node or invalid JSON is a usage error naming
+    the option, before any server is contacted."""
+
+    name = "NODE=JSON"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        node, sep, text = value.partition("=")
+        if not sep or not node:
+            self.fail(f"expected NODE=JSON, got {value!r}", param, ctx)
+        if text == "-":
+            self.fail("NODE=- is not supported; use NODE=@FILE", param, ctx)
+        return node, JsonValue().convert(text, param, ctx)
+
+
 class EnvVariable(_ParamBase):
     """An `--env` value: `NAME` (its value taken from this command's environment) or
     `NAME=VALUE`; a pair `(NAME, VALUE)`. A name that is not a variable name, one of the
@@ -203,6 +222,24 @@ class Duration(_ParamBase):
             return parse_duration(str(value))
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
+
+
+class RunCursor(_ParamBase):
+    """A `run list` page cursor as the previous page printed it: `MILLISECONDS:RUN_ID`."""
+
+    name = "CURSOR"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        text = str(value)
+        created, _, run_id = text.partition(":")
+        if not created.isdigit() or not run_id or len(text) > 200:
+            self.fail(
+                f"{text!r} is not a page cursor (use the --after value a previous page printed,"
+                " like 1718000000000:run_01J...)",
+                param,
+                ctx,
+            )
+        return text
 
 
 class Since(_ParamBase):

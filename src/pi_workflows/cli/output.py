@@ -3,24 +3,25 @@
 Owns the renderers of server data (run lists, workflows, status, problems; one run is
 `show.py`, history and logs `timeline.py`) and their shared helpers. Text
 that came from the server or from workflows is always wrapped in `rich.text.Text`, so it is
-never interpreted as rich markup and control characters are stripped. JSON output is the
-server's camelCase data with sorted keys, two-space indents and a trailing newline. This
+never interpreted as rich markup and control characters are stripped. JSON output
+(`print_json`, `plain`: `json_output.py`, re-exported here) is the server's camelCase data
+with sorted keys, two-space indents and a trailing newline, printed without rich. This
 module never contacts a server and never prints secrets (the protocol carries none).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
-import click
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
+
+from pi_workflows.cli.json_output import plain, print_json
 
 __all__ = [
     "console",
@@ -58,11 +59,6 @@ _STATUS_STYLES = {
 def console() -> Console:
     """A console on the current stdout (looked up at print time, so tests can capture it)."""
     return Console(highlight=False)
-
-
-def print_json(value: Any) -> None:
-    """Print `value` as JSON: sorted keys, indented, UTF-8."""
-    click.echo(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False))
 
 
 def format_time(value: Any, *, short: bool = False) -> str:
@@ -134,7 +130,9 @@ def _run_list_widths(runs: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     times = [format_time(run.get("updatedAt"), short=True) for run in runs]
     statuses = [len(_plain(run.get("status"))) + len(progress_text(run)) for run in runs]
     return {
-        "run": max(3, _widest(runs, "runId")),
+        "run": max(
+            12 if any(run.get("parentRunId") for run in runs) else 3, _widest(runs, "runId")
+        ),
         "status": max([6, *statuses]),
         "updated": max([7, *(len(t) for t in times)]),
     }
@@ -151,7 +149,11 @@ class _RunList:
         layout = run_list_layout(self.runs, width)
         widths = _run_list_widths(self.runs)
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-        table.add_column("run", no_wrap=True, min_width=widths["run"])
+        # Child runs (`--children`) name their parent under their id: the parent column.
+        parents = any(run.get("parentRunId") for run in self.runs)
+        table.add_column(
+            "run / parent" if parents else "run", no_wrap=True, min_width=widths["run"]
+        )
         free = width - sum(widths.values()) - 3 * _GAP
         if layout == "wide":
             table.add_column("workflow", no_wrap=True)
@@ -162,7 +164,10 @@ class _RunList:
             table.add_column("node", no_wrap=True)
         table.add_column("updated", no_wrap=True, min_width=widths["updated"])
         for run in self.runs:
-            row = [Text(_plain(run.get("runId")))]
+            cell = Text(_plain(run.get("runId")))
+            if run.get("parentRunId"):
+                cell.append(f"\n{_plain(run.get('parentRunId'))}", style="dim")
+            row = [cell]
             workflow, node = _plain(run.get("workflow")), run.get("currentNode")
             if layout == "stacked":
                 cell = Text(_wrap(workflow, free))
@@ -185,14 +190,45 @@ class _RunList:
             )
 
 
+_ENDINGS: Final = (
+    ("failed", "failed"),
+    ("timed_out", "timed out"),
+    ("cancelled", "cancelled"),
+    ("skipped", "skipped"),
+    ("ambiguous", "ambiguous"),
+)
+_STATES: Final = (
+    ("completed", "completed"),
+    *_ENDINGS,
+    ("paused", "paused"),
+    ("waiting", "waiting"),
+    ("running", "running"),
+    ("queued", "queued"),
+    ("notStarted", "not started"),
+)
+
+
+def counts_text(counts: Mapping[str, Any]) -> str:
+    """A join's children by status, exactly, in a fixed order (`4 completed, 4 cancelled,
+    12 not started`); each child is counted once."""
+    known = {key for key, _ in _STATES}
+    parts = [f"{counts[key]} {words}" for key, words in _STATES if counts.get(key)]
+    parts.extend(f"{n} {_plain(key)}" for key, n in counts.items() if key not in known and n)
+    return ", ".join(parts) or "none yet"
+
+
 def progress_text(run: Mapping[str, Any]) -> str:
-    """` 3/10 done` after the status of a parent waiting on its children, ` (fork)` after
-    that of a fork, else empty."""
+    """` 3/10 completed` (then `, 1 failed`, `, 2 cancelled`, ... for the children that
+    ended otherwise, each counted once) after the status of a parent waiting on its
+    children, ` (fork)` after that of a fork, else empty."""
     join = run.get("children")
     if not isinstance(join, Mapping):
         return " (fork)" if run.get("forkedFrom") else ""
-    failed = f", {join.get('failed')} failed" if join.get("failed") else ""
-    return f" {_plain(join.get('ended'))}/{_plain(join.get('total'))} done{failed}"
+    counts = join.get("counts")
+    if not isinstance(counts, Mapping):  # a server without counts
+        return f" {_plain(join.get('ended'))}/{_plain(join.get('total'))} ended"
+    others = "".join(f", {counts[key]} {words}" for key, words in _ENDINGS if counts.get(key))
+    return f" {counts.get('completed', 0)}/{_plain(join.get('total'))} completed{others}"
 
 
 def _wrap(text: str, width: int) -> str:
@@ -322,24 +358,10 @@ def records(value: Any) -> list[Mapping[str, Any]]:
     return _records(value)
 
 
-def plain(value: Any) -> str:
-    """A value as one plain string: `-` for None, strings as they are, else compact JSON."""
-    return _plain(value)
-
-
 def _records(value: Any) -> list[Mapping[str, Any]]:
     if not isinstance(value, list):
         return []
     return [item for item in value if isinstance(item, Mapping)]
 
 
-def _plain(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, str):
-        return value
-    return _compact(value)
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+_plain = plain

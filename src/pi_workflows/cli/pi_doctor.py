@@ -1,5 +1,6 @@
 """The checks of `pi-workflows pi doctor`: Pi is found, its Node is new enough, the pi-workflows
-Pi package is registered, and Pi has a model to call.
+Pi package is registered, Pi has a model to call, that model's endpoint accepts a connection,
+and the `rg` and `fd` Pi's `grep` and `find` tools run are there (`pi_doctor_reach`).
 
 Owns how the CLI finds the user's Pi (`$PI_WORKFLOWS_PI`, the variable the server's headless
 agents use, else `pi` on PATH) and judges a set-up. Each check is a `Check`: a one-line
@@ -24,6 +25,8 @@ from typing import Any, Final
 from pi_workflows import pi_package
 from pi_workflows.cli import pi_registration as registration
 from pi_workflows.cli.errors import CliError
+from pi_workflows.cli.pi_doctor_check import Check
+from pi_workflows.cli.pi_doctor_reach import check_endpoint, check_tools
 
 __all__ = ["PI_PACKAGE_SPEC", "Check", "run_checks"]
 
@@ -36,22 +39,6 @@ PROBE_TIMEOUT_SECONDS: Final = 30.0
 """One Pi start (a cold start under load took 4 s)."""
 
 _VERSION: Final = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
-
-
-@dataclass(frozen=True)
-class Check:
-    """The outcome of one check."""
-
-    name: str
-    """`pi`, `node`, `extension` or `model`."""
-    ok: bool
-    detail: str
-    """What was found, in one line."""
-    fix: str | None = None
-    """For a failure: what to do, in one line."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
 
 
 @dataclass(frozen=True)
@@ -324,10 +311,21 @@ def _model_name(model: Any) -> str | None:
     return f"{provider}/{model_id}"
 
 
-def probe_model(pi: Path, env: Mapping[str, str]) -> tuple[str | None, str | None]:
+@dataclass(frozen=True)
+class Probe:
+    """What Pi said about its model: `provider/id` and its `baseUrl` (None when it selects
+    none or does not say), or why it could not be asked."""
+
+    model: str | None
+    base_url: str | None
+    error: str | None
+
+
+def probe_model(pi: Path, env: Mapping[str, str]) -> Probe:
     """Ask Pi, started without extensions, skills or a session, which model it selects
-    (`provider/id`): `(model or None, error)`. Pi selects a model only when it has the
-    credentials to call it (the default of settings.json when it can, else another)."""
+    (`provider/id`) and where that model's API is (`baseUrl`). Pi selects a model only when
+    it has the credentials to call it (the default of settings.json when it can, else
+    another)."""
     argv = [
         str(pi),
         "--mode",
@@ -349,20 +347,29 @@ def probe_model(pi: Path, env: Mapping[str, str]) -> tuple[str | None, str | Non
             continue
         if isinstance(record, dict) and record.get("id") == "doctor" and record.get("success"):
             data = record.get("data")
-            return _model_name(data.get("model") if isinstance(data, dict) else None), None
-    return None, f"Pi did not answer ({_last_line(err) or f'exit status {code}'})"
+            model = data.get("model") if isinstance(data, dict) else None
+            url = model.get("baseUrl") if isinstance(model, dict) else None
+            return Probe(_model_name(model), url if isinstance(url, str) else None, None)
+    return Probe(None, None, f"Pi did not answer ({_last_line(err) or f'exit status {code}'})")
 
 
-def check_model(pi: Path | None, pi_runs: bool, agent: Path, env: Mapping[str, str]) -> Check:
-    """Pi selects a model to call."""
+def check_model(
+    pi: Path | None, pi_runs: bool, agent: Path, env: Mapping[str, str]
+) -> tuple[Check, Probe]:
+    """Pi selects a model to call; and what Pi said (for the endpoint check)."""
     if pi is None or not pi_runs:
         return Check(
             "model",
             False,
             "not checked: Pi does not run here",
             "fix the checks above, then run `pi-workflows pi doctor` again",
-        )
-    selected, error = probe_model(pi, env)
+        ), Probe(None, None, "Pi does not run here")
+    probe = probe_model(pi, env)
+    return _judge_model(probe, agent), probe
+
+
+def _judge_model(probe: Probe, agent: Path) -> Check:
+    selected, error = probe.model, probe.error
     if error is not None:
         return Check(
             "model", False, f"could not ask Pi: {error}", "run `pi` to see what it reports"
@@ -416,10 +423,22 @@ def run_checks(environ: Mapping[str, str] | None = None) -> tuple[Path, list[Che
         else:
             pi_check = Check("pi", True, f"{pi} (from {how}), Pi {_dotted(version)}")
             pi_runs = True
+    model, probe = check_model(pi, pi_runs, agent, env)
     checks = [
         pi_check,
         node,
         check_extension(agent, env),
-        check_model(pi, pi_runs, agent, env),
+        model,
+        check_endpoint(probe.model, probe.base_url) if pi_runs else _endpoint_unchecked(),
+        check_tools(agent, env),
     ]
     return agent, checks
+
+
+def _endpoint_unchecked() -> Check:
+    return Check(
+        "endpoint",
+        False,
+        "not checked: Pi does not run here",
+        "fix the checks above, then run `pi-workflows pi doctor` again",
+    )

@@ -15,6 +15,7 @@ appear only with `verbose`. Text from the server or from workflows is wrapped in
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -23,9 +24,17 @@ from rich.console import Console, ConsoleOptions, Group, JustifyMethod, Renderab
 from rich.table import Table
 from rich.text import Text
 
+from pi_workflows.cli.evidence_text import evidence_lines
 from pi_workflows.cli.lineage_text import upgrade_lines
-from pi_workflows.cli.output import format_duration, format_time, plain, records, status_text
+from pi_workflows.cli.output import (
+    format_duration,
+    format_time,
+    plain,
+    records,
+    status_text,
+)
 from pi_workflows.cli.requests import request_rows
+from pi_workflows.cli.tree_text import tree_parts
 
 __all__ = ["progress_line", "render_run", "render_summary"]
 
@@ -75,6 +84,14 @@ def progress_line(progress: Any) -> Text | None:
     return line
 
 
+def _published(fields: Table, view: Mapping[str, Any]) -> None:
+    """The keys the run published (ctx.publish); `run get RUN KEY` reads one."""
+    keys = view.get("published")
+    if isinstance(keys, list) and keys:
+        shown = ", ".join(plain(k.get("key")) for k in keys if isinstance(k, Mapping))
+        fields.add_row("published", Text(shown[:300] + ("..." if len(shown) > 300 else "")))
+
+
 def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
     """The run's fields: id, workflow, status, node, its latest progress, times, execution
     mode, origin session, recorded working directory and variable names, lineage,
@@ -91,6 +108,7 @@ def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
     latest = progress_line(view.get("progress"))
     if latest is not None:
         fields.add_row("progress", latest)
+    _published(fields, view)
     fields.add_row("started", Text(format_time(view.get("createdAt"))))
     began = view.get("roundStartedAt") or view.get("createdAt")
     if began != view.get("createdAt"):
@@ -101,11 +119,14 @@ def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
         fields.add_row("finished", Text(f"{format_time(finished)} (took {took})"))
     else:
         fields.add_row("updated", Text(format_time(view.get("updatedAt"))))
+    _deadline(fields, view)
+    _cleanup(fields, view)
     if view.get("executionMode") is not None:
         fields.add_row("mode", Text(plain(view.get("executionMode"))))
     if view.get("originSession"):
         fields.add_row("session", Text(plain(view.get("originSession"))))
     _environment(fields, view)
+    _settings(fields, view)
     _lineage(fields, view)
     started_by = view.get("schedule")
     if isinstance(started_by, Mapping):
@@ -124,24 +145,54 @@ def render_summary(view: Mapping[str, Any], *, verbose: bool = False) -> Table:
     if step is not None:
         fields.add_row("next", Text(step, style="bold"))
     if verbose:
-        fields.add_row(
-            "run / queue",
-            Text(f"{plain(view.get('runStatus'))} / {plain(view.get('queueStatus'))}"),
-        )
-        fields.add_row("revision", Text(plain(view.get("revision"))))
-        fields.add_row("generation", Text(plain(view.get("generation"))))
-        fields.add_row("steps", Text(plain(view.get("stepCount"))))
-        runner = view.get("runner")
-        if isinstance(runner, Mapping):
-            fields.add_row(
-                "runner",
-                Text(
-                    f"pid {plain(runner.get('pid'))}, {plain(runner.get('status'))}, "
-                    f"epoch {plain(runner.get('runnerEpoch'))}"
-                ),
-            )
-        fields.add_row("origin", Text(plain(view.get("origin"))))
+        _internals(fields, view)
     return fields
+
+
+def _internals(fields: Table, view: Mapping[str, Any]) -> None:
+    """`--verbose`: the internal run and queue statuses, revision, generation, steps, the
+    runner and who started the run."""
+    fields.add_row(
+        "run / queue",
+        Text(f"{plain(view.get('runStatus'))} / {plain(view.get('queueStatus'))}"),
+    )
+    fields.add_row("revision", Text(plain(view.get("revision"))))
+    fields.add_row("generation", Text(plain(view.get("generation"))))
+    fields.add_row("steps", Text(plain(view.get("stepCount"))))
+    runner = view.get("runner")
+    if isinstance(runner, Mapping):
+        fields.add_row(
+            "runner",
+            Text(
+                f"pid {plain(runner.get('pid'))}, {plain(runner.get('status'))}, "
+                f"epoch {plain(runner.get('runnerEpoch'))}"
+            ),
+        )
+    fields.add_row("origin", Text(plain(view.get("origin"))))
+
+
+def _deadline(fields: Table, view: Mapping[str, Any]) -> None:
+    """The run deadline: when it passes (or passed) and how long it was from the start."""
+    deadline = view.get("deadline")
+    if not isinstance(deadline, Mapping):
+        return
+    at, duration = deadline.get("at"), deadline.get("durationMs")
+    length = format_duration(0, duration) if isinstance(duration, int) else "?"
+    fields.add_row("deadline", Text(f"{format_time(at)} ({length} from the start)"))
+
+
+def _cleanup(fields: Table, view: Mapping[str, Any]) -> None:
+    """The cleanup node after a cancel or a run deadline: running, or how it ended."""
+    cleanup = view.get("cleanup")
+    if not isinstance(cleanup, Mapping):
+        return
+    status = plain(cleanup.get("status"))
+    line = f"{plain(cleanup.get('nodeId'))} {status}"
+    if status == "running":
+        line += f" (the run then ends {plain(cleanup.get('endsAs'))})"
+    if cleanup.get("error"):
+        line += f": {plain(cleanup.get('error'))}"
+    fields.add_row("cleanup", Text(line))
 
 
 ENVIRONMENT_NAMES_SHOWN = 12
@@ -161,6 +212,21 @@ def _environment(fields: Table, view: Mapping[str, Any]) -> None:
     if len(names) > ENVIRONMENT_NAMES_SHOWN:
         shown += f" and {len(names) - ENVIRONMENT_NAMES_SHOWN} more (run show --json)"
     fields.add_row("variables", Text(shown))
+
+
+SETTINGS_SHOWN = 160
+"""Characters of the settings document `run show` prints (`run settings` prints them all)."""
+
+
+def _settings(fields: Table, view: Mapping[str, Any]) -> None:
+    """The run's live settings: their change number and the document, cut short."""
+    found = view.get("settings")
+    if not isinstance(found, Mapping):
+        return
+    document = json.dumps(found.get("settings"), ensure_ascii=False, separators=(", ", ": "))
+    if len(document) > SETTINGS_SHOWN:
+        document = document[: SETTINGS_SHOWN - 3] + "..."
+    fields.add_row("settings", Text(f"change {plain(found.get('change'))}: {document}"))
 
 
 def _round_note(view: Mapping[str, Any]) -> str:
@@ -212,76 +278,11 @@ def _lineage(fields: Table, view: Mapping[str, Any]) -> None:
         fields.add_row("forks", Text(shown))
 
 
-_RESUME_REASONS: Final = frozenset(
-    {"userPaused", "serverStopped", "runnerCrashed", "runnerNoProgress", "agentUnavailable",
-     "turnAborted", "retriesExhausted", "proposalRefused"}
-)  # fmt: skip
-"""Park reasons whose next step is `run resume` (the run continues from where it stopped)."""
-
-
 def next_step(view: Mapping[str, Any]) -> str | None:
-    """One line saying what a person does next with a run that is not running, or None
-    (it runs, is queued, or completed)."""
-    run_id = plain(view.get("runId"))
-    status, reason = plain(view.get("runStatus") or view.get("status")), view.get("parkReason")
-    if status == "paused":
-        return _next_for_park(view, run_id, reason)
-    if status == "waiting":
-        return _next_for_wait(view, run_id)
-    if status in ("failed", "timed_out", "cancelled"):
-        parent = view.get("parentRunId")
-        if parent:
-            return f"restart its parent to run it again: pi-workflows run restart {plain(parent)}"
-        return f"to run it again from the start: pi-workflows run restart {run_id}"
-    return None
-
-
-def _next_for_park(view: Mapping[str, Any], run_id: str, reason: Any) -> str:
-    if reason == "effectAmbiguous":
-        ambiguous = [
-            plain(e.get("effectId")) for e in records(view.get("effects"))
-            if e.get("status") == "ambiguous"
-        ]  # fmt: skip
-        effect = ambiguous[0] if ambiguous else "EFFECT_ID"
-        more = (
-            f" (and {len(ambiguous) - 1} more: effect list {run_id})" if len(ambiguous) > 1 else ""
-        )
-        return (
-            f"decide what effect {effect} did{more}: pi-workflows effect resolve {effect}"
-            f" --applied|--rejected|--retry, then pi-workflows run resume {run_id}"
-        )
-    if reason in ("workflowSourceChanged", "workflowLoadFailed"):
-        plan = view.get("upgrade")
-        if isinstance(plan, Mapping) and plan.get("possible"):
-            return (
-                f"continue it on the new code (see Upgrade): pi-workflows run upgrade {run_id};"
-                f" or start it over: pi-workflows run restart {run_id}"
-            )
-        return (
-            "put the workflow's files back as they were, then pi-workflows run resume"
-            f" {run_id}; or start it over on the new code: pi-workflows run restart {run_id}"
-        )
-    if reason in _RESUME_REASONS:
-        return f"pi-workflows run resume {run_id}"
-    return f"pi-workflows run resume {run_id} (or run cancel)"
-
-
-def _next_for_wait(view: Mapping[str, Any], run_id: str) -> str | None:
-    waiting = view.get("waitingOn")
-    if isinstance(waiting, Mapping):
-        if waiting.get("status") == "validating":
-            return "an answer is being validated; nothing to do unless it is rejected"
-        hint = _ANSWER_HINTS.get(plain(waiting.get("kind")))
-        return None if hint is None else hint.format(run=run_id)
-    wait = view.get("wait")
-    if not isinstance(wait, Mapping):
-        return None
-    match wait.get("kind"):
-        case "event":
-            return f"pi-workflows run signal {run_id} {plain(wait.get('event'))} --data JSON"
-        case "children":
-            return "nothing: it continues when its child runs end (below)"
-    return f"nothing: it continues by itself at {format_time(wait.get('dueAt'))}"
+    """The server's one line saying what a person does next with the run (`nextStep`,
+    computed once by the server for every seat: `store/next_steps.py`), or None."""
+    step = view.get("nextStep")
+    return None if step is None else plain(step)
 
 
 def _durable_wait(view: Mapping[str, Any]) -> RenderableType | None:
@@ -323,58 +324,22 @@ def _signals(view: Mapping[str, Any]) -> Table | None:
     return table
 
 
-def _children(view: Mapping[str, Any]) -> list[RenderableType]:
-    """The run's newest join (its children in item order, with their statuses) and the
-    runs below it that need a person, with the command that shows each."""
-    parts: list[RenderableType] = []
-    joins = records(view.get("joins"))
-    if joins:
-        join = joins[-1]
-        failed = f", {plain(join.get('failed'))} failed" if join.get("failed") else ""
-        title = (
-            f"Children of {plain(join.get('nodeId'))} ({plain(join.get('kind'))} of"
-            f" {plain(join.get('workflow'))}): {plain(join.get('ended'))}/"
-            f"{plain(join.get('total'))} done{failed}, {plain(join.get('status'))}"
-        )
-        table = _table(title)
-        listed = records(join.get("children"))
-        table.add_column("#", justify="right", no_wrap=True)
-        table.add_column(
-            "run", no_wrap=True, min_width=max([3, *(len(plain(c.get("runId"))) for c in listed)])
-        )
-        table.add_column(
-            "status",
-            no_wrap=True,
-            min_width=max([6, *(len(plain(c.get("status"))) for c in listed)]),
-        )
-        table.add_column("node", overflow="fold")
-        for child in listed:
-            table.add_row(
-                Text(plain(child.get("item"))),
-                Text(plain(child.get("runId") or "-")),
-                status_text(child.get("status")),
-                Text(plain(child.get("currentNode") or "")),
-            )
-        parts.append(table)
-        omitted = join.get("childrenOmitted")
-        if isinstance(omitted, int) and omitted:
-            parts.append(Text(f"({omitted} more children: run list --children)", style="dim"))
-    needing = records(view.get("needsPerson"))
-    if needing:
-        fields = _fields()
-        for run in needing:
-            why = run.get("waitingOn")
-            reason = (
-                f"waits on {plain(why.get('kind'))} {plain(why.get('nodeId'))}"
-                if isinstance(why, Mapping)
-                else f"{plain(run.get('status'))} ({plain(run.get('parkReason'))})"
-            )
-            fields.add_row(
-                Text(plain(run.get("runId")), style="yellow"),
-                Text(f"{reason}: pi-workflows run show {plain(run.get('runId'))}"),
-            )
-        parts.extend([Text("Child runs that need a person", style="bold yellow"), fields])
-    return parts
+def delivery_text(found: Any) -> Text | None:
+    """Where a model step's delivery to its seat stands (``waitingOn.delivery``): the
+    state, what it means and since when; a stalled step in red."""
+    if not isinstance(found, Mapping):
+        return None
+    state = plain(found.get("state"))
+    since = found.get("since")
+    when = (
+        f"due {format_time(found.get('dueAt'))}"
+        if found.get("dueAt") is not None
+        else f"since {format_time(since)}, {format_duration(since, time.time() * 1000)}"
+    )
+    return Text(
+        f"{state}: {plain(found.get('detail'))} ({when})",
+        style="bold red" if state == "stalled" else "",
+    )
 
 
 def _waiting(view: Mapping[str, Any]) -> RenderableType | None:
@@ -393,8 +358,33 @@ def _waiting(view: Mapping[str, Any]) -> RenderableType | None:
         fields.add_row(label, Text(text))
     if waiting.get("deadlineAt") is not None:
         fields.add_row("deadline", Text(format_time(waiting.get("deadlineAt"))))
+    delivered = delivery_text(waiting.get("delivery"))
+    if delivered is not None:
+        fields.add_row("delivery", delivered)
+    channels = view.get("channels")
+    if isinstance(channels, list) and channels:  # `run show` adds them (docs/channels.md)
+        fields.add_row(
+            "channels",
+            Text(
+                "; ".join(
+                    f"{c['name']}: {c['state']}" + (f" ({c['detail']})" if c.get("detail") else "")
+                    for c in channels
+                )
+            ),
+        )
     hint = _ANSWER_HINTS.get(kind)
-    if view.get("runStatus") == "paused":
+    if view.get("runStatus") == "paused" and view.get("parkReason") == "workflowSourceChanged":
+        # A resume is refused (it would park again): the code must be settled first.
+        run_id = plain(view.get("runId"))
+        fields.add_row(
+            "answer",
+            Text(
+                f"after pi-workflows run upgrade {run_id} (see what it would change with"
+                f" --dry-run first), or start it over: pi-workflows run restart {run_id}, or end"
+                f" it: pi-workflows run cancel {run_id}"
+            ),
+        )
+    elif view.get("runStatus") == "paused":
         # An answer to a paused run is refused: resume it first.
         fields.add_row("answer", Text(f"after pi-workflows run resume {plain(view.get('runId'))}"))
     elif hint:
@@ -472,7 +462,11 @@ def _outcome(attempt: Mapping[str, Any]) -> Text:
     if isinstance(try_no, int) and try_no > 1:
         text.append(tried)
     if attempt.get("carriedFrom"):
-        text.append(" (carried)", style="dim")
+        edited = ", output set by a person" if attempt.get("outputSetBy") else ""
+        text.append(f" (carried{edited})", style="dim")
+    change = attempt.get("settingsChange")
+    if isinstance(change, int) and change > 0:  # it started after a settings change
+        text.append(f" (settings {change})", style="dim")
     return text
 
 
@@ -480,16 +474,49 @@ def _lines(text: Text) -> list[Text]:
     return list(text.split("\n"))
 
 
+def _try_of(attempt: Mapping[str, Any]) -> str:
+    """An attempt's try within its visit: the retry policy's try, else its attempt number."""
+    number = attempt.get("tryNo")
+    return plain(number if isinstance(number, int) else attempt.get("attemptNo", 1))
+
+
 def _tracebacks(attempts: Sequence[Mapping[str, Any]], run_id: str) -> list[RenderableType]:
+    """Each failed try's traceback (its end), labelled with its node, visit and try; the
+    tracebacks of a visit that then completed are summarised in one line instead, with the
+    command that prints them (`run logs`)."""
+    completed = {
+        (a.get("nodeId"), a.get("visit")): a for a in attempts if a.get("status") == "completed"
+    }
     parts: list[RenderableType] = []
+    summarised: set[tuple[Any, Any]] = set()
     for attempt in attempts:
         trace = attempt.get("traceback")
         if not isinstance(trace, str) or not trace:
             continue
+        node, visit = plain(attempt.get("nodeId")), plain(attempt.get("visit"))
+        key = (attempt.get("nodeId"), attempt.get("visit"))
+        if key in completed:
+            if key not in summarised:
+                summarised.add(key)
+                failed = sum(
+                    1 for a in attempts
+                    if (a.get("nodeId"), a.get("visit")) == key and a.get("traceback")
+                )  # fmt: skip
+                times = "once" if failed == 1 else f"{failed} times"
+                parts.append(
+                    Text(
+                        f"node {node} (visit {visit}) failed {times} before it completed on try"
+                        f" {_try_of(completed[key])}; its tracebacks: pi-workflows run logs"
+                        f" {run_id} --node {node}",
+                        style="dim",
+                    )
+                )
+            continue
         lines = trace.rstrip("\n").splitlines()
         cut = len(lines) > TRACEBACK_LINES
-        node, visit = plain(attempt.get("nodeId")), plain(attempt.get("visit"))
-        title = Text(f"Traceback of node {node} (visit {visit})", style="bold")
+        title = Text(
+            f"Traceback of node {node} (visit {visit}, try {_try_of(attempt)})", style="bold"
+        )
         body = "\n".join(lines[-TRACEBACK_LINES:])
         if cut:
             body = (
@@ -577,7 +604,7 @@ def render_run(view: Mapping[str, Any], *, verbose: bool = False) -> RenderableT
     waiting = _waiting(view)
     if waiting is not None:
         parts.extend([Text(""), waiting])
-    parts.extend(_children(view))
+    parts.extend(tree_parts(view))
     attempts = records(view.get("attempts"))
     if attempts:
         parts.append(_Attempts(attempts, verbose))
@@ -594,6 +621,7 @@ def render_run(view: Mapping[str, Any], *, verbose: bool = False) -> RenderableT
     effects = records(view.get("effects"))
     if effects:
         parts.append(_Effects(effects, verbose))
+        parts.extend(Text(line) for e in effects for line in evidence_lines(e))
     if view.get("output") is not None:
         parts.append(Text("Output", style="bold"))
         parts.append(Text(json.dumps(view.get("output"), indent=2, sort_keys=True)))

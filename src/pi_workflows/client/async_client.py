@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterable, Mapping
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -188,11 +189,19 @@ class AsyncClient(AsyncInteractionMethods, AsyncRunMethods, AsyncScheduleMethods
         origin_session: str | None = None,
         detached: bool = False,
         env: Mapping[str, str] | None = None,
+        deadline: float | timedelta | None = None,
     ) -> Receipt:
         """`run.start`; the receipt (see `Client.start_run`)."""
         return await self._run(
             ops.start_run(
-                workflow, input, project_dir, idempotency_key, origin_session, detached, env
+                workflow,
+                input,
+                project_dir,
+                idempotency_key,
+                origin_session,
+                detached,
+                env,
+                deadline,
             )
         )
 
@@ -248,11 +257,24 @@ class AsyncClient(AsyncInteractionMethods, AsyncRunMethods, AsyncScheduleMethods
         session: str | None = None,
         detached: bool | None = None,
         idempotency_key: str | None = None,
+        outputs: Mapping[str, Any] | None = None,
     ) -> Receipt:
         """`run.fork`: a new run starting at `node` of `run_id` (see `Client.fork`)."""
         return await self._run(
-            ops.fork(run_id, node, visit, input, session, detached, idempotency_key)
+            ops.fork(run_id, node, visit, input, session, detached, idempotency_key, outputs)
         )
+
+    async def retry(
+        self,
+        run_id: str,
+        *,
+        session: str | None = None,
+        detached: bool | None = None,
+        idempotency_key: str | None = None,
+    ) -> Receipt:
+        """`run.retry`: a fork from the node whose failure ended `run_id` (see `Client.retry`)."""
+        payload = ops.placement_payload(session, detached)
+        return await self.call("run.retry", payload, run_id=run_id, idempotency_key=idempotency_key)
 
     async def upgrade(
         self, run_id: str, *, dry_run: bool = False, idempotency_key: str | None = None
@@ -275,6 +297,51 @@ class AsyncClient(AsyncInteractionMethods, AsyncRunMethods, AsyncScheduleMethods
         payload = ops.signal_payload(name, data, idempotency_key)
         return await self.call("run.signal", payload, run_id=run_id)
 
+    async def settings(self, run_id: str) -> JsonObject:
+        """`run.settings`: the run's live settings (see `Client.settings`)."""
+        return (await self.call("run.settings", None, run_id=run_id)).body
+
+    async def change_settings(
+        self,
+        run_id: str,
+        patch: list[Any],
+        *,
+        expect_change: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Receipt:
+        """`run.changeSettings`: change the run's settings (see `Client.change_settings`)."""
+        payload = ops.settings_payload(patch, expect_change)
+        return await self.call(
+            "run.changeSettings", payload, run_id=run_id, idempotency_key=idempotency_key
+        )
+
+    async def follow_up(
+        self, run_id: str, text: str, *, idempotency_key: str | None = None
+    ) -> Receipt:
+        """`run.followUp`: queue a follow-up prompt (see `Client.follow_up`)."""
+        return await self.call(
+            "run.followUp", {"text": text}, run_id=run_id, idempotency_key=idempotency_key
+        )
+
+    async def follow_ups(self, run_id: str) -> JsonObject:
+        """`run.followUps`: the run's follow-ups in queue order."""
+        return (await self.call("run.followUps", None, run_id=run_id)).body
+
+    async def remove_follow_up(
+        self,
+        follow_up_id: str,
+        *,
+        run_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Receipt:
+        """`run.removeFollowUp`: remove a queued follow-up (see `Client.remove_follow_up`)."""
+        return await self.call(
+            "run.removeFollowUp",
+            {"followUpId": follow_up_id},
+            run_id=run_id,
+            idempotency_key=idempotency_key,
+        )
+
     async def answer_checkpoint(
         self,
         run_id: str,
@@ -283,10 +350,11 @@ class AsyncClient(AsyncInteractionMethods, AsyncRunMethods, AsyncScheduleMethods
         *,
         idempotency_key: str | None = None,
         wait: float | None = 120.0,
+        child: str | None = None,
     ) -> Receipt:
         """`checkpoint.answer`, held until the answer's validation settled (see `Client`)."""
         return await self._run(
-            ops.answer_checkpoint(run_id, value, request_id, idempotency_key, wait)
+            ops.answer_checkpoint(run_id, value, request_id, idempotency_key, wait, child)
         )
 
     async def answer_decision(
@@ -296,9 +364,14 @@ class AsyncClient(AsyncInteractionMethods, AsyncRunMethods, AsyncScheduleMethods
         request_id: str | None = None,
         *,
         idempotency_key: str | None = None,
+        child: str | None = None,
+        person: str | None = None,
     ) -> Receipt:
-        """`decision.answer`: choose `choice` in the run's pending human decision."""
-        return await self._run(ops.answer_decision(run_id, choice, request_id, idempotency_key))
+        """`decision.answer`: choose `choice` in the run's pending human decision (see
+        `Client.answer_decision`)."""
+        return await self._run(
+            ops.answer_decision(run_id, choice, request_id, idempotency_key, child, person)
+        )
 
     # -- effects ----------------------------------------------------------------------
 
@@ -319,6 +392,20 @@ class AsyncClient(AsyncInteractionMethods, AsyncRunMethods, AsyncScheduleMethods
         return await self._run(
             ops.resolve_effect(effect_id, resolution, result, reason, idempotency_key)
         )
+
+    async def get_effect(self, effect_id: str) -> JsonObject:
+        """`effect.get`: the effect as `list_effects` gives it, with `evidence`: what its
+        runner left on disk about its body when its report was lost (null unless it is
+        ambiguous and there is some)."""
+        return await self._run(ops.get_effect(effect_id))
+
+    async def resolve_effect_from_evidence(
+        self, effect_id: str, *, idempotency_key: str | None = None
+    ) -> Receipt:
+        """`effect.resolve` with `fromEvidence`: settle the ambiguous effect as the evidence
+        its runner left says (applied with its result, or rejected with its error); refused
+        (`noEvidence`) when there is none."""
+        return await self._run(ops.resolve_effect_from_evidence(effect_id, idempotency_key))
 
     # -- state ------------------------------------------------------------------------
 

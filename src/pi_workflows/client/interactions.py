@@ -79,9 +79,13 @@ class InteractionMethods:
         """`interaction.list`: open requests, oldest first (of one origin session)."""
         return self._run(ops.list_interactions(session_id))
 
-    def attach_session(self, session_id: str, *, idempotency_key: str | None = None) -> int:
-        """`session.attach`: become the session's coordinator; returns the epoch."""
-        return self._run(ops.attach_session(session_id, idempotency_key))
+    def attach_session(
+        self, session_id: str, *, idempotency_key: str | None = None, seat_id: str | None = None
+    ) -> int:
+        """`session.attach`: become the session's coordinator as seat `seat_id` (one id per
+        coordinator incarnation, so a reconnect keeps its turns; none: a new seat at every
+        attach); returns the epoch."""
+        return self._run(ops.attach_session(session_id, idempotency_key, seat_id))
 
     def get_session(self, session_id: str) -> JsonObject:
         """`session.get`: the session's view (active request, messages, runs)."""
@@ -165,9 +169,12 @@ class AsyncInteractionMethods:
         """`interaction.list`: open requests, oldest first (of one origin session)."""
         return await self._run(ops.list_interactions(session_id))
 
-    async def attach_session(self, session_id: str, *, idempotency_key: str | None = None) -> int:
-        """`session.attach`: become the session's coordinator; returns the epoch."""
-        return await self._run(ops.attach_session(session_id, idempotency_key))
+    async def attach_session(
+        self, session_id: str, *, idempotency_key: str | None = None, seat_id: str | None = None
+    ) -> int:
+        """`session.attach`: become the session's coordinator as seat `seat_id`; returns
+        the epoch."""
+        return await self._run(ops.attach_session(session_id, idempotency_key, seat_id))
 
     async def get_session(self, session_id: str) -> JsonObject:
         """`session.get`: the session's view (active request, messages, runs)."""

@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -39,7 +40,7 @@ from pi_workflows.client.payloads import (
     logs_payload,
     start_payload,
 )
-from pi_workflows.client.projects import resolve_project, workflow_spec
+from pi_workflows.client.projects import find_project, resolve_project, workflow_spec
 from pi_workflows.protocol import (
     INLINE_INPUT_BYTES,
     MAX_INPUT_BYTES,
@@ -271,6 +272,7 @@ def start_run(
     origin_session: str | None,
     detached: bool,
     env: Mapping[str, str] | None = None,
+    deadline: float | timedelta | None = None,
 ) -> Program[Receipt]:
     """`run.start`, with the workflow path and the project resolved from the cwd and the
     environment recorded from this process. An input over `INLINE_INPUT_BYTES` of canonical
@@ -280,7 +282,9 @@ def start_run(
     Raises:
         InputTooLargeError: the input is over the 16 MiB bound (nothing is sent).
     """
-    payload = start_payload(workflow, run_input, project_dir, origin_session, detached, env)
+    payload = start_payload(
+        workflow, run_input, project_dir, origin_session, detached, env, deadline
+    )
     return (yield from with_input("run.start", payload, None, idempotency_key))
 
 
@@ -325,9 +329,10 @@ def fork(
     session: str | None,
     detached: bool | None,
     idempotency_key: str | None,
+    outputs: Mapping[str, Any] | None = None,
 ) -> Program[Receipt]:
     """`run.fork`; a new `input` (not None) is sent like `run.start`'s (`with_input`)."""
-    payload = fork_payload(node, visit, run_input, session, detached)
+    payload = fork_payload(node, visit, run_input, session, detached, outputs)
     if run_input is None:
         return (yield from call("run.fork", payload, run_id, idempotency_key))
     return (yield from with_input("run.fork", payload, run_id, idempotency_key))
@@ -367,12 +372,31 @@ def list_runs_page(
     limit: int | None,
     schedule: str | None = None,
     children: bool = False,
+    parent: str | None = None,
+    needs_person: bool = False,
 ) -> Program[tuple[list[JsonObject], str | None]]:
     """One page of `run.list` and the cursor of the next page, or None."""
-    payload = list_payload(status, workflow, since, after, limit, schedule, children)
+    payload = list_payload(
+        status, workflow, since, after, limit, schedule, children, parent, needs_person
+    )
     page = (yield from call("run.list", payload)).body
     cursor = page.get("next")
     return list(page.get("runs", [])), None if cursor is None else str(cursor)
+
+
+def count_runs(
+    workflow: str | None,
+    since: int | None,
+    schedule: str | None,
+    children: bool,
+    parent: str | None,
+    needs_person: bool,
+) -> Program[dict[str, int]]:
+    """`run.list` with `counts`: how many runs match the filters, per status."""
+    payload = list_payload(None, workflow, since, None, 1, schedule, children, parent, needs_person)
+    page = (yield from call("run.list", {**payload, "counts": True})).body
+    counts = page.get("counts") or {}
+    return {str(status): int(count) for status, count in counts.items()}
 
 
 def fork_payload(
@@ -381,13 +405,27 @@ def fork_payload(
     run_input: Any,
     session: str | None,
     detached: bool | None,
+    outputs: Mapping[str, Any] | None = None,
 ) -> JsonObject:
-    """The `run.fork` payload: `input` only when one replaces the source's (not None)."""
+    """The `run.fork` payload: `input` only when one replaces the source's (not None), `set`
+    only when carried outputs are replaced."""
     payload: JsonObject = {"fromNode": node}
     if visit is not None:
         payload["visit"] = visit
     if run_input is not None:
         payload["input"] = run_input
+    if outputs:
+        payload["set"] = dict(outputs)
+    if session is not None:
+        payload["originSession"] = session
+    if detached is not None:
+        payload["detached"] = detached
+    return payload
+
+
+def placement_payload(session: str | None, detached: bool | None) -> JsonObject:
+    """Where a new run of a fork or retry runs (`originSession`, `detached`), when given."""
+    payload: JsonObject = {}
     if session is not None:
         payload["originSession"] = session
     if detached is not None:
@@ -449,23 +487,39 @@ def final_output(run_id: str, view: Mapping[str, Any]) -> Program[Any]:
 
 
 def answer_checkpoint(
-    run_id: str, value: Any, request_id: str | None, idempotency_key: str | None, wait: float | None
+    run_id: str,
+    value: Any,
+    request_id: str | None,
+    idempotency_key: str | None,
+    wait: float | None,
+    child: str | None = None,
 ) -> Program[Receipt]:
     """`checkpoint.answer`, held until its validation settled (or `wait` passed)."""
     payload: JsonObject = {"value": value}
     if request_id is not None:
         payload["requestId"] = request_id
+    if child is not None:
+        payload["childRunId"] = child
     key = idempotency_key or new_key()
     return (yield from until_validated("checkpoint.answer", payload, run_id, key, wait))
 
 
 def answer_decision(
-    run_id: str, choice: str, request_id: str | None, idempotency_key: str | None
+    run_id: str,
+    choice: str,
+    request_id: str | None,
+    idempotency_key: str | None,
+    child: str | None = None,
+    person: str | None = None,
 ) -> Program[Receipt]:
-    """`decision.answer`."""
+    """`decision.answer` (`person`: who answered on the seat, kept in the history)."""
     payload: JsonObject = {"choice": choice}
+    if person is not None:
+        payload["person"] = person
     if request_id is not None:
         payload["requestId"] = request_id
+    if child is not None:
+        payload["childRunId"] = child
     return (yield from call("decision.answer", payload, run_id, idempotency_key))
 
 
@@ -475,6 +529,14 @@ def signal_payload(name: str, data: Any, idempotency_key: str | None) -> JsonObj
     payload: JsonObject = {"name": name, "data": data}
     if idempotency_key is not None:
         payload["key"] = idempotency_key
+    return payload
+
+
+def settings_payload(patch: list[Any], expect_change: int | None) -> JsonObject:
+    """The payload of `run.changeSettings`: the patch, and the change number it expects."""
+    payload: JsonObject = {"patch": patch}
+    if expect_change is not None:
+        payload["expectChange"] = expect_change
     return payload
 
 
@@ -514,6 +576,30 @@ def node_output(run_id: str, node: str) -> Program[JsonObject]:
     return found
 
 
+VALUE_HOLD_SECONDS: Final = 20.0
+"""Longest one `run.value` request asks the server to hold (its `MAX_HOLD_MS`)."""
+
+_ENDED: Final = frozenset({"completed", "failed", "timed_out", "cancelled"})
+
+
+def published_value(run_id: str, key: str, wait: float | None, hold: float) -> Program[JsonObject]:
+    """`run.value`: the run's latest value of `key` (`{runId, key, value, version, ...}`),
+    waiting up to `wait` seconds for it to be published (None or 0: not at all). Each
+    request is held by the server at most `hold` seconds; the program asks again until
+    `wait` is over or the run has ended."""
+    until = time.monotonic() + (wait or 0.0)
+    hold = max(0.0, min(hold, VALUE_HOLD_SECONDS))
+    while True:
+        left = max(0.0, until - time.monotonic())
+        payload = {"key": key, "waitMs": int(min(left, hold) * 1000)}
+        try:
+            return dict((yield from call("run.value", payload, run_id)).body)
+        except NotFoundError as exc:
+            ended = (exc.details or {}).get("runStatus") in _ENDED
+            if exc.code != "valueNotPublished" or ended or time.monotonic() >= until:
+                raise
+
+
 def show_workflow(workflow: str, project: Path | str | None) -> Program[JsonObject]:
     """`workflows.show`, with the workflow path and the project resolved from the cwd."""
     payload: JsonObject = {"workflow": workflow_spec(workflow)}
@@ -523,9 +609,20 @@ def show_workflow(workflow: str, project: Path | str | None) -> Program[JsonObje
     return (yield from body("workflows.show", payload))
 
 
-def check_workflow(path: Path | str) -> Program[JsonObject]:
-    """`workflows.check` of `path` made absolute."""
-    return (yield from body("workflows.check", {"path": absolute(path)}))
+def check_workflow(path: Path | str, project: Path | str | None = None) -> Program[JsonObject]:
+    """`workflows.check` of `path` made absolute, in `project` (made absolute) or, without
+    one, in the file's own project: the nearest directory from the file's folder upwards
+    that contains `.pi/workflows` (so a sibling named by `fan_out` or `subworkflow` is
+    found, as `run start PATH` finds it)."""
+    payload: JsonObject = {"path": absolute(path)}
+    found = (
+        resolve_project(project)
+        if project is not None
+        else find_project(Path(payload["path"]).parent)
+    )
+    if found is not None:
+        payload["projectDir"] = str(found)
+    return (yield from body("workflows.check", payload))
 
 
 def prune(older_than_ms: int, backup: Path | str | bool) -> Program[JsonObject]:
@@ -566,6 +663,17 @@ def resolve_effect(
     return (yield from call("effect.resolve", payload, None, idempotency_key))
 
 
+def get_effect(effect_id: str) -> Program[JsonObject]:
+    """`effect.get`: one effect, with the evidence its runner left when it is ambiguous."""
+    return dict((yield from call("effect.get", {"effectId": effect_id})).body.get("effect", {}))
+
+
+def resolve_effect_from_evidence(effect_id: str, idempotency_key: str | None) -> Program[Receipt]:
+    """`effect.resolve` with `fromEvidence`: as the evidence its runner left says."""
+    payload: JsonObject = {"effectId": effect_id, "fromEvidence": True}
+    return (yield from call("effect.resolve", payload, None, idempotency_key))
+
+
 def diagnose(full: bool = False) -> Program[list[JsonObject]]:
     """`state.diagnose`: the problems (with `full`, SQLite's whole integrity check)."""
     payload: JsonObject = {"full": True} if full else {}
@@ -594,9 +702,15 @@ def list_interactions(session_id: str | None) -> Program[list[JsonObject]]:
     return list((yield from call("interaction.list", payload)).body.get("interactions", []))
 
 
-def attach_session(session_id: str, idempotency_key: str | None) -> Program[int]:
-    """`session.attach`: the new coordinator epoch."""
-    receipt = yield from call("session.attach", {"sessionId": session_id}, None, idempotency_key)
+def attach_session(
+    session_id: str, idempotency_key: str | None, seat_id: str | None = None
+) -> Program[int]:
+    """`session.attach` as seat `seat_id` (one id per coordinator incarnation; none: a new
+    seat at every attach): the new coordinator epoch."""
+    payload: JsonObject = {"sessionId": session_id}
+    if seat_id is not None:
+        payload["seatId"] = seat_id
+    receipt = yield from call("session.attach", payload, None, idempotency_key)
     return int(receipt["coordinatorEpoch"])
 
 

@@ -10,8 +10,10 @@ process's environment and current directory (the run's recorded environment).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import Collection, Iterable, Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -87,10 +89,12 @@ def start_payload(
     origin_session: str | None,
     detached: bool,
     env: Mapping[str, str] | None = None,
+    deadline: float | timedelta | None = None,
 ) -> dict[str, Any]:
     """The `run.start` payload: a workflow path made absolute against the current directory,
     the project given (made absolute) or found from the current directory (`projects`), the
-    input (default `{}`) and the environment the run records (`environment_fields`)."""
+    input (default `{}`), the environment the run records (`environment_fields`) and the
+    run deadline (`deadlineMs`) when `deadline` (seconds or a `timedelta`) is given."""
     payload: dict[str, Any] = {
         "workflow": workflow_spec(workflow),
         "input": {} if run_input is None else run_input,
@@ -103,7 +107,22 @@ def start_payload(
         payload["originSession"] = origin_session
     if detached:
         payload["detached"] = True
+    if deadline is not None:
+        payload["deadlineMs"] = deadline_ms(deadline)
     return payload
+
+
+def deadline_ms(deadline: float | timedelta) -> int:
+    """A run deadline (seconds or a `timedelta`) as whole milliseconds; the server checks
+    its bounds. `ValueError` for anything that is not a finite number of seconds."""
+    seconds = deadline.total_seconds() if isinstance(deadline, timedelta) else deadline
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not math.isfinite(seconds)
+    ):
+        raise ValueError(f"deadline must be seconds or a timedelta, got {deadline!r}")
+    return round(seconds * 1000)
 
 
 def list_payload(
@@ -114,9 +133,12 @@ def list_payload(
     limit: int | None,
     schedule: str | None = None,
     children: bool = False,
+    parent: str | None = None,
+    needs_person: bool = False,
 ) -> dict[str, Any]:
     """The `run.list` payload: filters, a page cursor and a page size, each optional; child
-    runs are listed only with `children`."""
+    runs are listed only with `children` (or as the children of `parent`, or among the runs
+    that need a person)."""
     payload: dict[str, Any] = {}
     if status is not None:
         payload["status"] = [status] if isinstance(status, str) else list(status)
@@ -132,6 +154,10 @@ def list_payload(
         payload["schedule"] = schedule
     if children:
         payload["children"] = True
+    if parent is not None:
+        payload["parent"] = parent
+    if needs_person:
+        payload["needsPerson"] = True
     return payload
 
 

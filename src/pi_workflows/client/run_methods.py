@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -70,6 +71,7 @@ class RunMethods:
         detached: bool = False,
         idempotency_key: str | None = None,
         env: Mapping[str, str] | None = None,
+        deadline: float | timedelta | None = None,
     ) -> str:
         """Start `workflow` (a name, `builtin:NAME` or a path, relative to the current
         directory) with `input`; its run id.
@@ -77,10 +79,13 @@ class RunMethods:
         Without `project`, the project is the nearest directory from the current one upwards
         that contains `.pi/workflows`. The same `idempotency_key` (with the same client id
         and arguments) returns the same run instead of starting another. The run's
-        environment is recorded as `start_run` says (`env` adds variables).
+        environment is recorded as `start_run` says (`env` adds variables). `deadline`
+        (seconds or a `timedelta`) overrides the workflow's run deadline (`Workflow(deadline=)`).
         """
         receipt = self._run(
-            ops.start_run(workflow, input, project, idempotency_key, session, detached, env)
+            ops.start_run(
+                workflow, input, project, idempotency_key, session, detached, env, deadline
+            )
         )
         return str(receipt["runId"])
 
@@ -163,16 +168,36 @@ class RunMethods:
         limit: int | None = None,
         schedule: str | None = None,
         children: bool = False,
+        parent: str | None = None,
+        needs_person: bool = False,
     ) -> tuple[list[JsonObject], str | None]:
         """One page of `run.list` (newest first) and the cursor of the next page, or None.
 
         `since` is epoch milliseconds (runs created then or later); `schedule` (a schedule's
-        name or id) keeps the runs that schedule started; child runs (of a `subworkflow` or
-        a `fan_out`) are listed only with `children`.
+        name or id) keeps the runs that schedule started; `parent` lists that run's
+        children; `needs_person` only the runs a person must act on (parked for a reason
+        other than a pause, or waiting on a checkpoint or a decision), children included;
+        other child runs (of a `subworkflow` or a `fan_out`) are listed only with `children`.
         """
         return self._run(
-            ops.list_runs_page(status, workflow, since, after, limit, schedule, children)
+            ops.list_runs_page(
+                status, workflow, since, after, limit, schedule, children, parent, needs_person
+            )
         )
+
+    def count_runs(
+        self,
+        *,
+        workflow: str | None = None,
+        since: int | None = None,
+        schedule: str | None = None,
+        children: bool = False,
+        parent: str | None = None,
+        needs_person: bool = False,
+    ) -> dict[str, int]:
+        """How many runs match the filters of `list_runs_page` (all but the status), per
+        status: `{"completed": 12, "waiting": 2}`."""
+        return self._run(ops.count_runs(workflow, since, schedule, children, parent, needs_person))
 
     def iter_runs(
         self,
@@ -213,6 +238,18 @@ class RunMethods:
         `{runId, nodeId, attemptId, visit, status, output, error}`."""
         return self._run(ops.node_output(run_id, node))
 
+    def get_value(self, run_id: str, key: str, *, wait: float | None = None) -> Any:
+        """The run's latest value published under `key` (`ctx.publish`), waiting up to
+        `wait` seconds for it to appear (None: not at all). Raises `NotFoundError` (code
+        `valueNotPublished`) when it was not published by then or the run ended without
+        it, and (`runNotFound`) for an unknown run."""
+        return self.published_value(run_id, key, wait=wait)["value"]
+
+    def published_value(self, run_id: str, key: str, *, wait: float | None = None) -> JsonObject:
+        """`run.value`: like `get_value`, the whole record `{runId, key, value, version,
+        attemptId, nodeId, publishedAt, runStatus, revision}`."""
+        return self._run(ops.published_value(run_id, key, wait, self.timeout - 5.0))
+
     # -- workflows and retention ---------------------------------------------------------
 
     def show_workflow(self, workflow: str, *, project: Path | str | None = None) -> JsonObject:
@@ -220,9 +257,10 @@ class RunMethods:
         and `project` are resolved as for `start`)."""
         return self._run(ops.show_workflow(workflow, project))
 
-    def check_workflow(self, path: Path | str) -> JsonObject:
-        """`workflows.check`: `{path, ok, workflow, problems: [{code, message}]}`."""
-        return self._run(ops.check_workflow(path))
+    def check_workflow(self, path: Path | str, *, project: Path | str | None = None) -> JsonObject:
+        """`workflows.check`: `{path, ok, workflow, problems: [{code, message}]}`; workflows
+        named by the file are looked up in `project` (default: the file's own project)."""
+        return self._run(ops.check_workflow(path, project))
 
     def prune(self, older_than_ms: int, *, backup: Path | str | bool = True) -> JsonObject:
         """`state.prune`: back up (`True`: into `<home>/backups`; a path; or `False`), then
@@ -260,10 +298,13 @@ class AsyncRunMethods:
         detached: bool = False,
         idempotency_key: str | None = None,
         env: Mapping[str, str] | None = None,
+        deadline: float | timedelta | None = None,
     ) -> str:
         """Start `workflow` with `input`; its run id (see `Client.start`)."""
         receipt = await self._run(
-            ops.start_run(workflow, input, project, idempotency_key, session, detached, env)
+            ops.start_run(
+                workflow, input, project, idempotency_key, session, detached, env, deadline
+            )
         )
         return str(receipt["runId"])
 
@@ -341,10 +382,29 @@ class AsyncRunMethods:
         limit: int | None = None,
         schedule: str | None = None,
         children: bool = False,
+        parent: str | None = None,
+        needs_person: bool = False,
     ) -> tuple[list[JsonObject], str | None]:
         """One page of `run.list` (newest first) and the cursor of the next page, or None."""
         return await self._run(
-            ops.list_runs_page(status, workflow, since, after, limit, schedule, children)
+            ops.list_runs_page(
+                status, workflow, since, after, limit, schedule, children, parent, needs_person
+            )
+        )
+
+    async def count_runs(
+        self,
+        *,
+        workflow: str | None = None,
+        since: int | None = None,
+        schedule: str | None = None,
+        children: bool = False,
+        parent: str | None = None,
+        needs_person: bool = False,
+    ) -> dict[str, int]:
+        """How many runs match the filters, per status (see `Client.count_runs`)."""
+        return await self._run(
+            ops.count_runs(workflow, since, schedule, children, parent, needs_person)
         )
 
     async def iter_runs(
@@ -386,6 +446,16 @@ class AsyncRunMethods:
         """`run.output`: the latest output of `node` in the run's current round, read in full."""
         return await self._run(ops.node_output(run_id, node))
 
+    async def get_value(self, run_id: str, key: str, *, wait: float | None = None) -> Any:
+        """The run's latest value published under `key` (see `Client.get_value`)."""
+        return (await self.published_value(run_id, key, wait=wait))["value"]
+
+    async def published_value(
+        self, run_id: str, key: str, *, wait: float | None = None
+    ) -> JsonObject:
+        """`run.value`: the whole record (see `Client.published_value`)."""
+        return await self._run(ops.published_value(run_id, key, wait, self.timeout - 5.0))
+
     # -- workflows and retention ---------------------------------------------------------
 
     async def show_workflow(
@@ -394,9 +464,11 @@ class AsyncRunMethods:
         """`workflows.show` (see `Client.show_workflow`)."""
         return await self._run(ops.show_workflow(workflow, project))
 
-    async def check_workflow(self, path: Path | str) -> JsonObject:
-        """`workflows.check`: `{path, ok, workflow, problems: [{code, message}]}`."""
-        return await self._run(ops.check_workflow(path))
+    async def check_workflow(
+        self, path: Path | str, *, project: Path | str | None = None
+    ) -> JsonObject:
+        """`workflows.check` (see `Client.check_workflow`)."""
+        return await self._run(ops.check_workflow(path, project))
 
     async def prune(self, older_than_ms: int, *, backup: Path | str | bool = True) -> JsonObject:
         """`state.prune` (see `Client.prune`)."""

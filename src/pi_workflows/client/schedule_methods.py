@@ -75,6 +75,26 @@ def _named(operation: str, name: str, key: str | None) -> Program[Receipt]:
     return (yield from ops.call(operation, {"name": name}, None, key))
 
 
+def _ms(moment: dt.datetime | int) -> int:
+    """Epoch milliseconds of an aware `datetime` (a naive one is this machine's local
+    time), or the integer as it is."""
+    if isinstance(moment, dt.datetime):
+        return int(moment.timestamp() * 1000)
+    return int(moment)
+
+
+def _trigger(name: str, key: str | None, idempotency_key: str | None) -> Program[Receipt]:
+    payload: JsonObject = {"name": name} if key is None else {"name": name, "key": key}
+    return (yield from ops.call("schedule.trigger", payload, None, idempotency_key))
+
+
+def _backfill(
+    name: str, start: dt.datetime | int, end: dt.datetime | int, idempotency_key: str | None
+) -> Program[Receipt]:
+    payload: JsonObject = {"name": name, "from": _ms(start), "to": _ms(end)}
+    return (yield from ops.call("schedule.backfill", payload, None, idempotency_key))
+
+
 class ScheduleMethods:
     """`schedule.*` operations; needs `_run`."""
 
@@ -130,6 +150,28 @@ class ScheduleMethods:
         """`schedule.delete`: never fire again; its runs go on and keep showing it."""
         return self._run(_named("schedule.delete", name, idempotency_key))
 
+    def trigger_schedule(
+        self, name: str, *, key: str | None = None, idempotency_key: str | None = None
+    ) -> Receipt:
+        """`schedule.trigger`: fire the schedule now, once, by its overlap rule; receipt
+        `{scheduleId, name, fire: {fireAt, outcome, runId, detail, adopted}}`. `key` is the
+        schedule's own trigger key: a trigger of the schedule with the same key (from any
+        client) returns that fire instead (`adopted`)."""
+        return self._run(_trigger(name, key, idempotency_key))
+
+    def backfill_schedule(
+        self,
+        name: str,
+        start: dt.datetime | int,
+        end: dt.datetime | int,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Receipt:
+        """`schedule.backfill`: one fire per fire time of the schedule in `[start, end]`
+        (datetimes or epoch ms, in the past) that has no fire yet, each by the overlap rule;
+        receipt `{scheduleId, name, total, fires, already}`. At most 100 fire times."""
+        return self._run(_backfill(name, start, end, idempotency_key))
+
 
 class AsyncScheduleMethods:
     """`ScheduleMethods` for asyncio: the same names, arguments and results, awaitable."""
@@ -178,3 +220,20 @@ class AsyncScheduleMethods:
     async def delete_schedule(self, name: str, *, idempotency_key: str | None = None) -> Receipt:
         """`schedule.delete` (see `Client.delete_schedule`)."""
         return await self._run(_named("schedule.delete", name, idempotency_key))
+
+    async def trigger_schedule(
+        self, name: str, *, key: str | None = None, idempotency_key: str | None = None
+    ) -> Receipt:
+        """`schedule.trigger` (see `Client.trigger_schedule`)."""
+        return await self._run(_trigger(name, key, idempotency_key))
+
+    async def backfill_schedule(
+        self,
+        name: str,
+        start: dt.datetime | int,
+        end: dt.datetime | int,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Receipt:
+        """`schedule.backfill` (see `Client.backfill_schedule`)."""
+        return await self._run(_backfill(name, start, end, idempotency_key))

@@ -15,6 +15,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterable, Mapping
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
@@ -59,6 +60,8 @@ READ_OPERATIONS: Final = frozenset(
         "workflows.list",
         "run.list",
         "run.get",
+        "run.settings",
+        "run.followUps",
         "state.diagnose",
         "effect.list",
         "blob.read",
@@ -71,6 +74,7 @@ READ_OPERATIONS: Final = frozenset(
         "run.history",
         "run.logs",
         "run.output",
+        "run.value",
         "run.watch",
         "runs.watch",
         "workflows.show",
@@ -296,6 +300,7 @@ class Client(InteractionMethods, RunMethods, ScheduleMethods):
         origin_session: str | None = None,
         detached: bool = False,
         env: Mapping[str, str] | None = None,
+        deadline: float | timedelta | None = None,
     ) -> Receipt:
         """`run.start`: start `workflow` (a name, `builtin:NAME` or a file path, relative to
         the current directory) with `input`.
@@ -306,7 +311,8 @@ class Client(InteractionMethods, RunMethods, ScheduleMethods):
         presents the run's requests and messages; `detached` runs them in a headless Pi the
         server runs. The run records this process's default environment variables (`PATH`,
         `HOME`, `LANG`, `LC_*`, ...; docs/authoring.md, "Environment") with `env` over them,
-        and runs in the project directory (else this process's current directory). The
+        and runs in the project directory (else this process's current directory).
+        `deadline` (seconds or a `timedelta`) overrides the workflow's run deadline. The
         receipt holds `runId`, `workflow`, `originSession` and `revision`.
 
         Raises:
@@ -316,7 +322,14 @@ class Client(InteractionMethods, RunMethods, ScheduleMethods):
         """
         return self._run(
             ops.start_run(
-                workflow, input, project_dir, idempotency_key, origin_session, detached, env
+                workflow,
+                input,
+                project_dir,
+                idempotency_key,
+                origin_session,
+                detached,
+                env,
+                deadline,
             )
         )
 
@@ -373,6 +386,7 @@ class Client(InteractionMethods, RunMethods, ScheduleMethods):
         session: str | None = None,
         detached: bool | None = None,
         idempotency_key: str | None = None,
+        outputs: Mapping[str, Any] | None = None,
     ) -> Receipt:
         """`run.fork`: a new run of the workflow as it is now that starts at `visit` (default:
         the latest) of `node` of `run_id`, with the outputs, results and settled effects of
@@ -383,8 +397,33 @@ class Client(InteractionMethods, RunMethods, ScheduleMethods):
         they are). The fork runs in the source's session, or detached like it, unless
         `session` or `detached` says otherwise. Refused while the source runs or has an
         effect applying or ambiguous.
+
+        `outputs` (node id -> value) replaces the carried output of each node (LangGraph's
+        `update_state`): only nodes carried (settled before the fork point) may be set, each
+        value is checked by the node's output contract, and the fork records that a person
+        set it. A refused value raises `RejectedError` (code `outputRefused`, one line
+        naming the node); nothing is stored.
         """
-        return self._run(ops.fork(run_id, node, visit, input, session, detached, idempotency_key))
+        return self._run(
+            ops.fork(run_id, node, visit, input, session, detached, idempotency_key, outputs)
+        )
+
+    def retry(
+        self,
+        run_id: str,
+        *,
+        session: str | None = None,
+        detached: bool | None = None,
+        idempotency_key: str | None = None,
+    ) -> Receipt:
+        """`run.retry`: `fork` from the visit whose failure ended `run_id` (a failed or
+        timed-out run), with its input, on the workflow as it is now: what it settled
+        before that visit is carried, and the failed node runs again. The receipt is a
+        fork's. Refused (`RejectedError`, code `invalidTransition`, one line naming what to
+        use instead) for a run that did not fail.
+        """
+        payload = ops.placement_payload(session, detached)
+        return self.call("run.retry", payload, run_id=run_id, idempotency_key=idempotency_key)
 
     def upgrade(
         self, run_id: str, *, dry_run: bool = False, idempotency_key: str | None = None
@@ -417,6 +456,67 @@ class Client(InteractionMethods, RunMethods, ScheduleMethods):
         payload = ops.signal_payload(name, data, idempotency_key)
         return self.call("run.signal", payload, run_id=run_id)
 
+    def settings(self, run_id: str) -> JsonObject:
+        """`run.settings`: the run's live settings `{runId, settings, change, declared,
+        changedBy, schema, history}` (docs/authoring.md, "Settings")."""
+        return self.call("run.settings", None, run_id=run_id).body
+
+    def change_settings(
+        self,
+        run_id: str,
+        patch: list[Any],
+        *,
+        expect_change: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Receipt:
+        """`run.changeSettings`: apply the RFC 6902 JSON Patch `patch` to the run's settings
+        as its next change; receipt `{runId, change, settings, changedBy, revision}`.
+
+        Attempts that start after the change see it. A patch that does not apply or whose
+        result the settings schema refuses raises `RejectedError` (code `settingsRefused`)
+        and changes nothing; with `expect_change`, settings at another change number raise
+        `ConflictError` (code `settingsConflict`, the message names the current number).
+        """
+        payload = ops.settings_payload(patch, expect_change)
+        return self.call(
+            "run.changeSettings", payload, run_id=run_id, idempotency_key=idempotency_key
+        )
+
+    def follow_up(self, run_id: str, text: str, *, idempotency_key: str | None = None) -> Receipt:
+        """`run.followUp`: queue `text` (at most 65,536 characters) as the run's next
+        follow-up prompt; receipt `{followUpId, runId, seq, text, status, ...}`.
+
+        Follow-ups are sent in order to the run's origin Pi session as user messages, each
+        once, after the run completed and its result was delivered there; a run that fails,
+        times out or is cancelled cancels them. A run with no origin session (started
+        outside Pi, detached, a child run) or that has ended raises `RejectedError` (code
+        `followUpRefused`) saying why.
+        """
+        return self.call(
+            "run.followUp", {"text": text}, run_id=run_id, idempotency_key=idempotency_key
+        )
+
+    def follow_ups(self, run_id: str) -> JsonObject:
+        """`run.followUps`: the run's follow-ups in queue order `{runId, status, followUps}`
+        (each `{followUpId, seq, text, textChars, status, reason, ...}`)."""
+        return self.call("run.followUps", None, run_id=run_id).body
+
+    def remove_follow_up(
+        self,
+        follow_up_id: str,
+        *,
+        run_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Receipt:
+        """`run.removeFollowUp`: remove a follow-up that is still queued (not yet being
+        sent); `RejectedError` (code `followUpRefused`) otherwise."""
+        return self.call(
+            "run.removeFollowUp",
+            {"followUpId": follow_up_id},
+            run_id=run_id,
+            idempotency_key=idempotency_key,
+        )
+
     def answer_checkpoint(
         self,
         run_id: str,
@@ -425,14 +525,21 @@ class Client(InteractionMethods, RunMethods, ScheduleMethods):
         *,
         idempotency_key: str | None = None,
         wait: float | None = 120.0,
+        child: str | None = None,
     ) -> Receipt:
         """`checkpoint.answer`: answer the run's pending checkpoint with a JSON `value`.
 
         The answer is validated like a submission (`validate` of the node, in a runner):
         returns once it is accepted (or still `validating` after `wait` seconds; None: no
         bound); raises `RejectedError` with code `validationRejected` when it was refused.
+        A run that waits on its child runs: the answer goes to the one child run below it
+        that waits on a checkpoint (the receipt's `runId`, with `via` the run addressed);
+        `child` names it when several wait (`RejectedError` code `childAmbiguous`
+        otherwise, naming each).
         """
-        return self._run(ops.answer_checkpoint(run_id, value, request_id, idempotency_key, wait))
+        return self._run(
+            ops.answer_checkpoint(run_id, value, request_id, idempotency_key, wait, child)
+        )
 
     def answer_decision(
         self,
@@ -441,9 +548,15 @@ class Client(InteractionMethods, RunMethods, ScheduleMethods):
         request_id: str | None = None,
         *,
         idempotency_key: str | None = None,
+        child: str | None = None,
+        person: str | None = None,
     ) -> Receipt:
-        """`decision.answer`: choose `choice` (a choice id) in the run's pending human decision."""
-        return self._run(ops.answer_decision(run_id, choice, request_id, idempotency_key))
+        """`decision.answer`: choose `choice` (a choice id) in the run's pending human
+        decision, or in the one child run's below it (`child` picks one of several, as for
+        `answer_checkpoint`); `person` names who answered on the seat (kept in the history)."""
+        return self._run(
+            ops.answer_decision(run_id, choice, request_id, idempotency_key, child, person)
+        )
 
     # -- effects ----------------------------------------------------------------------
 
@@ -462,6 +575,20 @@ class Client(InteractionMethods, RunMethods, ScheduleMethods):
     ) -> Receipt:
         """`effect.resolve`: settle an ambiguous effect as `applied`, `rejected` or `retry`."""
         return self._run(ops.resolve_effect(effect_id, resolution, result, reason, idempotency_key))
+
+    def get_effect(self, effect_id: str) -> JsonObject:
+        """`effect.get`: the effect as `list_effects` gives it, with `evidence`: what its
+        runner left on disk about its body when its report was lost (null unless it is
+        ambiguous and there is some)."""
+        return self._run(ops.get_effect(effect_id))
+
+    def resolve_effect_from_evidence(
+        self, effect_id: str, *, idempotency_key: str | None = None
+    ) -> Receipt:
+        """`effect.resolve` with `fromEvidence`: settle the ambiguous effect as the evidence
+        its runner left says (applied with its result, or rejected with its error); refused
+        (`noEvidence`) when there is none."""
+        return self._run(ops.resolve_effect_from_evidence(effect_id, idempotency_key))
 
     # -- state ------------------------------------------------------------------------
 

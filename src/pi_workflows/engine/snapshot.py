@@ -55,7 +55,11 @@ def snapshot(workflow: Workflow) -> JsonObject:
     sorted by source and switch cases by value, so declaration order does not matter.
     Typed contracts add their JSON Schema, only when given (so every digest written before
     they existed is kept): ``inputSchema`` at the top, ``outputSchema`` on an agent node,
-    ``answerSchema`` on a checkpoint.
+    ``answerSchema`` on a checkpoint. Live settings add ``settingsSchema``,
+    ``settingsDefaults`` and ``settingsChangedBy`` at the top and ``settingsRoute`` on a
+    ``settings_route`` node, only when declared (the server changes settings from these).
+    A run deadline adds ``deadlineMs`` at the top, only when declared (the server arms it
+    when a run starts); a cleanup node adds ``onCancel`` (its id; the node is in ``nodes``).
     """
     nodes: JsonObject = {node_id: _node(node) for node_id, node in workflow.nodes.items()}
     edges: list[JsonValue] = [_route(route) for route in sorted(workflow.edges, key=_source)]
@@ -69,6 +73,15 @@ def snapshot(workflow: Workflow) -> JsonObject:
     }
     if workflow.input_contract is not None:
         data["inputSchema"] = workflow.input_contract.schema
+    settings = workflow.settings
+    if settings is not None:
+        data["settingsSchema"] = settings.contract.schema
+        data["settingsDefaults"] = settings.defaults
+        data["settingsChangedBy"] = list(settings.changed_by)
+    if workflow.deadline is not None:
+        data["deadlineMs"] = round(workflow.deadline * 1000)
+    if workflow.on_cancel is not None:
+        data["onCancel"] = workflow.on_cancel
     return data
 
 
@@ -95,7 +108,7 @@ def _retry(policy: RetryPolicy | None) -> JsonValue:
     if policy is None:
         return None
     outcomes: list[JsonValue] = [*sorted(policy.on)]
-    return {
+    data: JsonObject = {
         "attempts": policy.attempts,
         "delayMs": _millis(policy.delay),
         "backoff": policy.backoff,
@@ -104,14 +117,53 @@ def _retry(policy: RetryPolicy | None) -> JsonValue:
         "on": outcomes,
         "onExhausted": policy.on_exhausted,
     }
+    # Only when used, so the snapshot of a policy by outcome alone stays as it was.
+    if policy.on_errors:
+        data["onErrors"] = [*sorted(policy.on_errors)]
+    if policy.predicate is not None:
+        data["predicate"] = True
+    if policy.never:
+        data["never"] = [*sorted(policy.never)]
+    return data
+
+
+def _checkpoint(node: CheckpointNode, data: JsonObject) -> None:
+    data["validates"] = node.validate is not None
+    if node.answer is not None:
+        data["answerSchema"] = node.answer.schema
+    if node.for_person:  # only when set: snapshots of other checkpoints stay as they were
+        data["forPerson"] = True
+
+
+def _compute(node: ComputeNode) -> JsonObject:
+    data: JsonObject = {}
+    if node.retry is not None:
+        data["retry"] = _retry(node.retry)
+    if node.settings_route:
+        data["settingsRoute"] = True
+    return data
+
+
+def _decision(node: HumanDecisionNode) -> JsonObject:
+    rule = node.on_timeout
+    return {
+        "choices": [
+            {"id": c.id, "label": c.label, "description": c.description} for c in node.choices
+        ],
+        "onTimeout": (
+            None if rule is None else {"afterMs": _millis(rule.after), "choice": rule.choice}
+        ),
+    }
 
 
 def _node(node: Node) -> JsonObject:
     data: JsonObject = {"kind": node.kind.value, "timeoutMs": _millis(node.timeout)}
+    audience = getattr(node, "audience", None)  # human_decision and notify (docs/channels.md)
+    if audience is not None:
+        data["audience"] = audience
     match node:
         case ComputeNode():
-            if node.retry is not None:
-                data["retry"] = _retry(node.retry)
+            data.update(_compute(node))
         case ActionNode():
             data["effect"] = _effect(node.effect)
             if node.retry is not None:
@@ -137,17 +189,9 @@ def _node(node: Node) -> JsonObject:
             if node.output is not None:
                 data["outputSchema"] = node.output.schema
         case CheckpointNode():
-            data["validates"] = node.validate is not None
-            if node.answer is not None:
-                data["answerSchema"] = node.answer.schema
+            _checkpoint(node, data)
         case HumanDecisionNode():
-            data["choices"] = [
-                {"id": c.id, "label": c.label, "description": c.description} for c in node.choices
-            ]
-            rule = node.on_timeout
-            data["onTimeout"] = (
-                None if rule is None else {"afterMs": _millis(rule.after), "choice": rule.choice}
-            )
+            data.update(_decision(node))
         case SleepNode():
             data["durationMs"] = _millis(node.duration)
             data["untilCallback"] = node.until is not None
@@ -162,6 +206,8 @@ def _node(node: Node) -> JsonObject:
             data["detached"] = node.detached
             if isinstance(node, FanOutNode):
                 data["concurrency"] = node.concurrency
+                if node.rate is not None:  # only when set: older snapshots stay as they were
+                    data["rate"] = node.rate.text
                 data["failFast"] = node.fail_fast
     return data
 

@@ -32,12 +32,18 @@ class NodeResult:
     ``details`` is an optional JSON object copied into the result record (a failed shell
     command puts its exit code and output tail there). Build it with ``NodeResult.ok``,
     ``NodeResult.failed`` or ``NodeResult.timed_out``; cancellation is not a result.
+    ``cause`` is the exception the node's code raised, for a failure that came from one: the
+    runner classifies it for the node's retry policy; it is never stored, compared or routed.
+    ``cause_classes`` are the qualified class names of such an exception when only they are
+    known (a failure adopted from a runner that died after recording it).
     """
 
     outcome: Outcome
     output: JsonValue = None
     error: str | None = None
     details: Mapping[str, JsonValue] | None = None
+    cause: BaseException | None = field(default=None, compare=False, repr=False)
+    cause_classes: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.outcome, Outcome):
@@ -64,9 +70,17 @@ class NodeResult:
         return cls(Outcome.OK, output)
 
     @classmethod
-    def failed(cls, error: str, details: Mapping[str, JsonValue] | None = None) -> NodeResult:
-        """The node failed with ``error`` (one line, safe to show)."""
-        return cls(Outcome.FAILED, None, error, details)
+    def failed(
+        cls,
+        error: str,
+        details: Mapping[str, JsonValue] | None = None,
+        *,
+        cause: BaseException | None = None,
+        cause_classes: tuple[str, ...] = (),
+    ) -> NodeResult:
+        """The node failed with ``error`` (one line, safe to show); ``cause`` is the
+        exception its code raised, if one did (``cause_classes``: only its class names)."""
+        return cls(Outcome.FAILED, None, error, details, cause, cause_classes)
 
     @classmethod
     def timed_out(

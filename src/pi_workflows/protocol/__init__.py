@@ -26,6 +26,7 @@ from pi_workflows.protocol.effects import REQUEST_ID_PLACEHOLDER, TIMED_OUT_RESU
 from pi_workflows.protocol.environment import environment_problem
 from pi_workflows.protocol.errors import FrameError, FrameTooLarge, NotJsonError, ProtocolError
 from pi_workflows.protocol.fields import (
+    AUDIENCE_PATTERN,
     MAX_ID_CHARS,
     MAX_NAME_CHARS,
     SIGNAL_NAME_PATTERN,
@@ -108,6 +109,7 @@ __all__ = [
     "safe_message",
     "MAX_ERROR_MESSAGE_CHARS",
     # field bounds
+    "AUDIENCE_PATTERN",
     "MAX_ID_CHARS",
     "MAX_NAME_CHARS",
     "SIGNAL_NAME_PATTERN",

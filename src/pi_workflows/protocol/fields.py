@@ -7,11 +7,13 @@ decodes; it does not check them when a struct is constructed in Python.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Final
 
 import msgspec
 
 __all__ = [
+    "AUDIENCE_PATTERN",
     "MAX_ID_CHARS",
     "MAX_NAME_CHARS",
     "NAME_PATTERN",
@@ -36,6 +38,10 @@ searches the pattern and `$` would also match before a trailing newline."""
 SIGNAL_NAME_PATTERN: Final = r"\A[A-Za-z][A-Za-z0-9_.:-]{0,127}\Z"
 """What a run event's name may be (``run.signal``, ``wait_event``): 1-128 letters, digits
 and ``_.:-``, starting with a letter (the same rule as ``authoring.EVENT_NAME_PATTERN``)."""
+
+AUDIENCE_PATTERN: Final = re.compile(r"[a-z][a-z0-9_-]{0,39}")
+"""An audience's name (``human_decision(audience=...)``, ``pi-workflows audience set``; use
+``fullmatch``): the same rule as ``authoring.validation.AUDIENCE_PATTERN``."""
 
 Id = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_ID_CHARS)]
 """A non-empty opaque identifier of at most `MAX_ID_CHARS` characters."""

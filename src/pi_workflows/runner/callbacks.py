@@ -1,11 +1,17 @@
 """Calling workflow callbacks (sync or async) with the node's deadline.
 
-Runs in the runner child; never opens the database. Every callback runs in its own daemon
-thread: a sync one is called there, an async one (a callback returning an awaitable) is
-awaited in a fresh asyncio loop in that thread. The main thread waits on an inbox queue for
+Runs in the runner child; never opens the database. Every callback runs off the main thread,
+on a daemon worker thread: a sync one is called there, an async one (a callback returning
+an awaitable) is awaited in a fresh asyncio loop in that thread. A worker whose callback
+returned takes the next callback (starting a thread per callback cost more than a fast
+node); each callback starts with an empty ``contextvars`` context, as in a new thread, and
+the thread is named after it; thread-local storage (``threading.local``) may outlive one
+callback on the same runner. The main thread waits on an inbox queue for
 the outcome, delivering ``publish_update`` values in the meantime (coalesced: at most one
-per ``UPDATE_INTERVAL_SECONDS``, always the latest) and the attempt's captured output
-(``logs.capture``, at most once per ``logs.FLUSH_SECONDS``), until the deadline. On
+per ``UPDATE_INTERVAL_SECONDS``, always the latest), the attempt's captured output
+(``logs.capture``, at most once per ``logs.FLUSH_SECONDS``) and the server calls the
+callback makes through its context (``Request``: ``ctx.publish``, ``ctx.signal``; the
+callback's thread waits for each answer), until the deadline. On
 expiry it sets the node's cancellation signal, cancels the async task, and returns
 ``TimedOut``; a stuck thread is abandoned and dies with the process. The main thread never
 runs workflow code, so SIGTERM can always unwind it.
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import os
 import queue
@@ -29,6 +36,7 @@ from typing import Any, TypeAlias
 
 from pi_workflows.authoring import CancellationSignal, JsonValue, NodeContext
 from pi_workflows.runner import tracing
+from pi_workflows.runner.errors import UnexpectedReplyError
 from pi_workflows.runner.logs import capture
 
 
@@ -57,6 +65,48 @@ CallOutcome: TypeAlias = Returned | Raised | TimedOut
 @dataclass(frozen=True)
 class _Update:
     value: JsonValue
+
+
+class Request:
+    """A callback's call to the server (``ctx.publish``, ``ctx.signal``), made for it by the
+    main thread: ``send`` runs there (the one thread that uses the channel) and its result
+    or error comes back to the waiting callback thread."""
+
+    def __init__(
+        self, send: Callable[[], dict[str, Any]], refusals: frozenset[str] = frozenset({"rejected"})
+    ) -> None:
+        self.send = send
+        self.refusals = refusals  # reply outcomes told to the callback (the runner goes on)
+        self.done = threading.Event()
+        self.result: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+
+    def serve(self) -> None:
+        """Run ``send`` (main thread); a runner error (the claim lost, the channel closed)
+        is told to the callback and raised here too, so the runner stops as after any
+        refused proposal."""
+        try:
+            self.result = self.send()
+        except UnexpectedReplyError as exc:
+            self.error = exc  # a refusal: the callback is told why; the runner goes on
+            if exc.outcome not in self.refusals:
+                raise
+        except BaseException as exc:
+            self.error = exc
+            raise
+        finally:
+            self.done.set()
+
+
+_CURRENT_INBOX: contextvars.ContextVar[Inbox | None] = contextvars.ContextVar(
+    "pi_workflows_inbox", default=None
+)
+
+
+def current_inbox() -> Inbox | None:
+    """The inbox of the callback running in this thread (or its async tasks), else None:
+    only a node callback itself may make server calls through its context."""
+    return _CURRENT_INBOX.get()
 
 
 _MARKER = _Update(None)
@@ -129,7 +179,7 @@ class Inbox:
     """
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[CallOutcome | _Update] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[CallOutcome | _Update | Request] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._latest: _Update | None = None  # the newest undelivered update
         self._signalled = False  # a marker for ``_latest`` is in the queue
@@ -145,6 +195,10 @@ class Inbox:
                 return
             self._signalled = True
         self._queue.put(_MARKER)
+
+    def post_request(self, request: Request) -> None:
+        """Ask the main thread to make ``request`` (the callback's thread then waits)."""
+        self._queue.put(request)
 
     def post_outcome(self, outcome: CallOutcome) -> None:
         """Post the callback's outcome (its own thread, once)."""
@@ -182,6 +236,9 @@ class Inbox:
                     self._deliver(held, deliver)
                     held = None
                 continue
+            if isinstance(item, Request):
+                item.serve()
+                continue
             if isinstance(item, _Update):
                 held = self._take() or held
                 if time.monotonic() - self._last_delivery >= UPDATE_INTERVAL_SECONDS:
@@ -199,9 +256,50 @@ class Inbox:
             self._last_delivery = time.monotonic()
 
 
+class _Worker:
+    """A daemon thread that runs callbacks one at a time. It goes back to the idle pool just
+    before its callback's outcome is posted (so the next callback finds it); a callback that
+    never returns keeps its worker, which is abandoned with it and dies with the process."""
+
+    _idle: list[_Worker] = []  # noqa: RUF012 - the one pool of this process
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[_Worker], None], str]] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="pi-workflows worker", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def run(cls, job: Callable[[_Worker], None], name: str) -> None:
+        """Run ``job(worker)`` on an idle worker, or on a new one when none is idle."""
+        with cls._lock:
+            worker = cls._idle.pop() if cls._idle else None
+        (worker or cls())._jobs.put((job, name))
+
+    def release(self) -> None:
+        """Back to the idle pool (the job calls it once its callback has returned)."""
+        with self._lock:
+            self._idle.append(self)
+
+    @classmethod
+    def forget_all(cls) -> None:
+        """In a forked child: the parent's workers do not exist there."""
+        cls._idle = []
+        cls._lock = threading.Lock()
+
+    def _loop(self) -> None:
+        while True:
+            job, name = self._jobs.get()
+            self._thread.name = name
+            contextvars.Context().run(job, self)  # a fresh context, as in a new thread
+
+
+os.register_at_fork(after_in_child=_Worker.forget_all)
+
+
 @dataclass
 class Call:
-    """One callback running in its daemon thread."""
+    """One callback running on its worker thread."""
 
     inbox: Inbox
     handle: _AsyncHandle
@@ -211,7 +309,7 @@ class Call:
 def spawn(
     callback: Callable[..., object], args: tuple[object, ...], label: str, inbox: Inbox
 ) -> Call:
-    """Start ``callback(*args)`` in a daemon thread posting its outcome to ``inbox``.
+    """Start ``callback(*args)`` on a worker thread posting its outcome to ``inbox``.
 
     ``label`` names the thread. The outcome is posted, never raised or printed: the caller
     decides whether an exception is a failure worth a traceback (``log_exception``).
@@ -220,19 +318,22 @@ def spawn(
     # The node attempt's span is current in the callback's thread (when export is on).
     traced = tracing.scope(next((a for a in args if isinstance(a, NodeContext)), None))
 
-    def target() -> None:
+    def target(worker: _Worker) -> None:
+        outcome: CallOutcome
+        _CURRENT_INBOX.set(inbox)  # this callback's server calls go to this inbox
         try:
             with traced:
                 value = callback(*args)
                 if inspect.isawaitable(value):
                     value = _run_async(value, handle)
         except BaseException as exc:  # every failure is reported; none escapes the thread
-            inbox.post_outcome(Raised(exc))
-            return
-        inbox.post_outcome(Returned(value))
+            outcome = Raised(exc)
+        else:
+            outcome = Returned(value)
+        worker.release()
+        inbox.post_outcome(outcome)
 
-    thread = threading.Thread(target=target, name=f"pi-workflows {label}", daemon=True)
-    thread.start()
+    _Worker.run(target, f"pi-workflows {label}")
     return Call(inbox, handle, label)
 
 

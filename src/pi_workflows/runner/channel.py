@@ -39,7 +39,7 @@ from pi_workflows.runner.errors import (
 )
 from pi_workflows.runner.limits import CHANNEL_FD_ENV, ENV_PREFIX
 
-READS: Final = frozenset({"state.get", "state.outputs", "blob.read"})
+READS: Final = frozenset({"state.get", "state.outputs", "blob.read", "children.of"})
 """Message kinds that change nothing; they carry no expected revision."""
 
 _STOPS: Final = frozenset({RunnerCommandKind.CANCEL, RunnerCommandKind.STOP})

@@ -181,6 +181,8 @@ def spawn_children(
         "failFast": isinstance(node, FanOutNode) and node.fail_fast,
         "detached": node.detached,
     }
+    if isinstance(node, FanOutNode) and node.rate is not None:
+        payload["rate"] = {"count": node.rate.count, "periodMs": node.rate.period_ms}
     rt.channel.request("node.spawn", payload)
     return Waited()
 

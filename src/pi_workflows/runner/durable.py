@@ -16,6 +16,9 @@ run now waits, the child exits and a later runner continues from what the server
 - ``retry_step``: after an attempt ended with an outcome its node's policy retries, the next
   try starts at once (delay 0), after a durable delay, or the run parks
   ``retriesExhausted`` (``on_exhausted="pause"``); otherwise the result is routed as usual.
+  ``classify`` decides whether the policy selects the attempt: ``never`` first (the raised
+  exception's class names against the policy's), then ``on``'s outcomes, classes and
+  predicate (called here, on a worker thread, for at most ``PREDICATE_SECONDS``).
 """
 
 from __future__ import annotations
@@ -23,19 +26,25 @@ from __future__ import annotations
 import math
 import random
 import time
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Final
 
 from pi_workflows.authoring import (
     MAX_DELAY_SECONDS,
     ActionNode,
+    AttemptFailed,
+    CancellationSignal,
     ComputeNode,
     Node,
     NodeContext,
     Outcome,
     Rejected,
+    RetryPolicy,
     ShellNode,
     SleepNode,
     WaitEventNode,
+    class_names,
 )
 from pi_workflows.engine import NodeResult, result_from_output
 from pi_workflows.protocol import iso_ms
@@ -62,6 +71,9 @@ from pi_workflows.runner.runtime import (
 from pi_workflows.runner.values import bounded
 
 _WIRE_OUTCOME = {Outcome.FAILED: "failed", Outcome.TIMED_OUT: "timed_out"}
+
+PREDICATE_SECONDS: Final = 10.0
+"""How long a retry predicate may run; one that runs longer means "do not retry"."""
 
 
 def execution_timeout(node: Node) -> float | None:
@@ -218,30 +230,113 @@ def _attempt(reply: AttemptReply, node_id: str) -> Attempt:
         raise ProtocolViolationError(
             "node.retry", f"attempt for node {reply.node_id!r}, expected {node_id!r}"
         )
-    return Attempt(reply.attempt_id, reply.node_id, reply.visit, reply.attempt_no, reply.try_no)
+    return Attempt.of(reply)
 
 
-def retry_step(
-    rt: Runtime, node: Node, attempt: Attempt, result: NodeResult
-) -> tuple[bool, Attempt | None]:
+def cause_names(result: NodeResult) -> tuple[str, ...]:
+    """The qualified class names of the exception that failed the attempt, nearest first:
+    the one its code raised, or those recorded with a failure adopted from a dead runner."""
+    return class_names(result.cause) if result.cause is not None else result.cause_classes
+
+
+def error_class(result: NodeResult) -> str | None:
+    """The qualified class name of the exception that failed the attempt, if one did."""
+    names = cause_names(result)
+    return names[0] if names else None
+
+
+@dataclass(frozen=True)
+class Selected:
+    """Whether a policy retries an attempt; ``note`` says why not, when that is worth a line
+    in the history (``never`` matched, or the predicate raised or ran too long)."""
+
+    retry: bool
+    note: str | None = None
+
+
+def classify(policy: RetryPolicy, outcome: str, result: NodeResult, node_id: str) -> Selected:
+    """Whether ``policy`` retries an attempt that ended with ``outcome`` and ``result``.
+
+    ``never`` wins over ``on``. A predicate gets the raised exception, or an
+    ``AttemptFailed`` when nothing was raised (or the exception was raised in a runner that
+    died: its recorded class names); a predicate that raises or outlives
+    ``PREDICATE_SECONDS`` means "do not retry", and the note records it.
+    """
+    names = cause_names(result)
+    if names and policy.never_retries(names):
+        return Selected(False, f"not retried: {names[0]} is listed in never")
+    if policy.retries(outcome) or (names and policy.retries_class(names)):
+        return Selected(True)
+    if policy.predicate is None:
+        return Selected(False)
+    error = result.cause or AttemptFailed(outcome, result.error or outcome, names)
+    label = f"node {node_id!r} retry predicate"
+    answer = call(
+        policy.predicate,
+        (error,),
+        label=label,
+        deadline=Deadline(PREDICATE_SECONDS),
+        cancellation=CancellationSignal(),
+    )
+    if isinstance(answer, TimedOut):
+        return Selected(
+            False, f"not retried: the retry predicate ran longer than {PREDICATE_SECONDS:g} s"
+        )
+    if isinstance(answer, Raised):
+        return Selected(
+            False,
+            one_line(f"not retried: the retry predicate raised {describe_exception(answer.error)}"),
+        )
+    if not isinstance(answer.value, bool):
+        return Selected(
+            False,
+            one_line(
+                "not retried: the retry predicate returned"
+                f" {type(answer.value).__name__}, not True or False"
+            ),
+        )
+    return Selected(answer.value)
+
+
+@dataclass(frozen=True)
+class RetryStep:
+    """What ``retry_step`` did: ``retried`` False means route the result (with ``note``, why
+    the policy did not retry it, for the history); True with ``following`` the next try to
+    run now, True without it: the run waits or parked and the child exits."""
+
+    retried: bool
+    following: Attempt | None = None
+    note: str | None = None
+
+
+def retry_step(rt: Runtime, node: Node, attempt: Attempt, result: NodeResult) -> RetryStep:
     """Apply the node's retry policy to the attempt's result.
 
-    ``(False, None)``: the policy does not apply (no policy, an ``ok`` or unretried outcome,
-    the tries ran out with ``on_exhausted="fail"``); the caller routes the result. ``(True,
-    attempt)``: the next try started now, run it. ``(True, None)``: the run now waits for
-    the retry's delay or parked ``retriesExhausted``; the child exits.
+    Not retried: no policy, an ``ok`` or unselected outcome (``classify``), or the tries ran
+    out with ``on_exhausted="fail"``; the caller routes the result. Otherwise the next try
+    started now (run it), or the run now waits for the retry's delay or parked
+    ``retriesExhausted``; the child exits.
+
+    The delay before try ``n + 1`` is the policy's ``delay_before(n)``: the first retry
+    waits ``delay``, each later one ``backoff`` times longer.
     """
     if not isinstance(node, ComputeNode | ActionNode | ShellNode) or node.retry is None:
-        return False, None
+        return RetryStep(False)
     policy = node.retry
     outcome = _WIRE_OUTCOME.get(result.outcome)
-    if outcome is None or not policy.retries(outcome):
-        return False, None
+    if outcome is None:
+        return RetryStep(False)
+    selected = classify(policy, outcome, result, attempt.node_id)
+    if not selected.retry:
+        return RetryStep(False, note=selected.note)
     payload: dict[str, object] = {
         "attemptId": attempt.attempt_id,
         "outcome": outcome,
         "error": result.error or outcome,
     }
+    named = error_class(result)
+    if named is not None:
+        payload["errorClass"] = named
     if attempt.try_no < policy.attempts:
         payload["delayMs"] = millis(policy.delay_before(attempt.try_no, random.random()))  # noqa: S311 - jitter, not a secret
         payload["timeoutMs"] = millis(execution_timeout(node))
@@ -249,8 +344,8 @@ def retry_step(
         payload["exhausted"] = True
         payload["delayMs"] = 0
     else:
-        return False, None
+        return RetryStep(False)
     reply = convert(rt.channel.request("node.retry", payload), RetryReply, "node.retry")
     if reply.next_attempt is not None:
-        return True, _attempt(reply.next_attempt, attempt.node_id)
-    return True, None
+        return RetryStep(True, _attempt(reply.next_attempt, attempt.node_id))
+    return RetryStep(True)

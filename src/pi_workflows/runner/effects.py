@@ -30,6 +30,7 @@ the child exits (``EffectOutcomeUnknownError``) for the server to settle the eff
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -47,6 +48,7 @@ from pi_workflows.authoring import (
     NodeCancelledError,
     NodeContext,
     ShellNode,
+    class_names,
     env_problem,
 )
 from pi_workflows.engine import (
@@ -58,6 +60,7 @@ from pi_workflows.engine import (
     timeout_result,
 )
 from pi_workflows.protocol import TIMED_OUT_RESULT, effect_key, fingerprint
+from pi_workflows.runner import evidence
 from pi_workflows.runner.callbacks import (
     CallOutcome,
     Deadline,
@@ -70,6 +73,7 @@ from pi_workflows.runner.callbacks import (
 )
 from pi_workflows.runner.envelope import Reservation, convert
 from pi_workflows.runner.errors import (
+    ChannelClosedError,
     EffectOutcomeUnknownError,
     ProtocolViolationError,
     one_line,
@@ -165,12 +169,17 @@ def visit_key(rt: Runtime, attempt: Attempt, effect: Effect) -> str:
 def _settle(
     rt: Runtime,
     reservation: Reservation,
-    status: str,
     *,
+    status: str,
+    attempt: Attempt,
+    effect: Effect,
     result: JsonValue = None,
     error: str | None = None,
     receipt: JsonObject | None = None,
 ) -> None:
+    """Report the body's outcome; a manual effect's is on disk until the server has it
+    (``runner/evidence.py``). An idempotent effect keeps none: one whose report is lost
+    runs again (its key makes that safe), so nobody would read it."""
     payload: dict[str, Any] = {"effectId": reservation.effect_id, "status": status}
     if result is not None:
         payload["result"] = result
@@ -178,14 +187,51 @@ def _settle(
         payload["error"] = error
     if receipt is not None:
         payload["receipt"] = receipt
+    kept = evidence.write(
+        rt.evidence_dir if effect.kind is EffectKind.MANUAL else None,
+        {
+            "runId": rt.run_id,
+            "effectId": reservation.effect_id,
+            "effectKey": reservation.effect_key,
+            "attemptId": attempt.attempt_id,
+            "nodeId": attempt.node_id,
+            "visit": attempt.visit,
+            "effectType": effect.type,
+            "effectKind": effect.kind.value,
+            "status": status,
+            "result": result,
+            "error": error,
+            "receipt": receipt,
+        },
+    )
     rt.channel.request("effect.settle", payload)
+    evidence.remove(kept)
 
 
 def _adopted_rejection(reservation: Reservation) -> NodeResult:
+    """The failure a rejected effect recorded, for the attempt that adopts it: timed out, or
+    failed with the class names of the exception that failed it (``_raised_result``), so
+    the node's retry policy classifies it as it would have in the runner that ran it."""
     error = one_line(reservation.error or f"effect {reservation.effect_id} was rejected")
     if reservation.result == TIMED_OUT_MARK:
         return NodeResult.timed_out(error)
+    recorded = reservation.result
+    names = recorded.get(ERROR_CLASSES) if isinstance(recorded, dict) else None
+    if isinstance(names, list) and all(isinstance(n, str) for n in names):
+        return NodeResult.failed(error, cause_classes=tuple(names))
     return NodeResult.failed(error)
+
+
+ERROR_CLASSES = "errorClasses"
+"""The key of a rejected effect's ``result`` that lists the class names of the exception
+that failed its body (``authoring.class_names``), kept for the attempt that adopts it."""
+
+
+def _raised_result(result: NodeResult) -> JsonObject | None:
+    """What a rejected effect records of its body's exception, or None (nothing raised)."""
+    if result.cause is None:
+        return None
+    return {ERROR_CLASSES: [one_line(name) for name in class_names(result.cause)]}
 
 
 def run_action(
@@ -217,9 +263,25 @@ def run_action(
     if isinstance(outcome, Returned):
         result = bounded(node_id, result_from_output(node_id, outcome.value))
         if result.error is None:
-            _settle(rt, reservation, "applied", result=result.output, receipt=receipt)
+            _settle(
+                rt,
+                reservation,
+                attempt=attempt,
+                effect=node.effect,
+                status="applied",
+                result=result.output,
+                receipt=receipt,
+            )
         else:
-            _settle(rt, reservation, "rejected", error=result.error, receipt=receipt)
+            _settle(
+                rt,
+                reservation,
+                attempt=attempt,
+                effect=node.effect,
+                status="rejected",
+                error=result.error,
+                receipt=receipt,
+            )
         return result
     assert isinstance(outcome, Raised)
     if late and isinstance(outcome.error, _ENDED_BY_CANCEL):
@@ -227,14 +289,25 @@ def run_action(
         _settle(
             rt,
             reservation,
-            "rejected",
+            attempt=attempt,
+            effect=node.effect,
+            status="rejected",
             result=TIMED_OUT_MARK,
             error=timed_out.error,
             receipt=receipt,
         )
         return timed_out
     result = failure(outcome, node_id, node, label)
-    _settle(rt, reservation, "rejected", error=result.error, receipt=receipt)
+    _settle(
+        rt,
+        reservation,
+        attempt=attempt,
+        effect=node.effect,
+        status="rejected",
+        result=_raised_result(result),
+        error=result.error,
+        receipt=receipt,
+    )
     return result
 
 
@@ -319,7 +392,15 @@ def run_shell(
     )
     receipt = run.receipt()
     if run.spawn_error is not None:
-        _settle(rt, reservation, "rejected", error=run.spawn_error, receipt=receipt)
+        _settle(
+            rt,
+            reservation,
+            attempt=attempt,
+            effect=node.effect,
+            status="rejected",
+            error=run.spawn_error,
+            receipt=receipt,
+        )
         return NodeResult.failed(run.spawn_error)
     if run.timed_out and node.effect.kind is EffectKind.MANUAL:
         rt.channel.request(
@@ -335,7 +416,9 @@ def run_shell(
         _settle(
             rt,
             reservation,
-            "rejected",
+            attempt=attempt,
+            effect=node.effect,
+            status="rejected",
             result=TIMED_OUT_MARK,
             error=timed_out.error,
             receipt=receipt,
@@ -344,7 +427,15 @@ def run_shell(
     assert run.returncode is not None
     stdout, stderr, _ = run.texts()
     output: JsonObject = {"exitCode": run.returncode, "stdout": stdout, "stderr": stderr}
-    _settle(rt, reservation, "applied", result=output, receipt=receipt)
+    _settle(
+        rt,
+        reservation,
+        attempt=attempt,
+        effect=node.effect,
+        status="applied",
+        result=output,
+        receipt=receipt,
+    )
     return shell_result(node, run.returncode, stdout, stderr)
 
 
@@ -368,7 +459,11 @@ def _register(rt: Runtime, pid: int, start: float, program: str) -> None:
 
 
 def _ended(rt: Runtime, pid: int) -> None:
-    rt.channel.request("process.ended", {"pid": pid})
+    """Tell the server the command's group is gone. A server that is gone needs no telling
+    (the next one stops what its registry names by identity), and the body's outcome must
+    still reach the evidence file (``_settle``), so a closed channel is not raised here."""
+    with contextlib.suppress(ChannelClosedError):
+        rt.channel.request("process.ended", {"pid": pid})
 
 
 def _adopt_shell(node_id: str, node: ShellNode, reservation: Reservation) -> NodeResult:

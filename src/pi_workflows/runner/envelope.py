@@ -51,6 +51,8 @@ class LaunchEnvelope(_Wire, frozen=True, kw_only=True):
     working_directory: str | None = None
     environment: dict[str, str] | None = None
     trace_id: str | None = None  # the run tree's trace id, 32 hex digits (otel.ids)
+    # Where the runner keeps an effect body's outcome until the server has it (evidence.py).
+    evidence_dir: str | None = None
 
 
 class ValueRef(_Wire, frozen=True, kw_only=True):
@@ -98,9 +100,20 @@ class ActiveAttempt(_Wire, frozen=True, kw_only=True):
     visit: int
     attempt_no: int = 1
     try_no: int = 1
+    settings_change: int | None = 0  # the settings it started with (``ctx.settings``)
+    settings: Any = None
     status: str  # running | waiting | timed_out
     request: RequestView | None = None
     wait: WaitView | None = None
+
+
+class CleanupView(_Wire, frozen=True, kw_only=True):
+    """The run was cancelled (or passed its run deadline) and its cleanup node runs now:
+    which node, why (``ctx.cancel_reason``) and the status the run then ends with."""
+
+    node_id: str
+    reason: str
+    ends_as: str  # cancelled | timed_out
 
 
 class StateView(_Wire, frozen=True, kw_only=True):
@@ -119,6 +132,8 @@ class StateView(_Wire, frozen=True, kw_only=True):
     active: ActiveAttempt | None = None
     revision: int | None = None
     depth: int = 0  # how deep the run nests in its tree (a root is 0)
+    cleanup: CleanupView | None = None  # set while the run's cleanup node is due
+    fire_at: int | None = None  # the schedule fire time that started the run (ctx.fire_at)
 
 
 class OutputsPage(_Wire, frozen=True, kw_only=True):
@@ -131,14 +146,25 @@ class OutputsPage(_Wire, frozen=True, kw_only=True):
 
 
 class AttemptReply(_Wire, frozen=True, kw_only=True):
-    """``{attemptId, nodeId, visit, attemptNo, tryNo}``: the reply to ``node.start`` (and
-    ``nextAttempt`` in a ``node.finish`` or ``node.retry`` reply)."""
+    """``{attemptId, nodeId, visit, attemptNo, tryNo, settingsChange, settings}``: the reply
+    to ``node.start`` (and ``nextAttempt`` in a ``node.finish`` or ``node.retry`` reply),
+    with the run's settings as the attempt started with them."""
 
     attempt_id: str
     node_id: str
     visit: int
     attempt_no: int = 1
     try_no: int = 1
+    settings_change: int | None = 0
+    settings: Any = None
+
+
+class Reevaluation(_Wire, frozen=True, kw_only=True):
+    """``reevaluate`` in a ``node.finish`` reply: the settings changed since the
+    ``settings_route`` attempt started; evaluate it again with these before routing."""
+
+    settings_change: int
+    settings: Any = None
 
 
 class SleepReply(_Wire, frozen=True, kw_only=True):

@@ -16,11 +16,13 @@ its own copy of the engine's ``RunState`` and updates it from what it committed:
 
 from __future__ import annotations
 
+import dataclasses
 from types import MappingProxyType
 from typing import Any, Final
 
 from pi_workflows.authoring import (
     CancellationSignal,
+    ComputeNode,
     FanOutNode,
     JsonValue,
     Outcome,
@@ -39,11 +41,25 @@ from pi_workflows.engine import (
     Transition,
     advance,
     canonical_json,
+    timeout_result,
 )
 from pi_workflows.runner.blobs import state_size
 from pi_workflows.runner.composition import joined
-from pi_workflows.runner.durable import await_event, execution_timeout, resumed_sleep, retry_step
-from pi_workflows.runner.envelope import ActiveAttempt, AttemptReply, StateView, convert
+from pi_workflows.runner.durable import (
+    await_event,
+    error_class,
+    execution_timeout,
+    resumed_sleep,
+    retry_step,
+)
+from pi_workflows.runner.envelope import (
+    ActiveAttempt,
+    AttemptReply,
+    CleanupView,
+    Reevaluation,
+    StateView,
+    convert,
+)
 from pi_workflows.runner.errors import ProtocolViolationError
 from pi_workflows.runner.limits import MAX_RUN_STATE_BYTES, millis
 from pi_workflows.runner.logs import capture
@@ -66,6 +82,10 @@ WIRE_OUTCOME: Final = {
     Outcome.TIMED_OUT: "timed_out",
 }
 """``node.finish`` spells a node's outcome as the attempt status it becomes."""
+
+MAX_REEVALUATIONS: Final = 20
+"""How often a ``settings_route`` attempt is evaluated again because the settings changed
+before its route committed; the evaluation after the last one routes whatever happens."""
 
 
 def engine_state(view: StateView) -> RunState:
@@ -147,13 +167,12 @@ class Loop:
             raise ProtocolViolationError(
                 what, f"attempt for node {reply.node_id!r}, expected {node_id!r}"
             )
-        return Attempt(reply.attempt_id, reply.node_id, reply.visit, reply.attempt_no, reply.try_no)
+        return Attempt.of(reply)
 
     def _resume(self, active: ActiveAttempt) -> tuple[Attempt, Execution]:
-        node_id = self._known(active.node_id, "state.get")
-        attempt = Attempt(
-            active.attempt_id, node_id, active.visit, active.attempt_no, active.try_no
-        )
+        self._known(active.node_id, "state.get")
+        attempt = Attempt.of(active)
+        node_id = attempt.node_id
         capture.begin(attempt.attempt_id)
         if active.status == "running":
             return attempt, execute(self.rt, self.state, attempt)
@@ -181,6 +200,9 @@ class Loop:
 
     def run(self) -> None:
         """Execute until the run waits or finishes (or the child must exit)."""
+        if self.view.cleanup is not None:
+            self._clean_up(self.view.cleanup)
+            return
         if self.view.active is not None:
             attempt, execution = self._resume(self.view.active)
             if isinstance(execution, Waited):
@@ -198,6 +220,43 @@ class Loop:
             execution = execute(self.rt, self.state, attempt)
         assert isinstance(execution, Waited | Parked)
 
+    def _clean_up(self, cleanup: CleanupView) -> None:
+        """The run was cancelled or passed its run deadline: run its cleanup node once, with
+        ``ctx.cancel_reason``, and end the run as it was ended, whatever the node's outcome
+        (docs/authoring.md, "Cleanup on cancel"). A cleanup attempt the server timed out is
+        only routed; one a lost runner left is run again as a new attempt (its effect, if
+        settled, is not applied again)."""
+        node_id = self._known(cleanup.node_id, "state.get")
+        if node_id != self.rt.workflow.on_cancel:
+            raise ProtocolViolationError(
+                "state.get", f"node {node_id!r} is not the workflow's on_cancel node"
+            )
+        self.rt = dataclasses.replace(self.rt, cancel_reason=cleanup.reason)
+        active = self.view.active
+        if active is not None and active.node_id == node_id and active.status == "timed_out":
+            attempt = Attempt.of(active)
+            result = timeout_result(node_id, self.rt.workflow.node(node_id))
+        else:
+            if active is not None and active.node_id == node_id and active.status == "running":
+                attempt = Attempt.of(active)
+                capture.begin(attempt.attempt_id)
+            else:
+                attempt = self._start(node_id)
+            execution = execute(self.rt, self.state, attempt)
+            if not isinstance(execution, Finished):
+                return  # parked (an uncertain effect): a person resolves it, then it goes on
+            result = self._within_state_cap(node_id, execution.result)
+        payload: dict[str, Any] = {
+            "attemptId": attempt.attempt_id,
+            "outcome": WIRE_OUTCOME[result.outcome],
+            "next": {"type": "finish", "status": cleanup.ends_as},
+        }
+        if result.outcome is Outcome.OK:
+            payload["output"] = result.output
+        else:
+            payload["error"] = result.error
+        self.rt.channel.request("node.finish", payload)
+
     def _within_state_cap(self, node_id: str, result: NodeResult) -> NodeResult:
         """``result``, or a failure when its output would take the run's state past the cap."""
         if result.outcome is not Outcome.OK:
@@ -214,19 +273,42 @@ class Loop:
 
     def _finish(self, attempt: Attempt, execution: Finished) -> Attempt | None:
         """Commit the node's result and the engine's decision (or, when its retry policy
-        tries it again, the retry); the next attempt, if any."""
+        tries it again, the retry); the next attempt, if any. A ``settings_route`` node
+        whose settings changed before its route committed is evaluated again with the new
+        ones (at most ``MAX_REEVALUATIONS`` times, then its last evaluation routes)."""
+        node = self.rt.workflow.node(attempt.node_id)
+        route_check = isinstance(node, ComputeNode) and node.settings_route
+        for evaluation in range(MAX_REEVALUATIONS + 1):
+            committed = self._commit(attempt, execution, route_check=route_check)
+            if not isinstance(committed, Reevaluation):
+                return committed
+            attempt = dataclasses.replace(
+                attempt, settings_change=committed.settings_change, settings=committed.settings
+            )
+            again = execute(self.rt, self.state, attempt)
+            if not isinstance(again, Finished):  # a compute node always finishes
+                raise ProtocolViolationError("node.finish", "a settings_route did not finish")
+            execution = again
+            route_check = evaluation + 1 < MAX_REEVALUATIONS
+        raise ProtocolViolationError("node.finish", "reevaluate after the last evaluation")
+
+    def _commit(
+        self, attempt: Attempt, execution: Finished, *, route_check: bool
+    ) -> Attempt | Reevaluation | None:
+        """One ``node.finish`` (or retry) of ``execution``; a ``Reevaluation`` when the
+        server did not commit a ``settings_route``'s route because its settings changed."""
         result: NodeResult = self._within_state_cap(attempt.node_id, execution.result)
-        retried, following = retry_step(
-            self.rt, self.rt.workflow.node(attempt.node_id), attempt, result
-        )
-        if retried:
-            return following
+        retried = retry_step(self.rt, self.rt.workflow.node(attempt.node_id), attempt, result)
+        if retried.retried:
+            return retried.following
         step: Step = advance(self.rt.workflow, self.state, attempt.node_id, result)
         payload: dict[str, Any] = {
             "attemptId": attempt.attempt_id,
             "outcome": WIRE_OUTCOME[result.outcome],
             "next": next_payload(step.transition),
         }
+        if route_check:
+            payload["settingsRoute"] = True
         if result.outcome is Outcome.OK:
             payload["output"] = result.output
             if execution.message is not None:
@@ -237,6 +319,11 @@ class Loop:
                 payload["signalId"] = execution.signal_id
         else:
             payload["error"] = result.error
+            named = error_class(result)
+            if named is not None:
+                payload["errorClass"] = named
+            if retried.note is not None:
+                payload["retryNote"] = retried.note
         transition = step.transition
         if isinstance(transition, GoTo):
             payload["startNext"] = True
@@ -244,6 +331,9 @@ class Loop:
                 execution_timeout(self.rt.workflow.node(transition.node_id))
             )
         reply = self.rt.channel.request("node.finish", payload)
+        again = reply.get("reevaluate")
+        if again is not None:
+            return convert(again, Reevaluation, "node.finish")
         self.state = step.state
         if result.outcome is Outcome.OK:
             self.sizes[attempt.node_id] = len(canonical_json(result.output))

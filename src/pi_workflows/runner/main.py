@@ -145,7 +145,9 @@ def _run(connection: Connection, termination: Termination, groups: ProcessGroups
         child_specs=dict(loaded.child_specs),
         project_dir=envelope.project_dir,
         depth=view.depth,
+        fire_at=view.fire_at,
         trace_id=tracing.trace_id_for(envelope.trace_id, envelope.run_id),
+        evidence_dir=envelope.evidence_dir,
     )
     Loop(runtime, view).run()
 

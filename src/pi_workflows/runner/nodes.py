@@ -23,6 +23,7 @@ from pi_workflows.authoring import (
     ComputeNode,
     FanOutNode,
     HumanDecisionNode,
+    JsonObject,
     NodeContext,
     NotifyNode,
     ShellNode,
@@ -100,4 +101,7 @@ def _notify(node_id: str, node: NotifyNode, ctx: NodeContext, deadline: Deadline
     result = bounded(node_id, result)
     if result.error is not None or not isinstance(text, str):
         return Finished(result)
-    return Finished(result, {"kind": node.notify_kind.value, "body": text})
+    note: JsonObject = {"kind": node.notify_kind.value, "body": text}
+    if node.audience is not None:
+        note["audience"] = node.audience
+    return Finished(result, note)

@@ -27,6 +27,8 @@ def bounded(node_id: str, result: NodeResult) -> NodeResult:
         line = one_line(result.error)
         if line == result.error:
             return result
-        return NodeResult(result.outcome, None, line, result.details)
+        return NodeResult(
+            result.outcome, None, line, result.details, result.cause, result.cause_classes
+        )
     problem = size_problem(f"the output of node {node_id!r}", result.output)
     return result if problem is None else NodeResult.failed(problem)

@@ -116,6 +116,8 @@ def _checkpoint(
         request["expectedAnswer"] = node.answer.text
         request["answerSchema"] = node.answer.schema
     payload: JsonObject = {"kind": "checkpoint", "request": request}
+    if node.for_person:
+        payload["forPerson"] = True
     if node.timeout is not None:
         payload["timeoutMs"] = millis(node.timeout)
     return payload
@@ -136,6 +138,10 @@ def _decision(
         "request": {"title": title, "details": details, "choices": choices},
         "choices": list(node.choice_ids),
     }
+    if node.audience is not None:
+        request = payload["request"]
+        assert isinstance(request, dict)
+        request["audience"] = node.audience
     if node.on_timeout is not None:
         payload["timeoutChoice"] = node.on_timeout.choice
         payload["timeoutMs"] = millis(node.on_timeout.after)

@@ -33,6 +33,7 @@ import re
 import shutil
 import sqlite3
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from pi_workflows.protocol.process_start import process_start
 from pi_workflows.server import children
 from pi_workflows.server.children import Process
 from pi_workflows.server.config import ServerConfig
-from pi_workflows.store import agents, interactions, jsoncol, lifecycle, run_rows
+from pi_workflows.store import agents, delivery, interactions, jsoncol, lifecycle, run_rows
 from pi_workflows.store.database import Database
 from pi_workflows.store.errors import StoreError
 from pi_workflows.store.states import ParkReason
@@ -58,6 +59,7 @@ class Agent:
     run_id: str
     process: Process
     definition_digest: str = ""  # the run's code when it started (its tools come from it)
+    started_ms: int = 0  # store clock: no stall of its step is counted from before this
     stopping: bool = False
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
@@ -93,7 +95,8 @@ def tool_flags(definition: Any) -> list[str]:
     """Pi's tool flags for the headless agent of a run whose definition snapshot is
     ``definition``: ``["--tools", "a,b,workflow"]`` with the union of the tools its agent
     steps allow, or ``[]`` (Pi's own default tools) when any step the model answers has no
-    limit: an agent step without ``allowed_tools``, or a checkpoint. The union, because one
+    limit: an agent step without ``allowed_tools``, or a checkpoint (not one for a person,
+    which the model never answers). The union, because one
     agent serves all the run's steps; the extension enforces each step's own set.
 
     Raises ``ValueError`` for an unreadable definition or a name ``--tools`` cannot carry
@@ -104,7 +107,7 @@ def tool_flags(definition: Any) -> list[str]:
     allowed: set[str] = {WORKFLOW_TOOL}
     for node_id, node in nodes.items():
         kind = node.get("kind") if isinstance(node, dict) else None
-        if kind == "checkpoint":
+        if kind == "checkpoint" and node.get("forPerson") is not True:
             return []
         if kind != "agent":
             continue
@@ -159,6 +162,9 @@ def agent_environment(
 
 AGENTS_DIR = "agents"
 
+MAX_REPLACEMENTS = 2
+"""New headless agents started for a step no turn works on, before its run is paused."""
+
 AGENT_ERROR_TAIL_BYTES = 2000
 """What the server keeps of a headless Pi's output, for diagnosis: the end of its stderr
 (Pi's own errors). Its stdout is the RPC stream (the conversation, tool output, file
@@ -192,10 +198,20 @@ def remove_pruned_session_dirs(home: Path, db: Database) -> int:
 class HeadlessAgents:
     """Every headless agent of this server."""
 
-    def __init__(self, db: Database, config: ServerConfig, server_epoch: int) -> None:
+    def __init__(
+        self,
+        db: Database,
+        config: ServerConfig,
+        server_epoch: int,
+        on_change: Callable[[str], None] = lambda _run_id: None,
+    ) -> None:
         self.db = db
         self.config = config
         self.server_epoch = server_epoch
+        # Told the run id of every change this supervisor commits (a step presented again,
+        # a run paused): the server's wake, so watchers (the agent's own session watch
+        # first) see it now, not at the next unrelated commit.
+        self.on_change = on_change
         self.agents: dict[str, Agent] = {}
         self._starting: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -231,6 +247,43 @@ class HeadlessAgents:
             if (needed is None or stale) and not agent.stopping:
                 agent.stopping = True
                 self._spawn_task(self._stop(agent), f"agent-stop-{run_id}")
+            elif not agent.stopping:
+                self._watch_stall(agent)
+
+    def _watch_stall(self, agent: Agent) -> None:
+        """An agent whose run's step no turn of it works on (not presented, delivered and
+        left, its seat gone) for ``PI_WORKFLOWS_AGENT_STALL_SECONDS``: the step is presented
+        again; the next time the agent is replaced (a new one attaches and is presented the
+        step); after ``MAX_REPLACEMENTS`` replacements the run is paused
+        ``agentUnavailable``. A turn that starts on the step starts the count over."""
+        stall = delivery.agent_stall(self.db.conn, agent.run_id, agent.started_ms)
+        now = self.db.clock.now_ms()
+        idle_ms = int(self.config.agent_stall_seconds * 1000)
+        if stall is None or now - stall.since < idle_ms:
+            return
+        node = stall.request.node_id
+        if stall.nudges == 0:
+            log.info("the headless Pi of run %s works on no turn of step %s (%s for %.0f s):"
+                     " presenting it again", agent.run_id, node, stall.state,
+                     (now - stall.since) / 1000)  # fmt: skip
+            delivery.nudge(self.db, stall.request, prompt=True)
+            self.on_change(agent.run_id)
+            return
+        if stall.nudges <= MAX_REPLACEMENTS:
+            log.warning("the headless Pi of run %s still works on no turn of step %s: replacing"
+                        " it", agent.run_id, node)  # fmt: skip
+            delivery.nudge(self.db, stall.request, prompt=False)
+            self.on_change(agent.run_id)
+            agent.stopping = True
+            self._spawn_task(self._stop(agent), f"agent-replace-{agent.run_id}")
+            return
+        seconds = self.config.agent_stall_seconds
+        self._park(
+            agent.run_id,
+            f"the headless Pi started no model turn for step {node} within {seconds:g} s, also"
+            f" after it was presented again and {MAX_REPLACEMENTS} new agents; check `pi-workflows"
+            " pi doctor` and the server log, then 'pi-workflows run resume'",
+        )
 
     async def _start(self, want: agents.Wanted) -> None:
         try:
@@ -301,7 +354,9 @@ class HeadlessAgents:
             spawned=record,
             keep_stdout=False,  # its RPC stream: the conversation, never the server's to keep
         )
-        agent = Agent(recorded[0], want.run_id, process, want.definition_digest)
+        agent = Agent(
+            recorded[0], want.run_id, process, want.definition_digest, self.db.clock.now_ms()
+        )
         self.agents[want.run_id] = agent
         agent.task = asyncio.create_task(self._watch(agent), name=f"agent-watch-{want.run_id}")
         log.info("started the headless Pi of run %s (pid %d)", want.run_id, process.pid)
@@ -328,6 +383,7 @@ class HeadlessAgents:
             return  # between steps: the next wait starts a new agent
         with contextlib.suppress(StoreError):
             lifecycle.pause_waiting(self.db, run_id, ParkReason.AGENT_UNAVAILABLE, detail)
+            self.on_change(run_id)
 
     async def _stop(self, agent: Agent) -> None:
         code = await children.stop(agent.process, self.config.kill_grace_seconds)

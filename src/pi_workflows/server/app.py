@@ -21,6 +21,7 @@ from pi_workflows.otel import settings as otel_settings
 from pi_workflows.protocol import MAX_FRAME_BYTES
 from pi_workflows.server import recovery
 from pi_workflows.server.agents import HeadlessAgents, remove_pruned_session_dirs
+from pi_workflows.server.channel_process import ChannelProcess
 from pi_workflows.server.config import ServerConfig
 from pi_workflows.server.connections import serve_client
 from pi_workflows.server.describe_cache import DescriptionCache
@@ -30,7 +31,17 @@ from pi_workflows.server.session_views import SessionViews
 from pi_workflows.server.supervisor import Supervisor
 from pi_workflows.server.template import RunnerTemplate
 from pi_workflows.server.uploads import Uploads
-from pi_workflows.store import faults, interactions, receipts, retention, runners, takeover, waits
+from pi_workflows.store import (
+    deadlines,
+    delivery,
+    faults,
+    interactions,
+    receipts,
+    retention,
+    runners,
+    takeover,
+    waits,
+)
 from pi_workflows.store.database import Database
 from pi_workflows.store.errors import StoreError
 from pi_workflows.store.paths import SOCKET_NAME
@@ -76,6 +87,8 @@ class Server:
         self._next_run_prune_ms = 0
         self._next_sweep_ms = 0
         self._next_wait_ms: int | None = 0  # the earliest pending wait's due time (None: none)
+        self._next_present_ms: int | None = 0  # the earliest step presentation due again
+        self._next_deadline_ms: int | None = 0  # the earliest run deadline (None: none)
         self.stopping = False
         self.slow_clients_dropped = 0
         self.supervisor: Supervisor
@@ -105,15 +118,18 @@ class Server:
         """Fire what was due of a schedule at ``as_of`` (``ScheduleFirer.fire_due``)."""
         await self.schedules.fire_due(schedule_id, as_of)
 
-    def wake(self, run_id: str | None = None) -> None:
+    def wake(self, run_id: str | None = None, *, scheduler: bool = True) -> None:
         """Something committed: the scheduler looks at the queue now, held answers look at
         their outcome, and watched session views are recomputed.
 
         ``run_id`` names the one run the commit changed: only answers held on that run look
         again (a runner's reply or a run's command concerns its own run alone). Without
-        it, every held answer looks.
+        it, every held answer looks. ``scheduler=False``: the commit changed nothing the
+        scheduler reads (a runner's in-place proposal, ``runner_messages.in_place``), so
+        it is not woken; its next tick comes as it would have.
         """
-        self._wake.set()
+        if scheduler:
+            self._wake.set()
         if run_id is None:
             woken, self._run_changed = list(self._run_changed.values()), {}
         else:
@@ -204,11 +220,25 @@ class Server:
         ]
         for task in tasks:
             task.add_done_callback(self._task_ended)
+        # The channel process (docs/channels.md): never a reason to stop the server.
+        channels = asyncio.create_task(self._channels(), name="channel process")
         if self.telemetry is not None:  # never stops the server: it logs its own failures
             self.telemetry.start()
         await self._stop.wait()
-        await self._shutdown(server, tasks)
+        await self._shutdown(server, tasks, channels)
         return self.exit_code
+
+    async def _channels(self) -> None:
+        """Supervise the channel process; a failure of the supervision itself is logged and
+        it starts again (a channel never holds up a run, nor stops the server)."""
+        while True:
+            try:
+                await ChannelProcess(
+                    self.config.home, self.epoch, self.config.kill_grace_seconds
+                ).run()
+            except Exception:
+                log.exception("the channel process's supervision failed; starting it again")
+                await asyncio.sleep(5.0)
 
     def _task_ended(self, task: asyncio.Task[None]) -> None:
         """A background task must never end while the server serves: stop loudly if it does.
@@ -240,7 +270,7 @@ class Server:
         self.supervisor = Supervisor(
             self.db, self.config, self.epoch, self.wake, template=self.template
         )
-        self.agents = HeadlessAgents(self.db, self.config, self.epoch)
+        self.agents = HeadlessAgents(self.db, self.config, self.epoch, on_change=self.wake)
         self.views.begin_epoch(self.epoch)
         await recovery.recover(self.db, self.epoch, self.config.kill_grace_seconds)
         self._start_telemetry()  # after recovery: its commits are the next to export
@@ -275,7 +305,12 @@ class Server:
             return
         self.telemetry = exporter
 
-    async def _shutdown(self, server: asyncio.Server, tasks: list[asyncio.Task[None]]) -> None:
+    async def _shutdown(
+        self,
+        server: asyncio.Server,
+        tasks: list[asyncio.Task[None]],
+        channels: asyncio.Task[None],
+    ) -> None:
         """Shutdown, in order, each step bounded."""
         self.stopping = True
         # 1. Drain: nothing new is launched (``_tick``); each running node gets the drain
@@ -300,6 +335,9 @@ class Server:
         #    every headless agent of detached runs.
         await self.supervisor.stop_all()
         await self.agents.stop_all()
+        #    And the channel process (its supervision stops it when cancelled).
+        channels.cancel()
+        await asyncio.gather(channels, return_exceptions=True)
         if self.template is not None:
             self.template.close()
         #    Then the OpenTelemetry exporter's last pass (those parks), bounded.
@@ -356,7 +394,16 @@ class Server:
         no schedule fires then; due waits are fired by the next server)."""
         if self.stopping:
             return None
-        dues = [d for d in (self._next_wait_ms, self.schedules.next_due_ms()) if d is not None]
+        dues = [
+            d
+            for d in (
+                self._next_wait_ms,
+                self._next_present_ms,
+                self._next_deadline_ms,
+                self.schedules.next_due_ms(),
+            )
+            if d is not None
+        ]
         return min(dues) if dues else None
 
     def _until_next_tick(self) -> float:
@@ -377,9 +424,28 @@ class Server:
                 self.wake(run_id)
         self._next_wait_ms = waits.next_due(self.db.conn)
 
+    def _expire_deadlines(self, now: int) -> None:
+        """End the runs whose run deadline passed (``Supervisor.expire_deadlines``) and note
+        when the next one passes. A deadline that passed while no server ran is enforced
+        at the first tick after recovery."""
+        due = self._next_deadline_ms is not None and now >= self._next_deadline_ms
+        if due and self.supervisor.expire_deadlines(now):
+            self.wake()
+        self._next_deadline_ms = deadlines.next_due(self.db.conn)
+
+    def _present_due(self, now: int) -> None:
+        """Present again the steps due to be (a model turn that ended with a provider
+        error, after its backoff: ``store/delivery.py``), and note the next due time."""
+        if self._next_present_ms is not None and now >= self._next_present_ms:
+            for run_id in delivery.fire_due(self.db):
+                self.wake(run_id)
+        self._next_present_ms = delivery.next_due(self.db.conn)
+
     def _tick(self) -> None:
         now = self.db.clock.now_ms()
         self._fire_waits(now)
+        self._expire_deadlines(now)
+        self._present_due(now)
         if now >= self._next_prune_ms:
             self._prune_receipts(now)
         if now >= self._next_run_prune_ms:
@@ -494,6 +560,8 @@ class Server:
             busy
             or interactions.next_deadline(self.db.conn) is not None
             or waits.next_due(self.db.conn) is not None
+            or delivery.next_due(self.db.conn) is not None
+            or deadlines.next_due(self.db.conn) is not None
         ):
             self._idle_since = asyncio.get_running_loop().time()
             return False

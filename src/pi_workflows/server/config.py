@@ -48,6 +48,14 @@ class ServerConfig:
     pi_command: str = "pi"  # PI_WORKFLOWS_PI: the pi of detached runs' headless agents
     pi_extension: str | None = None  # PI_WORKFLOWS_PI_EXTENSION: the extension it loads
     max_agents: int = 4  # PI_WORKFLOWS_MAX_AGENTS: starting + live headless agents
+    # PI_WORKFLOWS_AGENT_STALL_SECONDS: a headless agent that works on none of its run's step
+    # for this long is prompted again, then replaced (store/delivery.py, server/agents.py)
+    agent_stall_seconds: float = 60.0
+    # PI_WORKFLOWS_TURN_RETRIES and PI_WORKFLOWS_TURN_RETRY_SECONDS: a step whose model turn
+    # ends with a provider error is presented again this many times, the first after this
+    # long (doubling), before its run pauses agentUnavailable
+    turn_retries: int = 3
+    turn_retry_seconds: float = 10.0
     client_write_buffer_bytes: int = 4 * 1024 * 1024  # a slower reader is disconnected
     runner_output_tail_bytes: int = 64 * 1024  # kept of each runner's stdout and stderr
 
@@ -80,4 +88,7 @@ class ServerConfig:
             not in ("0", "false", "no"),
             pi_command=env.get("PI_WORKFLOWS_PI") or "pi",
             pi_extension=env.get("PI_WORKFLOWS_PI_EXTENSION") or None,
+            agent_stall_seconds=_number(env, "PI_WORKFLOWS_AGENT_STALL_SECONDS", 60.0, 0.5),
+            turn_retries=int(_number(env, "PI_WORKFLOWS_TURN_RETRIES", 3, 0)),
+            turn_retry_seconds=_number(env, "PI_WORKFLOWS_TURN_RETRY_SECONDS", 10.0, 0.05),
         )

@@ -57,7 +57,7 @@ class ServerContext(Protocol):
         """Open client connections."""
         ...
 
-    def wake(self, run_id: str | None = None) -> None:
+    def wake(self, run_id: str | None = None, *, scheduler: bool = True) -> None:
         """Something committed: the scheduler, held answers and view pushers look now."""
         ...
 

@@ -14,6 +14,7 @@ from typing import Any
 from pi_workflows.otel import ids
 from pi_workflows.protocol import PROTOCOL_VERSION
 from pi_workflows.server.config import ServerConfig
+from pi_workflows.server.evidence import evidence_dir
 from pi_workflows.store import jsoncol, run_rows
 from pi_workflows.store.database import Database, Transaction
 
@@ -52,6 +53,9 @@ def envelope_builder(
             # The run tree's OpenTelemetry trace id: a node's ``ctx.trace_id``, and the
             # parent of what workflow code traces while export is on (otel.ids).
             "traceId": ids.trace_hex(ids.trace_id(row[9])),
+            # Where the runner keeps an effect body's outcome until this server has it
+            # (runner/evidence.py; server/evidence.py reads what a lost report left).
+            "evidenceDir": str(evidence_dir(config.home, row[0])),
         }
 
     return build

@@ -8,15 +8,21 @@ transaction, so a repeated message id replays exactly what was committed.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from pi_workflows.channels import config as channel_config
 from pi_workflows.protocol import (
+    AUDIENCE_PATTERN,
     RUNNER_SCHEMA,
+    SIGNAL_NAME_PATTERN,
     ErrorInfo,
     Outcome,
     RunnerMessage,
     RunnerReply,
+    canonical_json,
     fingerprint,
     safe_message,
 )
@@ -28,7 +34,10 @@ from pi_workflows.store import (
     interaction_writes,
     lifecycle,
     progress,
+    published,
     runners,
+    sent_signals,
+    settings,
     signals,
     values,
     views,
@@ -64,6 +73,8 @@ PROPOSALS = frozenset(
         "node.spawn",
         "node.update",
         "node.logs",
+        "value.publish",
+        "signal.send",
         "run.park",
         "effect.reserve",
         "effect.settle",
@@ -84,6 +95,21 @@ RUNNER_PARK_REASONS = frozenset(
 )
 # After these commit, the runner has nothing left to do for this generation.
 FINAL_KINDS = frozenset({"node.wait", "run.park", "interaction.reject"})
+# Proposals that change only their own run's progress under its live runner: the run stays
+# running and claimed, and no queue entry, durable wait, request, child run or schedule
+# changes. After one is accepted the scheduler has nothing new to look at (``in_place``).
+IN_PLACE_KINDS = frozenset(
+    {
+        "node.start",
+        "node.update",
+        "node.logs",
+        "value.publish",
+        "effect.reserve",
+        "effect.settle",
+        "process.register",
+        "process.ended",
+    }
+)
 # A node.sleep, node.retry or node.await is final when its reply says the run now waits.
 
 
@@ -153,7 +179,13 @@ def _next_step(payload: dict[str, Any]) -> GoTo | Finish:
         return GoTo(_field(step, "nodeId", str))
     if step.get("type") == "finish":
         status = RunStatus(_field(step, "status", str))
-        if status not in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.TIMED_OUT):
+        # cancelled: only a cleanup node's end (store/cleanups.py), checked by the store.
+        if status not in (
+            RunStatus.COMPLETED,
+            RunStatus.FAILED,
+            RunStatus.TIMED_OUT,
+            RunStatus.CANCELLED,
+        ):
             raise BadRunnerMessage(f"a run cannot finish as {status}")
         return Finish(status, step.get("output"), step.get("error"))
     raise BadRunnerMessage("payload field 'next' must be a goto or a finish")
@@ -164,6 +196,30 @@ _ATTEMPT_OUTCOMES = {
     "failed": AttemptStatus.FAILED,
     "timed_out": AttemptStatus.TIMED_OUT,
 }
+
+
+def in_place(message: RunnerMessage, reply: RunnerReply) -> bool:
+    """Whether ``reply`` accepted a proposal that moved only its own run forward: an
+    ``IN_PLACE_KINDS`` message, or a ``node.finish`` that routes to a next node and carries
+    no submission, event or message (it ends no request, consumes no event, records no
+    message for a session). The server's scheduler need not look after one (its queue,
+    durable waits, headless agents, joins and schedules are as they were); everything
+    else still hears of the change (held answers, watched views)."""
+    if reply.outcome is not Outcome.ACCEPTED:
+        return False
+    if message.kind in IN_PLACE_KINDS:
+        return True
+    if message.kind != "node.finish":
+        return False
+    payload = message.payload
+    step = payload.get("next")
+    return (
+        isinstance(step, dict)
+        and step.get("type") == "goto"
+        and payload.get("submissionId") is None
+        and payload.get("signalId") is None
+        and payload.get("message") is None
+    )
 
 
 def answer(db: Database, runner: RunnerIdentity, message: RunnerMessage) -> RunnerReply:
@@ -180,46 +236,9 @@ def answer(db: Database, runner: RunnerIdentity, message: RunnerMessage) -> Runn
         if stored is not None:
             return RunnerReply(schema=RUNNER_SCHEMA, **_replay(stored))
     try:
-        if message.kind == "state.get":
-            with db.read() as conn:
-                state = views.runner_state(conn, runner.run_id)
-            return _reply(
-                message.message_id, Outcome.ACCEPTED, revision=state["revision"], payload=state
-            )
-        if message.kind == "state.outputs":
-            after = str(_field(message.payload, "after", str))
-            with db.read() as conn:
-                page = views.runner_outputs(conn, runner.run_id, after)
-            return _reply(
-                message.message_id, Outcome.ACCEPTED, revision=page["revision"], payload=page
-            )
-        if message.kind == "join.results":
-            payload = message.payload
-            wait_id = str(_field(payload, "waitId", str))
-            with db.read() as conn:
-                join = children.read_join(conn, wait_id)
-                if join is None or join.parent_run_id != runner.run_id:
-                    raise BadRunnerMessage(f"wait {wait_id} is no join of run {runner.run_id}")
-                page = children.results(
-                    conn,
-                    wait_id,
-                    _non_negative(payload, "after"),
-                    min(500, max(1, _non_negative(payload, "limit"))),
-                )
-            return _reply(message.message_id, Outcome.ACCEPTED, payload=page)
-        if message.kind == "blob.read":
-            payload = message.payload
-            with db.read() as conn:
-                try:
-                    chunk = values.read_chunk(
-                        conn,
-                        str(_field(payload, "digest", str)),
-                        _non_negative(payload, "offset"),
-                        _non_negative(payload, "length"),
-                    )
-                except LookupError as exc:
-                    raise BadRunnerMessage(str(exc)) from None
-            return _reply(message.message_id, Outcome.ACCEPTED, payload=chunk)
+        read = _read(db, runner, message)
+        if read is not None:
+            return read
         if message.kind not in PROPOSALS:
             raise BadRunnerMessage(f"unknown runner message kind {message.kind!r}")
         with db.atomic(f"runner.{message.kind}") as tx:
@@ -255,6 +274,61 @@ def answer(db: Database, runner: RunnerIdentity, message: RunnerMessage) -> Runn
     except StoreError as exc:
         _keep_receipt(db, runner, message, exc.code)
         return _reply(message.message_id, Outcome.REJECTED, code=exc.code, error=str(exc))
+
+
+def _read(db: Database, runner: RunnerIdentity, message: RunnerMessage) -> RunnerReply | None:
+    """Answer a read (``state.get``, ``state.outputs``, ``join.results``, ``children.of``,
+    ``blob.read``); None for a proposal. Raises ``BadRunnerMessage`` for a bad read."""
+    if message.kind == "state.get":
+        with db.read() as conn:
+            state = views.runner_state(conn, runner.run_id)
+        return _reply(
+            message.message_id, Outcome.ACCEPTED, revision=state["revision"], payload=state
+        )
+    if message.kind == "state.outputs":
+        after = str(_field(message.payload, "after", str))
+        with db.read() as conn:
+            page = views.runner_outputs(conn, runner.run_id, after)
+        return _reply(message.message_id, Outcome.ACCEPTED, revision=page["revision"], payload=page)
+    if message.kind == "join.results":
+        payload = message.payload
+        wait_id = str(_field(payload, "waitId", str))
+        with db.read() as conn:
+            join = children.read_join(conn, wait_id)
+            if join is None or join.parent_run_id != runner.run_id:
+                raise BadRunnerMessage(f"wait {wait_id} is no join of run {runner.run_id}")
+            page = children.results(
+                conn,
+                wait_id,
+                _non_negative(payload, "after"),
+                min(500, max(1, _non_negative(payload, "limit"))),
+            )
+        return _reply(message.message_id, Outcome.ACCEPTED, payload=page)
+    if message.kind == "children.of":  # ctx.children(node): a page of its child runs
+        payload = message.payload
+        with db.read() as conn:
+            page = children.of_node(
+                conn,
+                runner.run_id,
+                str(_field(payload, "nodeId", str)),
+                _non_negative(payload, "after"),
+                min(500, max(1, _non_negative(payload, "limit"))),
+            )
+        return _reply(message.message_id, Outcome.ACCEPTED, payload=page)
+    if message.kind == "blob.read":
+        payload = message.payload
+        with db.read() as conn:
+            try:
+                chunk = values.read_chunk(
+                    conn,
+                    str(_field(payload, "digest", str)),
+                    _non_negative(payload, "offset"),
+                    _non_negative(payload, "length"),
+                )
+            except LookupError as exc:
+                raise BadRunnerMessage(str(exc)) from None
+        return _reply(message.message_id, Outcome.ACCEPTED, payload=chunk)
+    return None
 
 
 def _keep_receipt(db: Database, runner: RunnerIdentity, message: RunnerMessage, why: str) -> None:
@@ -296,13 +370,16 @@ def _replay(stored: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _attempt_wire(attempt: Any) -> dict[str, Any]:
+def _attempt_wire(conn: Any, attempt: Any) -> dict[str, Any]:
+    """A started attempt for its runner, with the settings it sees (``ctx.settings``)."""
     return {
         "attemptId": attempt.attempt_id,
         "nodeId": attempt.node_id,
         "visit": attempt.visit,
         "attemptNo": attempt.attempt_no,
         "tryNo": attempt.try_no,
+        "settingsChange": attempt.settings_change,
+        "settings": settings.of_change(conn, attempt.run_id, attempt.settings_change),
     }
 
 
@@ -326,6 +403,12 @@ def _non_negative(payload: dict[str, Any], name: str) -> int:
     return value
 
 
+def _optional_line(payload: dict[str, Any], name: str) -> str | None:
+    """An optional text field as one safe, bounded line (an error class, a retry note)."""
+    value = _optional_text(payload, name)
+    return None if value is None else safe_message(value)
+
+
 def _optional_text(payload: dict[str, Any], name: str) -> str | None:
     value = payload.get(name)
     if value is not None and not isinstance(value, str):
@@ -338,6 +421,33 @@ def _positive(payload: dict[str, Any], name: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise BadRunnerMessage(f"payload field {name!r} must be a positive integer")
     return value
+
+
+def _wait_draft(payload: dict[str, Any], home: Path) -> InteractionDraft:
+    """The request a ``node.wait`` asks for; a decision's records the seats its audience
+    names (docs/channels.md), never anything else of the channel configuration."""
+    kind = _field(payload, "kind", str)
+    if kind not in ("checkpoint", "decision", "agent", "assistant"):
+        raise BadRunnerMessage("payload field 'kind' must be checkpoint|decision|agent|assistant")
+    for_person = payload.get("forPerson", False)
+    if not isinstance(for_person, bool) or (for_person and kind != "checkpoint"):
+        raise BadRunnerMessage("payload field 'forPerson' must be a boolean, on a checkpoint")
+    request = payload.get("request")
+    if kind == "decision" and isinstance(request, dict):
+        audience = request.get("audience")
+        if audience is not None and not (
+            isinstance(audience, str) and AUDIENCE_PATTERN.fullmatch(audience)
+        ):
+            raise BadRunnerMessage("payload field 'request.audience' must be an audience name")
+        request = {**request, "seats": list(channel_config.seats_for(home, audience))}
+    return InteractionDraft(
+        kind=kind,
+        request=request if isinstance(request, dict) else {"value": request},
+        timeout_ms=_optional_ms(payload, "timeoutMs"),
+        choices=[str(c) for c in payload.get("choices") or []],
+        timeout_choice=payload.get("timeoutChoice"),
+        for_person=for_person,
+    )
 
 
 def _apply(db: Database, claim: Claim, message: RunnerMessage, runner_epoch: int) -> dict[str, Any]:
@@ -353,51 +463,11 @@ def _apply(db: Database, claim: Claim, message: RunnerMessage, runner_epoch: int
                 timeout_ms=_optional_ms(payload, "timeoutMs"),
                 expected_revision=expected,
             )
-            return _attempt_wire(started.attempt)
+            return _attempt_wire(db.conn, started.attempt)
         case "node.finish":
-            outcome = _ATTEMPT_OUTCOMES.get(str(payload.get("outcome")))
-            if outcome is None:
-                raise BadRunnerMessage("payload field 'outcome' must be completed|failed|timed_out")
-            note = payload.get("message")
-            message_pair = None
-            if note is not None:
-                if not isinstance(note, dict) or note.get("kind") not in ("progress", "final"):
-                    raise BadRunnerMessage("payload field 'message' must have kind progress|final")
-                message_pair = (str(note["kind"]), note.get("body"))
-            finished = lifecycle.finish_node(
-                db,
-                claim,
-                _field(payload, "attemptId", str),
-                outcome,
-                _next_step(payload),
-                output=payload.get("output"),
-                error=payload.get("error"),
-                expected_revision=expected,
-                start_next=bool(payload.get("startNext", False)),
-                next_timeout_ms=_optional_ms(payload, "timeoutMs"),
-                message=message_pair,
-                submission_id=_optional_text(payload, "submissionId"),
-                signal_id=_optional_text(payload, "signalId"),
-            )
-            return (
-                {}
-                if finished.next_attempt is None
-                else {"nextAttempt": _attempt_wire(finished.next_attempt)}
-            )
+            return _apply_finish(db, claim, message)
         case "node.wait":
-            kind = _field(payload, "kind", str)
-            if kind not in ("checkpoint", "decision", "agent", "assistant"):
-                raise BadRunnerMessage(
-                    "payload field 'kind' must be checkpoint|decision|agent|assistant"
-                )
-            request = payload.get("request")
-            draft = InteractionDraft(
-                kind=kind,
-                request=request if isinstance(request, dict) else {"value": request},
-                timeout_ms=_optional_ms(payload, "timeoutMs"),
-                choices=[str(c) for c in payload.get("choices") or []],
-                timeout_choice=payload.get("timeoutChoice"),
-            )
+            draft = _wait_draft(payload, db.path.parent)
             _, request_id = lifecycle.wait(
                 db, claim, _field(payload, "attemptId", str), draft, expected_revision=expected
             )
@@ -409,6 +479,17 @@ def _apply(db: Database, claim: Claim, message: RunnerMessage, runner_epoch: int
         case "node.update" | "node.logs":
             _record_progress(db, claim, message.kind, payload)
             return {}
+        case "signal.send":  # ctx.signal: a managed effect, sent once in this commit
+            return _send_signal(db, claim, payload)
+        case "value.publish":  # ctx.publish: fenced like node.finish, kept if it fails later
+            kept = published.publish(
+                db,
+                claim,
+                _field(payload, "attemptId", str),
+                _field(payload, "key", str),
+                payload.get("value"),
+            )
+            return {"key": kept.key, "version": kept.version}
         case "run.park":
             reason = ParkReason(_field(payload, "reason", str))
             if reason not in RUNNER_PARK_REASONS:
@@ -477,6 +558,88 @@ def _apply(db: Database, claim: Claim, message: RunnerMessage, runner_epoch: int
     raise BadRunnerMessage(f"unknown runner message kind {message.kind!r}")  # pragma: no cover
 
 
+MAX_SIGNAL_BYTES = 256 * 1024
+"""Largest canonical JSON of the data of an event a run sends (as ``run.signal``'s)."""
+
+_SIGNAL_NAME = re.compile(SIGNAL_NAME_PATTERN)
+
+
+def _send_signal(db: Database, claim: Claim, payload: dict[str, Any]) -> dict[str, Any]:
+    """``signal.send`` (``ctx.signal``): the event, the sender's effect and its outcome in
+    one commit (``store/sent_signals.py``)."""
+    target = str(_field(payload, "runId", str))
+    name = str(_field(payload, "name", str))
+    key = str(_field(payload, "key", str))
+    if not _SIGNAL_NAME.match(name):
+        raise BadRunnerMessage(
+            f"event name {name[:80]!r} is malformed: use 1-128 letters, digits and _.:- starting"
+            " with a letter"
+        )
+    if not 1 <= len(key) <= 200 or not 1 <= len(target) <= 200:
+        raise BadRunnerMessage("a signal's key and run id are 1-200 characters")
+    data = payload.get("data")
+    size = len(canonical_json(data))
+    if size > MAX_SIGNAL_BYTES:
+        raise BadRunnerMessage(
+            f"the event's data is {size} bytes of JSON; the limit is {MAX_SIGNAL_BYTES}"
+        )
+    sent = sent_signals.send(
+        db, claim, str(_field(payload, "attemptId", str)), target, name, data, key
+    )
+    return sent.to_json()
+
+
+def _apply_finish(db: Database, claim: Claim, message: RunnerMessage) -> dict[str, Any]:
+    """``node.finish``: settle the attempt and route; or, for a ``settings_route`` attempt
+    whose settings changed since it started, nothing but its evaluation again."""
+    payload = message.payload
+    expected = message.expected_revision
+    attempt_id = _field(payload, "attemptId", str)
+    if payload.get("settingsRoute") is True and settings.stale_route(
+        db.conn, claim.run_id, attempt_id
+    ):
+        # The settings changed since this settings_route attempt started: its route
+        # is not committed; the runner evaluates it again with the new settings.
+        change, document = settings.reevaluate(db, claim, attempt_id, expected_revision=expected)
+        return {"reevaluate": {"settingsChange": change, "settings": document}}
+    outcome = _ATTEMPT_OUTCOMES.get(str(payload.get("outcome")))
+    if outcome is None:
+        raise BadRunnerMessage("payload field 'outcome' must be completed|failed|timed_out")
+    note = payload.get("message")
+    message_pair = None
+    if note is not None:
+        if not isinstance(note, dict) or note.get("kind") not in ("progress", "final"):
+            raise BadRunnerMessage("payload field 'message' must have kind progress|final")
+        audience = note.get("audience")
+        if audience is not None and not (
+            isinstance(audience, str) and AUDIENCE_PATTERN.fullmatch(audience)
+        ):
+            raise BadRunnerMessage("payload field 'message.audience' must be an audience name")
+        message_pair = (str(note["kind"]), note.get("body"), audience)
+    finished = lifecycle.finish_node(
+        db,
+        claim,
+        _field(payload, "attemptId", str),
+        outcome,
+        _next_step(payload),
+        output=payload.get("output"),
+        error=payload.get("error"),
+        expected_revision=expected,
+        start_next=bool(payload.get("startNext", False)),
+        next_timeout_ms=_optional_ms(payload, "timeoutMs"),
+        message=message_pair,
+        submission_id=_optional_text(payload, "submissionId"),
+        signal_id=_optional_text(payload, "signalId"),
+        error_class=_optional_line(payload, "errorClass"),
+        retry_note=_optional_line(payload, "retryNote"),
+    )
+    return (
+        {}
+        if finished.next_attempt is None
+        else {"nextAttempt": _attempt_wire(db.conn, finished.next_attempt)}
+    )
+
+
 def _apply_wait(db: Database, claim: Claim, message: RunnerMessage) -> dict[str, Any]:
     """Commit a durable-wait proposal: a sleep, a retry, a wait for an event, or the
     refusal of an event by the node's validate (``store/wait_steps.py``)."""
@@ -508,11 +671,12 @@ def _apply_wait(db: Database, claim: Claim, message: RunnerMessage) -> dict[str,
                 exhausted=bool(payload.get("exhausted", False)),
                 next_timeout_ms=_optional_ms(payload, "timeoutMs"),
                 expected_revision=expected,
+                error_class=_optional_line(payload, "errorClass"),
             )
             return {
                 "nextAttempt": None
                 if retried.next_attempt is None
-                else _attempt_wire(retried.next_attempt),
+                else _attempt_wire(db.conn, retried.next_attempt),
                 "dueAt": retried.due_at,
                 "parked": retried.parked,
             }
@@ -579,8 +743,19 @@ def _apply_spawn(db: Database, claim: Claim, message: RunnerMessage) -> dict[str
         fail_fast=bool(payload.get("failFast", False)),
         detached=bool(payload.get("detached", False)),
         expected_revision=message.expected_revision,
+        rate=_rate(payload),
     )
     return {"waited": True, "revision": revision}
+
+
+def _rate(payload: dict[str, Any]) -> tuple[int, int] | None:
+    """A ``fan_out``'s ``rate`` (``{count, periodMs}``) as ``(starts, period ms)``, or None."""
+    rate = payload.get("rate")
+    if rate is None:
+        return None
+    if not isinstance(rate, dict):
+        raise BadRunnerMessage("payload field 'rate' must be {count, periodMs}")
+    return _positive(rate, "count"), _positive(rate, "periodMs")
 
 
 def _record_progress(db: Database, claim: Claim, kind: str, payload: dict[str, Any]) -> None:

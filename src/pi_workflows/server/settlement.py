@@ -13,7 +13,14 @@ import logging
 
 from pi_workflows.server.config import ServerConfig
 from pi_workflows.server.runner_handle import RunnerHandle
-from pi_workflows.store import attempts, faults, interaction_writes, lifecycle, takeover
+from pi_workflows.store import (
+    attempts,
+    cleanups,
+    faults,
+    interaction_writes,
+    lifecycle,
+    takeover,
+)
 from pi_workflows.store.claims import Claim
 from pi_workflows.store.database import Database
 from pi_workflows.store.errors import LeaseHeldError
@@ -101,12 +108,19 @@ def settle(db: Database, config: ServerConfig, handle: RunnerHandle, code: int |
         return
     detail = f"runner exited with {'code ' + str(code) if code is not None else 'no code'}"
     detail += lapse_note
+    cleaning_up = cleanups.active(db.conn, handle.run_id) is not None
     if not progressed:
+        if cleaning_up:  # a cleanup never parks and never loops: the run ends as it was ended
+            cleanups.give_up(db, fence, f"its runner stopped before the cleanup ran ({detail})")
+            return
         lifecycle.park(db, fence, ParkReason.RUNNER_NO_PROGRESS, detail)
         return
     active = attempts.unfinished(db.conn, handle.run_id)
     tries = 0 if active is None else attempts.crash_tries(db.conn, active)
     if active is not None and tries >= MAX_ATTEMPTS_PER_VISIT:
+        if cleaning_up:
+            cleanups.give_up(db, fence, f"it stopped its runner {tries} times; {detail}")
+            return
         lifecycle.park(
             db,
             fence,

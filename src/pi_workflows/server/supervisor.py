@@ -38,10 +38,11 @@ from pi_workflows.server.config import ServerConfig
 from pi_workflows.server.envelope import envelope_builder, environment
 from pi_workflows.server.processes import Identity
 from pi_workflows.server.runner_handle import Drain, RunnerHandle
-from pi_workflows.server.runner_messages import RunnerIdentity, answer
+from pi_workflows.server.runner_messages import RunnerIdentity, answer, in_place
 from pi_workflows.server.template import RunnerTemplate
 from pi_workflows.store import children as child_runs
 from pi_workflows.store import (
+    deadlines,
     effects,
     faults,
     interactions,
@@ -78,7 +79,7 @@ class Supervisor:
         db: Database,
         config: ServerConfig,
         server_epoch: int,
-        on_change: Callable[[str | None], None],
+        on_change: Callable[..., None],
         template: RunnerTemplate | None = None,
     ) -> None:
         self.db = db
@@ -209,7 +210,12 @@ class Supervisor:
                 )
                 log.warning("run %s: refused its runner's %s", handle.run_id, handle.refused)
             await self._send(child, reply)
-            self.on_change(handle.run_id)
+            # A proposal that only moved its own run forward wakes no scheduler tick (about
+            # ten reads a node, with nothing new for it to find); the rest of the server
+            # (held answers, watched views) hears of every change.
+            # A ``signal.send`` changed another run too (ctx.signal): everyone looks.
+            changed = None if message.kind == "signal.send" else handle.run_id
+            self.on_change(changed, scheduler=not in_place(message, reply))
             if reply.outcome is Outcome.CLAIM_LOST:
                 return
 
@@ -438,6 +444,29 @@ class Supervisor:
                 cancelled += 1
                 self.on_change(child_id)
         return cancelled
+
+    def expire_deadlines(self, now: int) -> int:
+        """End every unfinished run whose run deadline passed at ``now`` (``timed_out``, its
+        tree cancelled, under its runners' claims: ``lifecycle.expire``), then stop the
+        runners of those trees. A run whose tree cannot be ended now (a runner of it still
+        starting holds its claim) is tried again on the next tick. Returns how many ended."""
+        ended = 0
+        for run_id in deadlines.due(self.db.conn, now):
+            handles = self.tree_handles(run_id)
+            claims = {h.run_id: h.identity.claim for h in handles}
+            try:
+                result = lifecycle.expire(self.db, run_id, claim=claims.get(run_id), claims=claims)
+            except (StoreError, LeaseHeldError) as exc:
+                log.warning("could not end run %s at its deadline: %s", run_id, exc)
+                continue
+            if result is None:
+                continue
+            log.info("run %s: its run deadline passed; ended timed_out", run_id)
+            for handle in handles:
+                self.terminate(handle, "cancelled")
+            ended += 1
+            self.on_change(run_id)
+        return ended
 
     def terminate(self, handle: RunnerHandle, reason: str) -> None:
         """Stop a runner whose run has already been changed under its claim (or must be).

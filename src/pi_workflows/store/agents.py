@@ -38,19 +38,27 @@ class AgentRecord:
 
 def wanted(conn: sqlite3.Connection) -> list[Wanted]:
     """Detached runs that wait on a request the model answers (an agent, assistant-message
-    or checkpoint step; a human decision waits for a person), or that still work between
-    such steps while their agent lives. A run in a durable wait (a sleep, a retry delay,
-    an event wait) wants none: it holds no process while it waits, its agent included.
-    Oldest first: the server's agent capacity goes to them in that order."""
+    or checkpoint step; a human decision or a person's checkpoint waits for a person, and so
+    does a checkpoint whose model ended its turn without answering it), or that still work
+    between such steps while their agent lives. A run in a durable wait (a sleep, a retry
+    delay, an event wait) wants none: it holds no process while it waits, its agent
+    included. Oldest first: the server's agent capacity goes to them in that order."""
     rows = conn.execute(
         "SELECT r.run_id, r.origin_session, s.project_dir, r.definition_digest FROM runs r"
         " JOIN run_sources s USING (run_id) WHERE r.execution_mode = 'detached'"
         " AND r.status IN ('queued', 'running', 'waiting')"  # runs_detached_active
         " AND (EXISTS (SELECT 1 FROM interactive_requests q WHERE q.run_id = r.run_id"
-        " AND q.status IN ('pending', 'validating') AND q.kind != 'decision')"
+        " AND q.status IN ('pending', 'validating') AND q.for_person = 0)"
         " OR (EXISTS (SELECT 1 FROM agent_processes a WHERE a.run_id = r.run_id"
         " AND a.status = 'live') AND NOT EXISTS (SELECT 1 FROM run_waits w"
         " WHERE w.run_id = r.run_id AND w.status = 'pending')))"
+        # A checkpoint its model had a turn on and left unanswered waits for a person.
+        " AND NOT EXISTS (SELECT 1 FROM interactive_requests c WHERE c.run_id = r.run_id"
+        " AND c.status = 'pending' AND c.kind IN ('checkpoint', 'decision')"
+        " AND (c.for_person = 1 OR (NOT EXISTS (SELECT 1 FROM workflow_messages p"
+        " WHERE p.request_id = c.request_id AND p.status = 'pending') AND EXISTS (SELECT 1"
+        " FROM workflow_messages m JOIN workflow_turns t ON t.message_id = m.message_id"
+        " WHERE m.request_id = c.request_id AND t.stop_reason = 'completed'))))"
         " ORDER BY r.created_at, r.run_id",
     ).fetchall()
     return [Wanted(row[0], row[1], row[2], row[3]) for row in rows]

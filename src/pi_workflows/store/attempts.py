@@ -30,9 +30,14 @@ class Attempt:
     status: AttemptStatus
     error: str | None
     try_no: int = 1  # which try of the visit's current round of retries
+    # The run's settings change it started with (None: a fork's carried attempt).
+    settings_change: int | None = 0
 
 
-_COLUMNS = "attempt_id, run_id, node_id, visit, attempt_no, generation, status, error, try_no"
+_COLUMNS = (
+    "attempt_id, run_id, node_id, visit, attempt_no, generation, status, error, try_no,"
+    " settings_change"
+)
 
 
 def _attempt(row: sqlite3.Row) -> Attempt:
@@ -46,6 +51,7 @@ def _attempt(row: sqlite3.Row) -> Attempt:
         status=AttemptStatus(row[6]),
         error=row[7],
         try_no=row[8],
+        settings_change=row[9],
     )
 
 
@@ -119,14 +125,18 @@ def start(
     else:
         visit, attempt_no = last[0] + 1, 1
     attempt_id = new_id("att")
-    tx.conn.execute(
-        "INSERT INTO node_attempts (attempt_id, run_id, round, node_id, visit, attempt_no,"
-        " generation, status, try_no, deadline_at, started_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
-        (
-            attempt_id, run_id, round_no, node_id, visit, attempt_no, generation, try_no,
-            deadline_at, tx.now,
-        ),
+    # The attempt sees the run's settings as they are now: only later attempts see a change.
+    change = int(
+        tx.conn.execute(
+            "INSERT INTO node_attempts (attempt_id, run_id, round, node_id, visit, attempt_no,"
+            " generation, status, try_no, deadline_at, started_at, settings_change)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?,"
+            " (SELECT settings_change FROM runs WHERE run_id = ?)) RETURNING settings_change",
+            (
+                attempt_id, run_id, round_no, node_id, visit, attempt_no, generation, try_no,
+                deadline_at, tx.now, run_id,
+            ),
+        ).fetchone()[0]
     )  # fmt: skip
     return Attempt(
         attempt_id,
@@ -138,6 +148,7 @@ def start(
         AttemptStatus.RUNNING,
         None,
         try_no,
+        change,
     )
 
 

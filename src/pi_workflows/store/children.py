@@ -16,8 +16,20 @@ that already changes a run:
 - ``parent_ended`` (a parent's terminal transition): its joins are cancelled and their
   waiting children skipped.
 
-While a parent is paused its joins start no new child (an ending child leaves its slot
-empty); ``refill``, called by the parent's resume, fills the slots again.
+A ``fan_out`` with a ``rate`` (``rate_count`` starts per ``rate_period_ms``) starts a child
+only while fewer than ``rate_count`` children of its join started in the window before now
+(the ``started_at`` of its rows, so the bound survives a server restart). When the rate
+holds a waiting child back while the concurrency has room, ``_pace`` sets the join's wait's
+due time to the moment the window allows the next start; ``pace_due`` (fired like any due
+wait, ``takeover.fire_due_waits``) starts what the window and the concurrency then allow,
+and paces again. The parent stays waiting throughout.
+
+While a parent or any run above it is paused its joins start no new child: a join
+recorded then (a child that was draining for a tree pause spawned its own children) keeps
+them all waiting, and an ending child leaves its slot empty. ``refill``, called by the
+resume of a run (and of the runs below a resumed root), fills the slots again. So a pause
+reaches the whole tree, at any depth, even a part of it spawned while the pause was under
+way.
 
 The caller (``transitions``) changes run statuses; this module never does, and never
 imports ``transitions``.
@@ -74,6 +86,8 @@ class Join:
     ended: int
     failed: int
     status: str  # running | failing | joined | cancelled
+    rate_count: int | None = None  # fan_out(rate=...): starts per rate_period_ms
+    rate_period_ms: int | None = None
 
     def progress(self) -> dict[str, Any]:
         """The wire form of its progress (``run.get``'s ``children``)."""
@@ -88,13 +102,16 @@ class Join:
             "failed": self.failed,
             "status": self.status,
             "detached": self.detached,
+            "rate": None
+            if self.rate_count is None
+            else {"count": self.rate_count, "periodMs": self.rate_period_ms},
         }
 
 
 _JOIN_COLUMNS = (
     "wait_id, parent_run_id, node_id, kind, workflow_name, definition_digest, source_kind,"
     " source_ref, source_revision, project_dir, mounted_json, detached, concurrency,"
-    " fail_fast, total, started, ended, failed, status"
+    " fail_fast, total, started, ended, failed, status, rate_count, rate_period_ms"
 )
 
 
@@ -115,6 +132,8 @@ def _join(row: sqlite3.Row | tuple[Any, ...]) -> Join:
         ended=row[16],
         failed=row[17],
         status=row[18],
+        rate_count=row[19],
+        rate_period_ms=row[20],
     )
 
 
@@ -164,9 +183,11 @@ def spawn(
     fail_fast: bool,
     detached: bool,
     depth: int,
+    rate: tuple[int, int] | None = None,
 ) -> waits.Wait:
     """Record the join of ``node_id``'s attempt and start its first children (the caller
-    moves the parent to ``waiting`` in the same write). ``depth`` is the parent's."""
+    moves the parent to ``waiting`` in the same write). ``depth`` is the parent's; ``rate``
+    is ``(starts, period ms)`` of a ``fan_out(rate=...)``."""
     if kind not in ("subworkflow", "fan_out"):
         raise ValueError(f"unknown join kind {kind!r}")
     if not 1 <= len(inputs) <= MAX_CHILDREN:
@@ -184,12 +205,13 @@ def spawn(
     source = child.source
     tx.conn.execute(
         f"INSERT INTO run_joins ({_JOIN_COLUMNS}, created_at) VALUES"
-        " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 'running', ?)",
+        " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 0, 'running', ?, ?, ?)",
         (
             wait.wait_id, parent.run_id, node_id, kind, child.workflow_name,
             child.definition_digest, source.kind, source.ref, source.revision,
             source.project_dir, jsoncol.dumps(source.mounted), int(detached), concurrency,
-            int(fail_fast), len(inputs), tx.now,
+            int(fail_fast), len(inputs), None if rate is None else rate[0],
+            None if rate is None else rate[1], tx.now,
         ),
     )  # fmt: skip
     for item, value in enumerate(inputs):
@@ -231,16 +253,93 @@ def _new_run(
     )
 
 
-def _start_next(tx: Transaction, join: Join, count: int) -> int:
-    """Start up to ``count`` waiting children of ``join`` in item order; how many started."""
-    if count <= 0:
+def paused_above(conn: sqlite3.Connection, run_id: str) -> str | None:
+    """The nearest run at or above ``run_id`` in its tree that is paused, or None: the
+    children of such a run's subtree wait (no new child starts under a paused run)."""
+    row = conn.execute(
+        "WITH RECURSIVE up(run_id, status, parent_run_id, level) AS ("
+        " SELECT run_id, status, parent_run_id, 0 FROM runs WHERE run_id = ?"
+        " UNION ALL SELECT r.run_id, r.status, r.parent_run_id, up.level + 1 FROM runs r"
+        " JOIN up ON r.run_id = up.parent_run_id)"
+        " SELECT run_id FROM up WHERE status = 'paused' ORDER BY level LIMIT 1",
+        (run_id,),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _recent_starts(tx: Transaction, join: Join) -> list[int]:
+    """The start times of ``join``'s children inside its rate window before now, newest
+    first (at most ``rate_count``: no more are ever needed)."""
+    assert join.rate_count is not None
+    assert join.rate_period_ms is not None
+    rows = tx.conn.execute(
+        "SELECT started_at FROM run_children WHERE wait_id = ? AND started_at > ?"
+        " ORDER BY started_at DESC LIMIT ?",
+        (join.wait_id, tx.now - join.rate_period_ms, join.rate_count),
+    ).fetchall()
+    return [int(row[0]) for row in rows]
+
+
+def _pace(tx: Transaction, join: Join) -> None:
+    """Set the due time of a rate-limited join's wait: when the window next allows a start,
+    if a child waits for it and the concurrency has room (otherwise none: a child's end,
+    or a resume, starts the next one and paces again)."""
+    if join.rate_count is None or join.rate_period_ms is None:
+        return
+    due = None
+    current = read_join(tx.conn, join.wait_id)
+    if (
+        current is not None
+        and current.status == "running"
+        and paused_above(tx.conn, join.parent_run_id) is None
+        and len(active_children(tx.conn, join.wait_id)) < join.concurrency
+        and tx.conn.execute(
+            "SELECT 1 FROM run_children WHERE wait_id = ? AND status = 'waiting' LIMIT 1",
+            (join.wait_id,),
+        ).fetchone()
+        is not None
+    ):
+        recent = _recent_starts(tx, join)
+        if len(recent) >= join.rate_count:
+            due = recent[-1] + join.rate_period_ms  # the oldest start leaves the window
+    tx.conn.execute(
+        "UPDATE run_waits SET due_at = ? WHERE wait_id = ? AND status = 'pending'",
+        (due, join.wait_id),
+    )
+
+
+def pace_due(tx: Transaction, wait_id: str) -> int:
+    """A rate-limited join's wait came due: start what its window and concurrency allow now
+    and pace again; how many started (inside the ``waits.fire`` write of its parent)."""
+    join = read_join(tx.conn, wait_id)
+    if join is None:
         return 0
+    if join.status != "running":
+        _pace(tx, join)
+        return 0
+    room = join.concurrency - len(active_children(tx.conn, join.wait_id))
+    return _start_next(tx, join, room)  # which paces again, whatever it started
+
+
+def _start_next(tx: Transaction, join: Join, count: int) -> int:
+    """Start up to ``count`` waiting children of ``join`` in item order (fewer when its rate
+    allows fewer now); how many started. None while the parent or a run above it is
+    paused: they start at its resume."""
+    if count <= 0 or paused_above(tx.conn, join.parent_run_id) is not None:
+        _pace(tx, join)
+        return 0
+    if join.rate_count is not None:
+        count = min(count, join.rate_count - len(_recent_starts(tx, join)))
+        if count <= 0:
+            _pace(tx, join)
+            return 0
     rows = tx.conn.execute(
         "SELECT item, input_json, input_ref, input_hash FROM run_children WHERE wait_id = ?"
         " AND status = 'waiting' ORDER BY item LIMIT ?",
         (join.wait_id, count),
     ).fetchall()
     if not rows:
+        _pace(tx, join)
         return 0
     parent = tx.conn.execute(
         "SELECT origin_session, execution_mode, root_run_id, depth FROM runs WHERE run_id = ?",
@@ -273,6 +372,7 @@ def _start_next(tx: Transaction, join: Join, count: int) -> int:
     tx.conn.execute(
         "UPDATE run_joins SET started = started + ? WHERE wait_id = ?", (len(rows), join.wait_id)
     )
+    _pace(tx, join)
     return len(rows)
 
 
@@ -322,8 +422,8 @@ def child_ended(tx: Transaction, child: RunRow, status: RunStatus) -> ChildEnded
     if join.status == "running" and failed and join.fail_fast:
         tx.conn.execute("UPDATE run_joins SET status = 'failing' WHERE wait_id = ?", (wait_id,))
         _skip_waiting(tx, wait_id)
-    elif join.status == "running" and parent.status is not RunStatus.PAUSED:
-        _start_next(tx, join, 1)  # a paused parent's next children start at its resume
+    elif join.status == "running":
+        _start_next(tx, join, 1)  # under a paused run, the next children start at its resume
     open_rows = tx.conn.execute(
         "SELECT COUNT(*) FROM run_children WHERE wait_id = ? AND status IN ('waiting', 'started')",
         (wait_id,),
@@ -412,3 +512,27 @@ def results(conn: sqlite3.Connection, wait_id: str, after: int, limit: int) -> d
             }
         )
     return {"items": items, "next": rows[limit][0] if more else None}
+
+
+def of_node(
+    conn: sqlite3.Connection, run_id: str, node_id: str, after: int, limit: int
+) -> dict[str, Any]:
+    """A page of the child runs of ``node_id``'s latest join in the run's current round, in
+    item order (``children.of``, ``ctx.children``): ``{items: [{item, runId, status}],
+    next}``; no items when the node started no children in this round."""
+    join = conn.execute(
+        "SELECT j.wait_id FROM run_joins j JOIN run_waits w USING (wait_id)"
+        " JOIN node_attempts a ON a.attempt_id = w.attempt_id JOIN runs r"
+        " ON r.run_id = j.parent_run_id WHERE j.parent_run_id = ? AND j.node_id = ?"
+        " AND a.round = r.round ORDER BY j.created_at DESC, j.rowid DESC LIMIT 1",
+        (run_id, node_id),
+    ).fetchone()
+    if join is None:
+        return {"items": [], "next": None}
+    rows = conn.execute(
+        "SELECT item, child_run_id, status FROM run_children WHERE wait_id = ? AND item >= ?"
+        " ORDER BY item LIMIT ?",
+        (join[0], after, limit + 1),
+    ).fetchall()
+    items = [{"item": r[0], "runId": r[1], "status": r[2]} for r in rows[:limit]]
+    return {"items": items, "next": rows[limit][0] if len(rows) > limit else None}

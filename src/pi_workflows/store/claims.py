@@ -101,14 +101,36 @@ def read_lease(conn: sqlite3.Connection, run_id: str) -> Lease | None:
     )
 
 
-def check_and_renew(tx: Transaction, claim: Claim, lease_ms: int) -> int:
+RENEW_AFTER_FRACTION = 10
+"""A fenced write renews its claim only once a tenth of the lease has passed since the last
+renewal (``check_and_renew``): a runner's writes a few milliseconds apart leave the lease row
+and its index untouched, two pages fewer in each commit."""
+
+
+def check_and_renew(tx: Transaction, claim: Claim, lease_ms: int, *, always: bool = False) -> int:
     """Fail with ``ClaimLostError`` unless ``claim`` is the run's live claim; then renew it.
 
     Must run inside the transaction of the write it protects, before any change. Returns the
-    new expiry. The renewal is one ``UPDATE`` that repeats every condition, so it can only
-    renew that exact, still-live claim; only when it matches nothing is the row read again
-    to name the reason.
+    expiry the claim has now. The check reads the lease row (generation, held, owner, token
+    hash in constant time, expiry). The renewal is one ``UPDATE`` that repeats every
+    condition, so it can only renew that exact, still-live claim; it runs when ``always``
+    (the backup timer) or when more than a tenth of the lease has passed since the last
+    renewal (``RENEW_AFTER_FRACTION``): a fenced write leaves its claim at least nine tenths
+    of a lease to live, and never an expired claim alive.
     """
+    row = tx.conn.execute(
+        "SELECT owner_type, owner_id, token_hash, generation, status, expires_at"
+        " FROM leases WHERE run_id = ?",
+        (claim.run_id,),
+    ).fetchone()
+    reason = _loss_reason(row, claim, tx.now)
+    if row is None or reason is not None:
+        raise ClaimLostError(
+            claim.run_id, reason or ClaimLostReason.MISSING_AUTHORITY, claim.generation
+        )
+    expires_at = int(row[5])
+    if not always and expires_at - tx.now > lease_ms - lease_ms // RENEW_AFTER_FRACTION:
+        return expires_at
     expires_at = tx.now + lease_ms
     cursor = tx.conn.execute(
         "UPDATE leases SET heartbeat_at = ?, expires_at = ?"
@@ -125,15 +147,9 @@ def check_and_renew(tx: Transaction, claim: Claim, lease_ms: int) -> int:
             tx.now,
         ),
     )
-    if cursor.rowcount == 1:
-        return expires_at
-    row = tx.conn.execute(
-        "SELECT owner_type, owner_id, token_hash, generation, status, expires_at"
-        " FROM leases WHERE run_id = ?",
-        (claim.run_id,),
-    ).fetchone()
-    reason = _loss_reason(row, claim, tx.now) or ClaimLostReason.MISSING_AUTHORITY
-    raise ClaimLostError(claim.run_id, reason, claim.generation)
+    if cursor.rowcount != 1:  # cannot happen: the row was read in this transaction
+        raise ClaimLostError(claim.run_id, ClaimLostReason.MISSING_AUTHORITY, claim.generation)
+    return expires_at
 
 
 def _loss_reason(row: sqlite3.Row | None, claim: Claim, now: int) -> ClaimLostReason | None:
@@ -205,4 +221,4 @@ def renew(db: Database, claim: Claim) -> int:
     Returns the new expiry.
     """
     with db.atomic("claims.renew") as tx:
-        return check_and_renew(tx, claim, db.lease_ms)
+        return check_and_renew(tx, claim, db.lease_ms, always=True)

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_workflows.store import attempts, diagnose_tree, effects, interactions, waits
+from pi_workflows.store import attempts, delivery, diagnose_tree, effects, interactions, waits
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.projection import expected_view, project_run, stored_view
 from pi_workflows.store.runs import RunRow, write_run
@@ -117,8 +117,12 @@ def diagnose(conn: sqlite3.Connection, now: int | None = None) -> list[Problem]:
             )
         if stored_view(conn, run_id) != expected_view(conn, run_id):
             add(Problem("viewerStale", run_id, "viewer row disagrees with the run rows", True))
+    if now is not None:
+        _check_delivery(conn, now, add)
     _check_events(conn, runs, add)
     _check_attempts(conn, runs, add)
+    _check_settings(conn, add)
+    _check_follow_ups(conn, add)
     _check_interactions(conn, runs, add)
     _check_effects(conn, runs, add)
     _check_schedules(conn, add)
@@ -128,6 +132,34 @@ def diagnose(conn: sqlite3.Connection, now: int | None = None) -> list[Problem]:
     ):
         add(Problem("queueWithoutRun", orphan, "queue row has no run", False))
     return problems
+
+
+STALL_REPORT_MS = 120_000
+"""How long a step may be stalled (``delivery``) before ``diagnose`` names it: the repairs of
+the delivery rule act within seconds, so a longer stall is a fault."""
+
+
+def _check_delivery(conn: sqlite3.Connection, now: int, add: Any) -> None:
+    """Open model steps of waiting runs that no live turn works on and no presentation is
+    due for, for longer than ``STALL_REPORT_MS`` (the rule of ``store/delivery.py``)."""
+    for request_id, run_id, node_id in conn.execute(
+        "SELECT q.request_id, q.run_id, q.node_id FROM interactive_requests q JOIN runs r"
+        " USING (run_id) WHERE q.status = 'pending' AND q.for_person = 0"
+        " AND r.status = 'waiting'"
+    ).fetchall():
+        found = delivery.of_request(conn, request_id)
+        if found is None or found.state != "stalled" or now - found.since < STALL_REPORT_MS:
+            continue
+        add(
+            Problem(
+                "stepStalled",
+                run_id,
+                f"step {node_id} ({request_id}) has had no live model turn and no presentation"
+                f" due for {(now - found.since) // 1000} s ({found.detail}); pause and resume"
+                " the run to present it again",
+                False,
+            )
+        )
 
 
 def _check_events(conn: sqlite3.Connection, runs: dict[str, Any], add: Any) -> None:
@@ -186,6 +218,51 @@ def _check_attempts(conn: sqlite3.Connection, runs: dict[str, Any], add: Any) ->
                         True,
                     )
                 )
+
+
+def _check_settings(conn: sqlite3.Connection, add: Any) -> None:
+    """A run's live settings and their history agree (``store/settings.py``): the document
+    is the one its change number's row holds, and no attempt names a later change."""
+    for (run_id,) in conn.execute(
+        "SELECT r.run_id FROM runs r LEFT JOIN run_settings s"
+        " ON s.run_id = r.run_id AND s.change_no = r.settings_change"
+        " WHERE (s.run_id IS NULL AND (r.settings_json IS NOT NULL OR r.settings_change > 0))"
+        " OR (s.run_id IS NOT NULL AND s.settings_json IS NOT r.settings_json)"
+        " UNION SELECT a.run_id FROM node_attempts a JOIN runs r ON r.run_id = a.run_id"
+        " WHERE a.settings_change > r.settings_change"
+    ):
+        add(
+            Problem(
+                "settingsOutOfStep",
+                run_id,
+                "the run's settings disagree with their recorded changes",
+                False,
+            )
+        )
+
+
+def _check_follow_ups(conn: sqlite3.Connection, add: Any) -> None:
+    """A follow-up agrees with its run and its message (``store/follow_ups.py``): none waits
+    on a run that ended other than completed, a ready one's message is pending and a sent
+    one's sent, and none of an ended, completed run stays queued once its result was sent."""
+    for run_id, follow_up_id in conn.execute(
+        "SELECT f.run_id, f.follow_up_id FROM run_follow_ups f JOIN runs r USING (run_id)"
+        " LEFT JOIN workflow_messages m ON m.message_id = f.message_id"
+        " WHERE (f.status = 'queued' AND r.status IN ('failed', 'timed_out', 'cancelled'))"
+        " OR (f.status = 'ready' AND m.status != 'pending')"
+        " OR (f.status = 'sent' AND m.status != 'sent')"
+        " OR (f.status = 'queued' AND r.status = 'completed' AND EXISTS (SELECT 1 FROM"
+        " workflow_messages t WHERE t.run_id = r.run_id AND t.kind = 'terminal'"
+        " AND t.source_key = 'terminal:' || r.round AND t.status = 'sent'))"
+    ):
+        add(
+            Problem(
+                "followUpOutOfStep",
+                run_id,
+                f"follow-up {follow_up_id} disagrees with its run or its message",
+                False,
+            )
+        )
 
 
 def _check_interactions(conn: sqlite3.Connection, runs: dict[str, Any], add: Any) -> None:
@@ -376,7 +453,8 @@ def _check_effects(conn: sqlite3.Connection, runs: dict[str, Any], add: Any) -> 
 def _check_schedules(conn: sqlite3.Connection, add: Any) -> None:
     """Schedules and their fires (``store/schedules.py``): each started fire's run exists
     (or was pruned) and carries the schedule and fire time; every recorded fire time is
-    before the schedule's next one (else it would fire again); no queued fire outlives its
+    before the schedule's next one (else it would fire again; a trigger's time is no
+    cadence time, so it may be later); no queued fire outlives its
     schedule. Not a run's problem: reported with the run involved, if any."""
     for schedule_id, fire_at, run_id, carried, at, pruned in conn.execute(
         "SELECT f.schedule_id, f.fire_at, f.run_id, r.schedule_id, r.schedule_fire_at,"
@@ -406,7 +484,8 @@ def _check_schedules(conn: sqlite3.Connection, add: Any) -> None:
     for schedule_id, next_fire, latest in conn.execute(
         "SELECT s.schedule_id, s.next_fire_at, (SELECT MAX(MAX(f.fire_at),"
         " COALESCE(MAX(f.missed_until), 0)) FROM schedule_fires f"
-        " WHERE f.schedule_id = s.schedule_id) FROM schedules s WHERE s.status = 'active'"
+        " WHERE f.schedule_id = s.schedule_id AND f.source != 'trigger')"  # not cadence times
+        " FROM schedules s WHERE s.status = 'active'"
     ):
         if latest is not None and latest >= next_fire:
             add(

@@ -9,7 +9,9 @@ none is repairable (a wrong tree row is not something to guess about):
   join row disagrees with how it ended (the child's end and its join row are one commit);
 - ``joinCountMismatch``: a join's started, ended or failed counts disagree with its rows;
 - ``joinStalled``: a running join with no child waiting or active (nothing would ever end
-  it), or a joined one whose parent's wait is still pending: the parent would wait forever.
+  it), or a joined one whose parent's wait is still pending: the parent would wait forever;
+  also a rate-limited running join with children waiting, none active, its parent not
+  paused and no due time on its wait (no child's end and no timer would start the next).
 
 A parent left waiting after its join fired its wait has no pending wait and no request:
 ``diagnose`` reports it as ``waitingWithoutRequest``.
@@ -21,6 +23,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+from pi_workflows.store.children import paused_above
 from pi_workflows.store.states import TERMINAL_STATUSES
 
 _TERMINAL = tuple(status.value for status in TERMINAL_STATUSES)
@@ -74,12 +77,34 @@ def _check_joins(conn: sqlite3.Connection, add: Callable[[Any], None], problem: 
         "  AND c.status IN ('failed', 'timed_out', 'cancelled')),"
         " (SELECT COUNT(*) FROM run_children c WHERE c.wait_id = j.wait_id"
         "  AND c.status IN ('waiting', 'started')),"
-        " (SELECT COUNT(*) FROM run_children c WHERE c.wait_id = j.wait_id)"
+        " (SELECT COUNT(*) FROM run_children c WHERE c.wait_id = j.wait_id),"
+        " j.rate_count, w.due_at,"
+        " (SELECT COUNT(*) FROM run_children c WHERE c.wait_id = j.wait_id"
+        "  AND c.status = 'waiting')"
         " FROM run_joins j JOIN run_waits w USING (wait_id)"
     ):
         wait_id, parent, status, started, ended, failed, total = row[:7]
         wait_status = row[7]
-        rows_started, rows_ended, rows_failed, rows_open, rows = row[8:]
+        rows_started, rows_ended, rows_failed, rows_open, rows = row[8:13]
+        rate, due_at, rows_waiting = row[13:]
+        if (
+            rate is not None
+            and status == "running"
+            and wait_status == "pending"
+            and due_at is None
+            and rows_waiting > 0
+            and rows_waiting == rows_open  # none active
+            and paused_above(conn, parent) is None
+        ):
+            add(
+                problem(
+                    "joinStalled",
+                    parent,
+                    f"join {wait_id} holds {rows_waiting} children back for its rate with none"
+                    " active and no due time on its wait: nothing will start the next one",
+                    False,
+                )
+            )
         if (started, ended, failed, total) != (rows_started, rows_ended, rows_failed, rows):
             add(
                 problem(

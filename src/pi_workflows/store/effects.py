@@ -23,6 +23,7 @@ from pi_workflows.store.errors import (
     InvalidTransitionError,
 )
 from pi_workflows.store.ids import new_id
+from pi_workflows.store.states import ParkReason, RunStatus
 
 
 class EffectStatus(StrEnum):
@@ -236,6 +237,19 @@ def list_effects(
             f"{sql} AND run_id = ? ORDER BY rowid LIMIT ?", (after, run_id, limit)
         ).fetchall()
     return [_wire(conn, row) for row in rows]
+
+
+def effect_record(conn: sqlite3.Connection, effect_id: str) -> dict[str, Any]:
+    """One effect as ``list_effects`` gives it; ``EffectNotFoundError`` when there is none."""
+    row = conn.execute(
+        "SELECT effect_id, run_id, effect_key, effect_type, effect_kind, node_id, visit, status,"
+        " attempt_count, result_json, error, updated_at, result_ref, rowid FROM effects"
+        " WHERE effect_id = ?",
+        (effect_id,),
+    ).fetchone()
+    if row is None:
+        raise EffectNotFoundError(effect_id)
+    return _wire(conn, row)
 
 
 def _wire(conn: sqlite3.Connection, row: sqlite3.Row) -> dict[str, Any]:
@@ -490,7 +504,30 @@ def resolve(
             effect_id,
         ),
     )
+    _settle_park(tx, str(run_id))
     return str(run_id)
+
+
+def _settle_park(tx: Transaction, run_id: str) -> None:
+    """A run parked ``effectAmbiguous`` whose last ambiguous effect was just resolved is
+    parked ``effectsResolved`` from now on: every view then says it is paused and waits for
+    ``run resume``, not that an effect still needs a decision."""
+    left = tx.conn.execute(
+        "SELECT COUNT(*) FROM effects WHERE run_id = ? AND status = 'ambiguous'", (run_id,)
+    ).fetchone()[0]
+    if left:
+        return
+    tx.conn.execute(
+        "UPDATE runs SET park_reason = ?, park_detail = ? WHERE run_id = ? AND status = ?"
+        " AND park_reason = ?",
+        (
+            ParkReason.EFFECTS_RESOLVED.value,
+            "every effect that may or may not have been applied was resolved; resume the run",
+            run_id,
+            RunStatus.PAUSED.value,
+            ParkReason.EFFECT_AMBIGUOUS.value,
+        ),
+    )
 
 
 def keep(

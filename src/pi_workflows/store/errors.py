@@ -339,6 +339,22 @@ class ForkPointError(StoreError):
         super().__init__(message)
 
 
+class ForkOutputError(StoreError):
+    """Raised when a fork's ``--set NODE=JSON`` cannot replace that node's carried output:
+    the node is not carried (it is the fork node, after it, or never ran before it), its
+    latest carried visit has no output (it failed), or the value breaks the node's output
+    contract. Unlike ``ForkPointError`` the fork point is fine; one set value is not. The
+    message names the node. Nothing was stored.
+    """
+
+    code = "outputRefused"
+
+    def __init__(self, run_id: str, node_id: str, message: str) -> None:
+        self.run_id = run_id
+        self.node_id = node_id
+        super().__init__(message)
+
+
 class GraphCarryError(StoreError):
     """Raised when a workflow's current code cannot carry a run's recorded state (a fork, an
     upgrade, a fork's restart): a node the run waits at or resumes at is gone, or a node
@@ -356,3 +372,76 @@ class GraphCarryError(StoreError):
         super().__init__(
             f"cannot {operation} run {run_id} on the workflow's current code: " + "; ".join(reasons)
         )
+
+
+class SettingsRefusedError(StoreError):
+    """Raised when a change of a run's live settings cannot be applied: the workflow declares
+    no settings, the changer may not change them, the patch is malformed or does not apply,
+    its result does not match the settings schema or is too large, or the run changed its
+    settings too often. Nothing was changed (``store/settings.py``). Unlike
+    ``SettingsConflictError`` the same change will not succeed when retried."""
+
+    code = "settingsRefused"
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        self.run_id = run_id
+        self.reason = reason
+        super().__init__(reason)
+
+
+class SettingsConflictError(StoreError):
+    """Raised when a settings change names the change number it expects (``--expect-change``)
+    and the run's settings are at another one. Nothing was changed; ``actual`` is the
+    current number, to read the settings again and decide afresh."""
+
+    code = "settingsConflict"
+
+    def __init__(self, run_id: str, expected: int, actual: int) -> None:
+        self.run_id = run_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"run {run_id}'s settings are at change {actual}, not {expected}: read them again"
+            f" (pi-workflows run settings {run_id}) and send the change with --expect-change"
+            f" {actual} if it still applies"
+        )
+
+
+class FollowUpRefusedError(StoreError):
+    """Raised when a follow-up prompt cannot be queued or removed: the run has no origin
+    session to send it to (started outside Pi, detached, or a child run), has ended, the
+    text is empty or too long, the run already has the most follow-ups waiting, or the
+    follow-up to remove is no longer queued. Nothing was changed (``store/follow_ups.py``)."""
+
+    code = "followUpRefused"
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        self.run_id = run_id
+        self.reason = reason
+        super().__init__(reason)
+
+
+class FollowUpNotFoundError(StoreError):
+    """Raised when a follow-up id names no follow-up (of the run, when one is given)."""
+
+    code = "notFound"
+
+    def __init__(self, follow_up_id: str) -> None:
+        self.follow_up_id = follow_up_id
+        super().__init__(
+            f"no follow-up with id {follow_up_id}; list them with 'pi-workflows run follow-ups RUN'"
+        )
+
+
+class PublishRefusedError(StoreError):
+    """Raised when a value a callback publishes (``ctx.publish``) cannot be kept: the key
+    is malformed, the value too large, or the run already has the most keys or publishes.
+    Unlike ``InvalidTransitionError`` the runner's claim and attempt were fine; the
+    callback is told why and may go on. Nothing was changed (``store/published.py``)."""
+
+    code = "publishRefused"
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        self.run_id = run_id
+        self.reason = reason
+        super().__init__(reason)

@@ -29,6 +29,7 @@ CLIENT_EVENTS: Final = frozenset(
         "run.paused",
         "run.resumed",
         "run.cancelled",
+        "run.cleanup_started",
         "run.restarted",
         "effect.resolved",
         "interaction.submitted",
@@ -43,6 +44,7 @@ RUNNER_EVENTS: Final = frozenset(
         "node.finished",
         "node.update",
         "node.logs",
+        "value.published",
         "run.completed",
         "run.failed",
         "run.timed_out",
@@ -155,6 +157,10 @@ def _actor(event_type: str, data: Any, client: str | None) -> str:
         if reason != "userPaused":
             return "server"
         return f"client:{client}" if client else "client"
+    cleanup = data.get("cleanup") if isinstance(data, dict) else None
+    if isinstance(cleanup, dict) and cleanup.get("status") != "abandoned":
+        # The end of a cleanup: its runner's outcome, or the server giving it up.
+        return "server" if cleanup.get("by") == "server" else "runner"
     if event_type in CLIENT_EVENTS:
         return f"client:{client}" if client else "client"
     if event_type in RUNNER_EVENTS:
@@ -187,6 +193,13 @@ def _waiting_detail(data: dict[str, Any]) -> str:
     return f"waits for a {data.get('kind')} answer"
 
 
+def _raised(data: dict[str, Any]) -> str:
+    """`` (raised Name)`` for an event that records the class of the exception that failed
+    an attempt (its last dotted part: the detail is short; ``data`` keeps the full name)."""
+    named = data.get("errorClass")
+    return f" (raised {named.rsplit('.', 1)[-1]})" if isinstance(named, str) and named else ""
+
+
 def _known_detail(event_type: str, data: dict[str, Any]) -> str | None:
     match event_type:
         case "run.reserved":
@@ -204,18 +217,28 @@ def _known_detail(event_type: str, data: dict[str, Any]) -> str | None:
         case "node.started":
             return "started"
         case "node.finished":
-            return f"{data.get('outcome')}, next {data.get('next')}"
+            return f"{data.get('outcome')}{_raised(data)}, next {data.get('next')}"
+        case "run.cleanup_started":
+            return f"{data.get('reason')}; cleanup node {data.get('nodeId')} runs"
+        case "run.cancelled" | "run.timed_out" if data.get("reason"):
+            return str(data["reason"]) + _cleanup_detail(data.get("cleanup"))
         case "run.completed" | "run.failed" | "run.timed_out":
-            return f"node {data.get('outcome', '-')}; run {event_type.split('.', 1)[1]}"
+            ended = event_type.split(".", 1)[1]
+            return f"node {data.get('outcome', '-')}{_raised(data)}; run {ended}"
         case "run.waiting":
             return _waiting_detail(data)
         case "node.retried":
             delay = data.get("delayMs") or 0
             when = "at once" if not delay else f"in {delay / 1000:g} s"
             tried = f" (try {data['tryNo']})" if isinstance(data.get("tryNo"), int) else ""
-            return f"{data.get('outcome')}{tried}; tried again {when}"
+            return f"{data.get('outcome')}{_raised(data)}{tried}; tried again {when}"
         case "wait.fired":
-            what = {"sleep": "woke", "retry": "retry due", "event": "event wait timed out"}
+            what = {
+                "sleep": "woke",
+                "retry": "retry due",
+                "event": "event wait timed out",
+                "children": "the rate lets the next child run(s) start",
+            }
             late = data.get("lateMs")
             return f"{what.get(str(data.get('kind')), 'fired')}" + (
                 f", {late} ms late" if isinstance(late, int) and late else ""
@@ -231,10 +254,12 @@ def _known_detail(event_type: str, data: dict[str, Any]) -> str | None:
                 f"child {data.get('item')} ({data.get('childRunId')}) {data.get('status')},"
                 f" {data.get('ended')} of {data.get('total')} ended{joined}"
             )
+        case "children.refilled":
+            return "children held back while a run above was paused started"
         case "run.parked" | "run.paused":
             return f"reason {data['reason']}" if data.get("reason") else "paused"
         case "run.cancelled":
-            return str(data.get("reason") or "cancelled")
+            return "cancelled"
         case "effect.reserved":
             return f"effect {data.get('effectType')} reserved"
         case "effect.settled":
@@ -248,6 +273,8 @@ def _known_detail(event_type: str, data: dict[str, Any]) -> str | None:
             body = data.get("body")
             shown = body if isinstance(body, str) else jsoncol.dumps(body)
             return f"progress {data.get('update', 1)}: " + " ".join(shown[:200].split())
+        case "value.published":  # ctx.publish (store/published.py); the value is not here
+            return f"published {data.get('key')!r} ({data.get('bytes', 0)} bytes)"
         case "node.logs":
             extra = " and a traceback" if data.get("traceback") else ""
             return f"{data.get('bytes', 0)} bytes of output{extra}"
@@ -256,3 +283,11 @@ def _known_detail(event_type: str, data: dict[str, Any]) -> str | None:
         case "message.sent":
             return f"{len(data.get('messages', []))} message(s) shown in the session"
     return None
+
+
+def _cleanup_detail(cleanup: object) -> str:
+    """``; cleanup NODE completed`` (or failed, timed out, abandoned: why) for a run's end."""
+    if not isinstance(cleanup, dict):
+        return ""
+    why = f": {cleanup['error']}" if cleanup.get("error") else ""
+    return f"; cleanup {cleanup.get('nodeId')} {cleanup.get('status')}{why}"

@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pi_workflows.store import interactions, jsoncol
+from pi_workflows.store import delivery, interactions, jsoncol
 from pi_workflows.store.claims import Claim
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import InvalidTransitionError, RequestClosedError
 from pi_workflows.store.interactions import Interaction
 from pi_workflows.store.runs import RunRow, WriteResult, write_run
-from pi_workflows.store.states import NextCommand, Operation, RunStatus
+from pi_workflows.store.states import NextCommand, Operation, RunStatus, paused_refusal
 from pi_workflows.store.transitions import apply_transition
 
 PROTECTED_DECISION_MESSAGE = "Protected human decisions cannot be answered by the workflow tool"
@@ -84,7 +84,9 @@ def submit(
                 run.run_id,
                 f"answer request {request_id}",
                 run.status.value,
-                "resume the run first" if run.status is RunStatus.PAUSED else "",
+                paused_refusal(run.run_id, run.park_reason)
+                if run.status is RunStatus.PAUSED
+                else "",
             )
         holder.append(interactions.submit(tx, request_id, value, submitted_by))
         apply_transition(tx, run, Operation.RESUME, next_command=NextCommand.RESUME)
@@ -113,6 +115,7 @@ def reject(db: Database, claim: Claim, submission_id: str, error: str) -> WriteR
                 run.run_id, f"reject submission {submission_id}", run.status.value
             )
         apply_transition(tx, run, Operation.RETURN)
+        delivery.reopened(tx, submission.request_id)
 
     return write_run(
         db,
@@ -152,6 +155,7 @@ def abandon(db: Database, fence: Claim, reason: str) -> WriteResult | None:
             return
         interactions.reject(tx, submission.submission_id, error)
         apply_transition(tx, run, Operation.RETURN)
+        delivery.reopened(tx, submission.request_id)
 
     return write_run(
         db,
@@ -165,7 +169,12 @@ def abandon(db: Database, fence: Claim, reason: str) -> WriteResult | None:
 
 
 def answer_decision(
-    db: Database, request_id: str, choice: str, *, answered_by: str | None
+    db: Database,
+    request_id: str,
+    choice: str,
+    *,
+    answered_by: str | None,
+    person: str | None = None,
 ) -> WriteResult:
     """A person's answer to a human decision; queues the run to route the choice.
 
@@ -185,7 +194,8 @@ def answer_decision(
         if run.status is not RunStatus.WAITING:
             raise InvalidTransitionError(
                 run.run_id, f"decide request {request_id}", run.status.value,
-                "resume the run first" if run.status is RunStatus.PAUSED else "",
+                paused_refusal(run.run_id, run.park_reason)
+                if run.status is RunStatus.PAUSED else "",
             )  # fmt: skip
         if not interactions.settle_request(tx, request_id, "answered", {"choice": choice}):
             raise RequestClosedError(request_id, "closed")
@@ -197,7 +207,8 @@ def answer_decision(
         request.run_id,
         name="interactions.decide",
         event_type="interaction.answered",
-        event_data={"requestId": request_id, "choice": choice},
+        event_data={"requestId": request_id, "choice": choice}
+        | ({"person": person} if person else {}),
         claim=None,
         apply=apply,
     )

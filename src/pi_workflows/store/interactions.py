@@ -28,7 +28,8 @@ class InteractionDraft:
 
     ``kind`` is ``checkpoint``, ``agent``, ``assistant`` or ``decision``; a decision carries its
     ``choices`` (ids) and optional ``timeout_choice``. ``timeout_ms`` is measured from the
-    commit by the store clock and becomes the durable deadline.
+    commit by the store clock and becomes the durable deadline. ``for_person`` makes a
+    checkpoint a person's question (a decision always is one).
     """
 
     kind: str
@@ -36,6 +37,7 @@ class InteractionDraft:
     timeout_ms: int | None = None
     choices: list[str] = field(default_factory=list)
     timeout_choice: str | None = None
+    for_person: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,10 @@ class Interaction:
     deadline_at: int | None
     origin_session: str | None = None
     created_at: int = 0
+    for_person: bool = False
+    """Only a person answers it (the ``for_person`` column): a human decision, or a
+    ``checkpoint(for_person=True)``. No model turn presents it, no headless agent waits for
+    it, and ``interaction.submit`` (the model's way to answer) refuses it."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +74,7 @@ class Submission:
 
 _COLUMNS = (
     "request_id, run_id, attempt_id, node_id, kind, status, request_json, answer_json, deadline_at,"
-    " answer_ref, origin_session, created_at"
+    " answer_ref, origin_session, created_at, for_person"
 )
 
 
@@ -85,6 +91,7 @@ def _interaction(conn: sqlite3.Connection, row: sqlite3.Row) -> Interaction:
         deadline_at=row[8],
         origin_session=row[10],
         created_at=row[11],
+        for_person=bool(row[12]),
     )
 
 
@@ -142,10 +149,11 @@ def open_request(
         )
     request_id = new_id("req")
     deadline_at = None if draft.timeout_ms is None else tx.now + draft.timeout_ms
+    for_person = draft.for_person or draft.kind == "decision"
     tx.conn.execute(
         "INSERT INTO interactive_requests (request_id, run_id, attempt_id, node_id, kind, status,"
-        " request_json, deadline_at, origin_session, created_at)"
-        " VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)",
+        " request_json, for_person, deadline_at, origin_session, created_at)"
+        " VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)",
         (
             request_id,
             run_id,
@@ -153,6 +161,7 @@ def open_request(
             node_id,
             draft.kind,
             jsoncol.dumps(draft.request),
+            int(for_person),
             deadline_at,
             origin_session,
             tx.now,
@@ -174,12 +183,16 @@ def open_request(
         request=draft.request,
         deadline_at=deadline_at,
         origin_session=origin_session,
+        for_person=for_person,
     )
     return request_id
 
 
-def present_again(tx: Transaction, request: Interaction, workflow: str) -> str:
-    """Record a ``resumed`` message presenting the open ``request`` once more."""
+def present_again(
+    tx: Transaction, request: Interaction, workflow: str, *, reason: str | None = None
+) -> str:
+    """Record a ``resumed`` message presenting the open ``request`` once more; ``reason``
+    (``store/delivery.py``) makes its text open with why."""
     return messages.record_request(
         tx,
         run_id=request.run_id,
@@ -191,6 +204,30 @@ def present_again(tx: Transaction, request: Interaction, workflow: str) -> str:
         deadline_at=request.deadline_at,
         origin_session=request.origin_session,
         resumed=True,
+        again=reason,
+        for_person=request.for_person,
+    )
+
+
+def active_for_session(conn: sqlite3.Connection, session_id: str) -> Interaction | None:
+    """A session's one active request: the oldest open request of its runs that wait or
+    work on it (a paused run's request waits until the run is resumed)."""
+    row = conn.execute(
+        "SELECT q.request_id FROM interactive_requests q JOIN runs r USING (run_id)"
+        " WHERE q.origin_session = ? AND q.status IN ('pending', 'validating')"
+        " AND r.status IN ('waiting', 'queued', 'running') ORDER BY q.created_at, q.rowid LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    return None if row is None else read_request(conn, row[0])
+
+
+def reset_delivery(tx: Transaction, request_id: str) -> None:
+    """A person resumed the request's run: its provider errors and headless-agent nudges
+    start over, and no earlier presentation timer is due any more (``store/delivery.py``)."""
+    tx.conn.execute(
+        "UPDATE interactive_requests SET turn_errors = 0, agent_nudges = 0, present_at = NULL,"
+        " present_reason = NULL WHERE request_id = ?",
+        (request_id,),
     )
 
 
@@ -210,7 +247,8 @@ def settle_request(
     """
     cursor = tx.conn.execute(
         "UPDATE interactive_requests SET status = ?, answer_json = ?, answer_ref = ?,"
-        " settled_at = ? WHERE request_id = ? AND status IN ('pending', 'validating')",
+        " settled_at = ?, present_at = NULL, present_reason = NULL"
+        " WHERE request_id = ? AND status IN ('pending', 'validating')",
         (status, *values.store(tx, answer), tx.now, request_id),
     )
     if cursor.rowcount != 1:
@@ -231,8 +269,8 @@ def submit(tx: Transaction, request_id: str, value: Any, submitted_by: str | Non
     validated at a time). Returns the submission id.
     """
     cursor = tx.conn.execute(
-        "UPDATE interactive_requests SET status = 'validating' WHERE request_id = ?"
-        " AND status = 'pending'",
+        "UPDATE interactive_requests SET status = 'validating', present_at = NULL,"
+        " present_reason = NULL WHERE request_id = ? AND status = 'pending'",
         (request_id,),
     )
     if cursor.rowcount != 1:

@@ -1,6 +1,7 @@
 """The lifecycle boundary: run-level transitions, and the one place every transition is found.
 
-Run-level operations live here (park, pause, resume, complete, fail, time out, cancel), each
+Run-level operations live here (park, pause, resume, complete, fail, time out, cancel,
+expire), each
 one transaction that goes through ``transitions.apply_transition``, which changes together
 the run status, the queue row, the active attempt, decision and interaction state, effects,
 the claim, one event and the viewer row. An impossible transition raises
@@ -17,11 +18,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pi_workflows.store import children, effects, interactions, messages, tree, waits
+from pi_workflows.store import (
+    children,
+    cleanups,
+    deadlines,
+    effects,
+    interactions,
+    messages,
+    tree,
+    waits,
+)
 from pi_workflows.store.claiming import ClaimResult, claim, control_claim, live_or_control
 from pi_workflows.store.claims import Claim, OwnerType, acquire, read_lease
 from pi_workflows.store.database import Database, Transaction
-from pi_workflows.store.errors import InvalidTransitionError
+from pi_workflows.store.errors import InvalidTransitionError, RevisionConflictError
 from pi_workflows.store.ids import new_id
 from pi_workflows.store.node_steps import (
     Finish,
@@ -160,6 +170,7 @@ def resume(
             request = interactions.open_request_of(tx.conn, run_id)
             if request is not None and request.status == "pending":
                 apply_transition(tx, run, Operation.REWAIT)
+                interactions.reset_delivery(tx, request.request_id)
                 if messages.was_sent(tx.conn, request.request_id):
                     interactions.present_again(tx, request, run.workflow_name)
                 return
@@ -186,6 +197,32 @@ def resume(
         expected_revision=expected_revision,
         apply=apply,
     )
+
+
+def refill(db: Database, run_id: str) -> int:
+    """Start the children a waiting run's joins held back while a run above it was paused
+    (``children.paused_above``), as far as their concurrency has room; one run write on the
+    parent when any starts. Returns how many started."""
+    with db.read() as conn:
+        room = any(
+            join.status == "running"
+            and join.started < join.total
+            and len(children.active_children(conn, join.wait_id)) < join.concurrency
+            for join in children.joins_of(conn, run_id)
+        )
+    if not room:
+        return 0
+    started: list[int] = []
+
+    def apply(tx: Transaction, run: RunRow) -> None:
+        if run.status is RunStatus.WAITING:
+            started.append(children.refill(tx, run_id))
+
+    write_run(
+        db, run_id, name="lifecycle.refill", event_type="children.refilled", claim=None,
+        apply=apply,
+    )  # fmt: skip
+    return sum(started)
 
 
 def _waiting_advice(run_id: str, wait: waits.Wait) -> str:
@@ -252,31 +289,69 @@ def cancel(
     transaction: that needs
     the lease to be absent, released or expired, so a live owner's run is never cancelled
     behind its back (``LeaseHeldError``). Closes the active attempt, cancels open requests
-    and decisions, cancels unstarted effects and marks applying effects ambiguous.
+    and decisions, cancels unstarted effects and marks applying effects ambiguous. A run
+    whose workflow has a cleanup node is queued to run it first, and one whose cleanup runs
+    already ends at once (``cleanups.end_run``); so is each run below it.
     """
     with db.atomic("lifecycle.cancel") as tx:
         run = read_run(tx.conn, run_id)
         if run.status in TERMINAL_STATUSES:
             raise InvalidTransitionError(run_id, Operation.CANCEL.value, run.status.value)
-        lease = read_lease(tx.conn, run_id)
-        fence = claim
-        if fence is not None and (
-            lease is None or lease.generation != fence.generation or not lease.live_at(tx.now)
-        ):
-            fence = None  # the runner's claim is already gone (it waited, parked or expired)
-        if fence is None:
-            fence = acquire(tx, run_id, OwnerType.CONTROL, new_id("ctl"), db.lease_ms)
-        result = write_run(
-            db,
-            run_id,
+        if expected_revision is not None and run.execution_revision != expected_revision:
+            raise RevisionConflictError(run_id, expected_revision, run.execution_revision)
+        result = cleanups.end_run(
+            db, tx, run_id, _fence(db, tx, run_id, claim), RunStatus.CANCELLED, reason,
             name="lifecycle.cancel",
-            event_type="run.cancelled",
-            event_data={"reason": reason},
-            claim=fence,
-            expected_revision=expected_revision,
-            apply=lambda tx, run: apply_transition(tx, run, Operation.CANCEL, error=reason),
-        )
+        )  # fmt: skip
         tree.cancel_below(db, tx, run_id, claims, f"its parent run {run_id} was cancelled")
+        return result
+
+
+def _fence(db: Database, tx: Transaction, run_id: str, claim: Claim | None) -> Claim:
+    """The claim a server-side end of a run is fenced by: its runner's ``claim`` while that
+    is still live, else a control claim taken in ``tx`` (``LeaseHeldError`` when another
+    live owner holds the run)."""
+    lease = read_lease(tx.conn, run_id)
+    if claim is not None and (
+        lease is None or lease.generation != claim.generation or not lease.live_at(tx.now)
+    ):
+        claim = None  # the runner's claim is already gone (it waited, parked or expired)
+    if claim is None:
+        claim = acquire(tx, run_id, OwnerType.CONTROL, new_id("ctl"), db.lease_ms)
+    return claim
+
+
+def expire(
+    db: Database,
+    run_id: str,
+    *,
+    claim: Claim | None = None,
+    claims: Mapping[str, Claim] | None = None,
+) -> WriteResult | None:
+    """End run ``run_id`` ``timed_out`` because its run deadline passed, and cancel its whole
+    tree with the same reason, in one transaction; None (nothing changed) when the run has
+    ended already or its deadline has not passed (a restart armed it again).
+
+    Whatever the run is doing: a working runner is fenced (``claim``, its runner's, is used
+    while live, and the write bumps the revision its later proposals are fenced by), a wait,
+    a request or a paused run are ended as a cancel ends them, and effects are settled as
+    for a cancel (applying ones become ambiguous, unstarted ones are cancelled).
+    ``claims`` as for ``cancel``.
+    """
+    with db.atomic("lifecycle.expire") as tx:
+        run = read_run(tx.conn, run_id)
+        at = deadlines.deadline_at(tx.conn, run_id)
+        duration = deadlines.duration_of(tx.conn, run_id)
+        if run.status in TERMINAL_STATUSES or at is None or duration is None or at > tx.now:
+            return None
+        if cleanups.active(tx.conn, run_id) is not None:
+            return None  # ended already: its cleanup node runs, bounded by its own timeout
+        why = deadlines.reason(duration, at)
+        result = cleanups.end_run(
+            db, tx, run_id, _fence(db, tx, run_id, claim), RunStatus.TIMED_OUT, why,
+            name="lifecycle.expire", extra={"deadline": "run", "deadlineAt": at},
+        )  # fmt: skip
+        tree.cancel_below(db, tx, run_id, claims, f"{why} for run {run_id}, above it")
         return result
 
 
@@ -301,6 +376,7 @@ __all__ = [
     "claim",
     "complete",
     "control_claim",
+    "expire",
     "fail",
     "finish_node",
     "live_or_control",

@@ -70,16 +70,26 @@ def record_request(
     origin_session: str | None,
     resumed: bool = False,
     reminder: tuple[int, int] | None = None,
+    again: str | None = None,
+    for_person: bool = False,
 ) -> str:
     """Record the message that presents a request (``decision`` for a human decision,
-    ``step`` otherwise); a presentation again supersedes the request's earlier messages.
-    ``reminder`` (``(k, of)``) makes it the k-th reminder of an agent step whose model
-    ended its turn without submitting (``store/reminders.py``)."""
+    ``question`` for a person's checkpoint (``for_person``), ``step`` otherwise: a model
+    turn); a presentation again supersedes the request's earlier messages
+    and ends any presentation timer of it. ``reminder`` (``(k, of)``) makes it the k-th
+    reminder of an agent step whose model ended its turn without submitting
+    (``store/reminders.py``); ``again`` the presentation again of ``store/delivery.py`` for
+    that reason, whose text opens with why."""
     if resumed:
         tx.conn.execute(
             "UPDATE workflow_messages SET status = 'superseded', settled_at = ?"
             " WHERE request_id = ? AND status = 'pending'",
             (tx.now, request_id),
+        )
+        tx.conn.execute(
+            "UPDATE interactive_requests SET present_at = NULL, present_reason = NULL"
+            " WHERE request_id = ? AND present_at IS NOT NULL",
+            (request_id,),
         )
     count = tx.conn.execute(
         "SELECT COUNT(*) FROM workflow_messages WHERE request_id = ?", (request_id,)
@@ -92,7 +102,9 @@ def record_request(
         "requestKind": kind,
         "deadlineAt": deadline_at,
         "resumed": resumed,
-        "text": step_text(workflow, run_id, node_id, request_id, kind, request, resumed),
+        "text": step_text(
+            workflow, run_id, node_id, request_id, kind, request, resumed, for_person=for_person
+        ),
     }
     child = child_of(tx.conn, run_id)
     if child is not None:
@@ -101,9 +113,14 @@ def record_request(
     if reminder is not None:
         body["reminder"] = reminder[0]
         body["text"] = reminder_text(*reminder) + "\n\n" + str(body["text"])
+    elif again is not None and kind != "decision" and not for_person:
+        body["again"] = again
+        body["text"] = again_text(again) + "\n\n" + str(body["text"])
     if kind == "decision":
         body["choices"] = request.get("choices", [])
-    message_kind = "decision" if kind == "decision" else "step"
+    if isinstance(request.get("audience"), str):
+        body["audience"] = request["audience"]  # docs/channels.md
+    message_kind = "decision" if kind == "decision" else "question" if for_person else "step"
     message_id = record(
         tx,
         run_id,
@@ -180,6 +197,25 @@ def cancel_for_request(tx: Transaction, request_id: str) -> None:
     )
 
 
+AGAIN_TEXTS = {
+    "turnLost": "the turn that was working on this step ended before it was submitted (Pi"
+    " exited, or the session was reopened)",
+    "notWorked": "no turn worked on this step after it was presented",
+    "providerError": "the last turn on this step ended with a model provider error",
+    "agentIdle": "no turn worked on this step for a while",
+}
+"""Why a step is presented again (``store/delivery.py``), as its text says."""
+
+
+def again_text(reason: str) -> str:
+    """The line that opens a step presented again by the delivery rule."""
+    why = AGAIN_TEXTS.get(reason, "it was not finished")
+    return (
+        f"--- Presented again: {why}. Continue it and submit it with the `{TOOL}` tool (a"
+        " checkpoint: answer it); the earlier presentation is superseded. ---"
+    )
+
+
 def reminder_text(k: int, of: int) -> str:
     """The line that opens the k-th reminder of an agent step."""
     last = (
@@ -202,8 +238,11 @@ def step_text(
     kind: str,
     request: dict[str, Any],
     resumed: bool = False,
+    *,
+    for_person: bool = False,
 ) -> str:
-    """The exact text a session presents for a request, with its request id filled in."""
+    """The exact text a session presents for a request, with its request id filled in (a
+    person's checkpoint, ``for_person``, says who answers it and how, and nothing to a model)."""
     again = " (presented again)" if resumed else ""
     if kind in ("agent", "assistant"):
         prompt = str(request.get("prompt", "")).rstrip()
@@ -229,7 +268,9 @@ def step_text(
         k: v for k, v in request.items() if k not in ("question", "expectedAnswer", "answerSchema")
     }
     lines = [
-        f"--- Workflow checkpoint{again} ---",
+        f"--- Workflow question for the person{again} ---"
+        if for_person
+        else f"--- Workflow checkpoint{again} ---",
         f"Workflow: {workflow}",
         f"Step: {node_id}",
         f"Run: {run_id}",
@@ -240,6 +281,13 @@ def step_text(
         lines.append(f"Details: {json.dumps(extra, ensure_ascii=False, sort_keys=True)}")
     if isinstance(request.get("expectedAnswer"), str):
         lines += ["Expected answer:", str(request["expectedAnswer"])]
+    if for_person:
+        lines.append(
+            f"Only a person answers it: in Pi with /workflow answer {run_id} (a dialog) or"
+            f" /workflow answer {run_id} JSON, or with pi-workflows checkpoint answer {run_id}"
+            " --value JSON; the workflow tool cannot answer it."
+        )
+        return "\n".join(lines)
     call = {"action": "answer", "runId": run_id, "requestId": request_id, "value": "<answer>"}
     lines.append(
         f"How to answer: call the `{TOOL}` tool once with {json.dumps(call)}, where value is a"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pi_workflows.store import attempts, effects, interactions, messages, signals
+from pi_workflows.store import attempts, cleanups, effects, interactions, messages, signals
 from pi_workflows.store.attempts import Attempt
 from pi_workflows.store.claims import Claim
 from pi_workflows.store.database import Database, Transaction
@@ -39,7 +39,8 @@ class GoTo:
 
 @dataclass(frozen=True)
 class Finish:
-    """The engine ended the run: ``status`` is completed, failed or timed_out."""
+    """The engine ended the run: ``status`` is completed, failed or timed_out (a cleanup
+    node: the status its run was ended with, cancelled or timed_out)."""
 
     status: RunStatus
     output: Any = None
@@ -79,6 +80,7 @@ def start_node(
     ``timeout_ms`` becomes the attempt's deadline, which the server enforces.
     """
     holder: list[Attempt] = []
+    data: dict[str, Any] = {"nodeId": node_id}
 
     def apply(tx: Transaction, run: RunRow) -> None:
         if run.status is not RunStatus.RUNNING:
@@ -98,6 +100,8 @@ def start_node(
             )
         )
         tx.conn.execute("UPDATE runs SET current_node = ? WHERE run_id = ?", (node_id, run_id))
+        data["attemptId"] = holder[0].attempt_id
+        data["settingsChange"] = holder[0].settings_change
 
     run_id = claim.run_id
     result = write_run(
@@ -105,12 +109,52 @@ def start_node(
         run_id,
         name="lifecycle.start_node",
         event_type="node.started",
-        event_data={"nodeId": node_id},
+        event_data=data,
         claim=claim,
         expected_revision=expected_revision,
         apply=apply,
     )
     return NodeStarted(holder[0], result.revision)
+
+
+def _record_notice(
+    tx: Transaction,
+    run: RunRow,
+    attempt_id: str,
+    node_id: str | None,
+    message: tuple[str, Any] | tuple[str, Any, str | None],
+) -> None:
+    """A notify node's workflow message (level, text, and its audience when given)."""
+    body = {
+        "runId": run.run_id,
+        "workflow": run.workflow_name,
+        "nodeId": node_id or "",
+        "level": message[0],
+        "text": message[1],
+    }
+    if len(message) == 3 and message[2] is not None:
+        body["audience"] = message[2]  # notify(audience=...), docs/channels.md
+    messages.record(tx, run.run_id, attempt_id, "notification", body, run.origin_session)
+
+
+def _check_ending(
+    tx: Transaction, run: RunRow, attempt_id: str, next_step: GoTo | Finish
+) -> cleanups.Cleanup | None:
+    """The run's running cleanup, if any, after checking ``next_step`` may follow it: a
+    cleanup node ends the run as its cleanup says, and only a cancel ends a run cancelled."""
+    cleanup = cleanups.active(tx.conn, run.run_id)
+    if cleanup is not None:
+        if isinstance(next_step, GoTo) or next_step.status is not cleanup.ends_as:
+            raise InvalidTransitionError(
+                run.run_id, f"finish attempt {attempt_id}", run.status.value,
+                f"its cleanup node ends the run {cleanup.ends_as.value}, nothing else",
+            )  # fmt: skip
+    elif isinstance(next_step, Finish) and next_step.status is RunStatus.CANCELLED:
+        raise InvalidTransitionError(
+            run.run_id, f"finish attempt {attempt_id}", run.status.value,
+            "only a cancel ends a run cancelled",
+        )  # fmt: skip
+    return cleanup
 
 
 def finish_node(
@@ -125,9 +169,11 @@ def finish_node(
     expected_revision: int | None = None,
     start_next: bool = False,
     next_timeout_ms: int | None = None,
-    message: tuple[str, Any] | None = None,
+    message: tuple[str, Any] | tuple[str, Any, str | None] | None = None,
     submission_id: str | None = None,
     signal_id: str | None = None,
+    error_class: str | None = None,
+    retry_note: str | None = None,
 ) -> NodeFinished:
     """Settle an attempt and apply the engine's decision, in one fenced write.
 
@@ -138,6 +184,8 @@ def finish_node(
     ``submission_id`` accepts the validated submission that answered the attempt's request
     (the request is answered and its unsent step messages cancelled) in the same write.
     ``signal_id`` consumes the event a ``wait_event`` node received, in the same write.
+    ``error_class`` (the qualified class of the exception that failed the attempt) and
+    ``retry_note`` (why its retry policy did not retry it) go into the event's data.
     """
     if status not in (AttemptStatus.COMPLETED, AttemptStatus.FAILED, AttemptStatus.TIMED_OUT):
         raise ValueError(f"finish_node settles completed, failed or timed_out, not {status}")
@@ -147,6 +195,7 @@ def finish_node(
     def apply(tx: Transaction, run: RunRow) -> None:
         if run.status is not RunStatus.RUNNING:
             raise InvalidTransitionError(run_id, "finish a node of", run.status.value)
+        cleanup = _check_ending(tx, run, attempt_id, next_step)
         active_node = run.current_node
         if run.unrouted_attempt is not None:
             if run.unrouted_attempt != attempt_id:
@@ -175,14 +224,7 @@ def finish_node(
                 " submission",
             )
         if message is not None:
-            body = {
-                "runId": run_id,
-                "workflow": run.workflow_name,
-                "nodeId": active_node or "",
-                "level": message[0],
-                "text": message[1],
-            }
-            messages.record(tx, run_id, attempt_id, "notification", body, run.origin_session)
+            _record_notice(tx, run, attempt_id, active_node, message)
         if isinstance(next_step, GoTo):
             tx.conn.execute(
                 "UPDATE runs SET current_node = ?, step_count = step_count + ? WHERE run_id = ?",
@@ -199,6 +241,10 @@ def finish_node(
                         deadline_at=_deadline(tx, next_timeout_ms),
                     )
                 )
+                data["nextAttemptId"] = holder[0].attempt_id
+                data["settingsChange"] = holder[0].settings_change
+        elif cleanup is not None:
+            cleanups.finish(tx, run, cleanup, status, error, data)
         else:
             tx.conn.execute(
                 "UPDATE runs SET step_count = step_count + ? WHERE run_id = ?", (counted, run_id)
@@ -215,6 +261,10 @@ def finish_node(
     data: dict[str, Any] = {"attemptId": attempt_id, "outcome": status.value}
     if isinstance(next_step, GoTo):
         data["next"] = next_step.node_id
+    if error_class is not None:
+        data["errorClass"] = error_class
+    if retry_note is not None:
+        data["retryNote"] = retry_note
     result = write_run(
         db,
         run_id,

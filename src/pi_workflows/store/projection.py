@@ -77,20 +77,38 @@ def project_run(conn: sqlite3.Connection, run_id: str) -> None:
         write_view(conn, view)
 
 
-_WRITE_VIEW = (
+_INDEXED: tuple[str, ...] = ("status", "created_at", "parent_run_id")
+"""The viewer columns an index of ``viewer_runs`` holds (besides ``run_id``)."""
+
+_PLAIN: tuple[str, ...] = tuple(c for c in VIEW_COLUMNS if c != "run_id" and c not in _INDEXED)
+
+_UPDATE_PLAIN = f"UPDATE viewer_runs SET {', '.join(f'{c} = ?' for c in _PLAIN)} WHERE run_id = ?"
+_UPDATE_INDEXED = (
+    f"UPDATE viewer_runs SET {', '.join(f'{c} = ?' for c in _INDEXED)} WHERE run_id = ?"
+    f" AND ({' OR '.join(f'{c} IS NOT ?' for c in _INDEXED)})"
+)
+_INSERT_VIEW = (
     f"INSERT INTO viewer_runs ({', '.join(VIEW_COLUMNS)})"
     f" VALUES ({', '.join('?' for _ in VIEW_COLUMNS)})"
-    " ON CONFLICT (run_id) DO UPDATE SET "
-    + ", ".join(f"{column} = excluded.{column}" for column in VIEW_COLUMNS if column != "run_id")
 )
-"""An upsert, not ``INSERT OR REPLACE``: the row is updated in place, so only the indexes
-whose columns changed are written (a replace deletes and re-inserts the row, rewriting
-every index and several more pages of each run transaction's commit)."""
 
 
 def write_view(conn: sqlite3.Connection, view: dict[str, Any]) -> None:
-    """Store a viewer row computed by ``expected_view`` in this transaction."""
-    conn.execute(_WRITE_VIEW, tuple(view[column] for column in VIEW_COLUMNS))
+    """Store a viewer row computed by ``expected_view`` in this transaction.
+
+    A run's row is updated in place in two statements: the columns no index holds, then
+    the indexed ones only when one of them changed. SQLite rewrites every index whose
+    columns an ``UPDATE`` sets, equal values or not, and each index page is one more WAL
+    page of the commit; most writes (a node transition) change no indexed column, so they
+    touch the row's page alone instead of four. A run without a row gets it inserted.
+    """
+    run_id = view["run_id"]
+    cursor = conn.execute(_UPDATE_PLAIN, (*(view[c] for c in _PLAIN), run_id))
+    if cursor.rowcount == 0:
+        conn.execute(_INSERT_VIEW, tuple(view[column] for column in VIEW_COLUMNS))
+        return
+    indexed = tuple(view[c] for c in _INDEXED)
+    conn.execute(_UPDATE_INDEXED, (*indexed, run_id, *indexed))
 
 
 def stored_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:

@@ -11,7 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pi_workflows.store import attempts, forks, interactions, jsoncol, signals, tree
+from pi_workflows.store import (
+    attempts,
+    cleanups,
+    deadlines,
+    forks,
+    interactions,
+    jsoncol,
+    settings,
+    signals,
+    tree,
+)
 from pi_workflows.store.claims import Claim
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import InvalidTransitionError
@@ -91,6 +101,8 @@ def restart(
             (tx.now, run_id),
         )
         apply_transition(tx, run, Operation.RESTART, next_command=NextCommand.RESTART)
+        deadlines.rearm(tx, run_id)  # a new round has the whole deadline again
+        cleanups.end_with_round(tx, run_id)
         attempts.close_unfinished(tx, run_id, AttemptStatus.INTERRUPTED)
         interactions.cancel_open(tx, run_id)
         signals.discard_pending(tx, run_id)  # events of the old round are not the new one's
@@ -117,15 +129,20 @@ def restart(
                 " mounted_json = ? WHERE run_id = ?",
                 (source.kind, source.ref, source.revision, jsoncol.dumps(source.mounted), run_id),
             )
+            # The settings stay when the code as it is now accepts them (store/settings.py).
+            note = settings.rebase(tx, run_id, fresh.definition, "restart")
+            if note is not None:
+                data["settings"] = note
 
     with db.atomic("lifecycle.restart") as tx:
         before = read_run(tx.conn, run_id)
+        data: dict[str, object] = {"round": before.round + 1, "from": before.status.value}
         result = write_run(
             db,
             run_id,
             name="lifecycle.restart",
             event_type="run.restarted",
-            event_data={"round": before.round + 1, "from": before.status.value},
+            event_data=data,
             claim=None,
             expected_revision=expected_revision,
             apply=apply,

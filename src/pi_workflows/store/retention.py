@@ -4,7 +4,9 @@ Owns ``pruned_runs`` and the only deletion of ``events``. A run is prunable when
 (completed, failed, timed out or cancelled) before the cutoff, no runner, shell command or
 headless agent of it is still recorded live, and none of its effects is ambiguous (an
 uncertain side effect waits for ``effect resolve`` however old it is). Trees go whole: a
-child run only with its root, and a root only when every run below it may go too. For each
+child run only with its root, and a root only when every run below it may go too, checked
+again by the parent links before anything is deleted (a tree with contradictory rows stays
+whole; the schema's trigger refuses deleting a run that has not ended). For each
 such run,
 in one transaction per batch: a ``pruned_runs`` row records what it was (a trigger refuses
 a run that has not ended), which is what lets the events trigger allow the deletion of its
@@ -38,16 +40,19 @@ _TREE_DELETES: Final = (
 
 # Deletions in foreign-key order, each keyed by the batch's run ids (``?`` is one run id).
 _DELETES: Final = (
+    "DELETE FROM run_settings WHERE run_id = ?",
     "DELETE FROM run_signals WHERE run_id = ?",
     "DELETE FROM run_waits WHERE run_id = ?",
     "DELETE FROM attempt_logs WHERE run_id = ?",
     "DELETE FROM attempt_progress WHERE run_id = ?",
+    "DELETE FROM published_values WHERE run_id = ?",
     "DELETE FROM effect_attempts WHERE effect_id IN (SELECT effect_id FROM effects"
     " WHERE run_id = ?)",
     "DELETE FROM effects WHERE run_id = ?",
     "DELETE FROM human_decision_resolutions WHERE decision_id IN (SELECT decision_id"
     " FROM human_decisions WHERE run_id = ?)",
     "DELETE FROM human_decisions WHERE run_id = ?",
+    "DELETE FROM run_follow_ups WHERE run_id = ?",
     "DELETE FROM workflow_turns WHERE run_id = ?1 OR message_id IN (SELECT message_id"
     " FROM workflow_messages WHERE run_id = ?1)",
     "DELETE FROM workflow_messages WHERE run_id = ?",
@@ -147,12 +152,23 @@ def prunable(tx: Transaction, older_than_ms: int, limit: int) -> list[str]:
     return [str(row[0]) for row in rows]
 
 
-def _tree(tx: Transaction, root: str) -> list[str]:
-    """``root`` and every run below it, deepest first (the order their rows can go in)."""
-    below = tx.conn.execute(
-        "SELECT run_id FROM runs WHERE root_run_id = ? ORDER BY depth DESC, run_id", (root,)
+def _tree(tx: Transaction, root: str) -> list[str] | None:
+    """``root`` and every run below it, deepest first (the order their rows can go in), or
+    None when any run below it has not ended or is held: the guard against a tree whose
+    rows contradict each other (a live run below an ended root, its ``root_run_id`` wrong),
+    walked by the parent links themselves, so a live descendant is never deleted. Such a
+    tree stays for ``state diagnose`` to report; the rest of the batch goes on."""
+    rows = tx.conn.execute(
+        "WITH RECURSIVE below(run_id) AS (SELECT run_id FROM runs WHERE parent_run_id = ?1"
+        " UNION SELECT run_id FROM runs WHERE root_run_id = ?1 AND run_id != ?1"
+        " UNION SELECT r.run_id FROM runs r JOIN below b ON r.parent_run_id = b.run_id)"
+        f" SELECT r.run_id, r.depth, r.status IN {_TERMINAL} AND NOT {_held('r')}"
+        " FROM runs r JOIN below USING (run_id) ORDER BY r.depth DESC, r.run_id",
+        (root,),
     ).fetchall()
-    return [str(row[0]) for row in below] + [root]
+    if not all(row[2] for row in rows):
+        return None
+    return [str(row[0]) for row in rows] + [root]
 
 
 def prune(db: Database, older_than_ms: int, *, limit: int = PRUNE_BATCH) -> PruneReport:
@@ -160,7 +176,8 @@ def prune(db: Database, older_than_ms: int, *, limit: int = PRUNE_BATCH) -> Prun
     with its whole tree (one transaction), then every blob nothing references any more."""
     with db.atomic("retention.prune") as tx:
         roots = prunable(tx, older_than_ms, limit)
-        run_ids = [run_id for root in roots for run_id in _tree(tx, root)]
+        trees = [_tree(tx, root) for root in roots]
+        run_ids = [run_id for tree in trees if tree is not None for run_id in tree]
         for run_id in run_ids:
             for statement in _TREE_DELETES:
                 tx.conn.execute(statement, (run_id,))

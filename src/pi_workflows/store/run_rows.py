@@ -13,7 +13,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from pi_workflows.store import jsoncol, values
+from pi_workflows.store import deadlines, jsoncol, settings, values
 from pi_workflows.store.database import Transaction
 from pi_workflows.store.projection import project_run
 from pi_workflows.store.runs import WriteResult
@@ -68,6 +68,12 @@ class NewRun:
     forked_from: str | None = None
     fork_node: str | None = None
     fork_visit: int | None = None
+    # The first settings a fork carries from its source (``settings.carried``); None: the
+    # definition's defaults (store/settings.py).
+    settings: Any = None
+    # The run deadline in ms from its start (``run start --deadline``, a fork's source's);
+    # None: the definition's ``deadlineMs``, if any (store/deadlines.py).
+    deadline_ms: int | None = None
 
 
 def _parent_environment(tx: Transaction, parent_run_id: str | None) -> RunEnvironment:
@@ -111,8 +117,8 @@ def insert_run(tx: Transaction, new_run: NewRun, run_id: str) -> WriteResult:
         "INSERT INTO runs (run_id, workflow_name, definition_digest, input_json, input_ref,"
         " input_hash, status, revision, origin, origin_session, execution_mode, created_at,"
         " updated_at, schedule_id, schedule_fire_at, parent_run_id, root_run_id, depth,"
-        " forked_from, fork_node, fork_visit)"
-        " VALUES (?, ?, ?, ?, ?, ?, 'queued', 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " forked_from, fork_node, fork_visit, deadline_ms, deadline_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, 'queued', 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             run_id,
             new_run.workflow_name,
@@ -132,6 +138,7 @@ def insert_run(tx: Transaction, new_run: NewRun, run_id: str) -> WriteResult:
             new_run.forked_from,
             new_run.fork_node,
             new_run.fork_visit,
+            *deadlines.armed(new_run.definition, new_run.deadline_ms, tx.now),
         ),
     )
     source = new_run.source
@@ -164,6 +171,7 @@ def insert_run(tx: Transaction, new_run: NewRun, run_id: str) -> WriteResult:
         " VALUES (?, 1, 'run.reserved', 'queued', NULL, ?, ?)",
         (run_id, jsoncol.dumps({"workflow": new_run.workflow_name}), tx.now),
     )
+    settings.initial(tx, run_id, new_run.definition, new_run.settings)
     project_run(tx.conn, run_id)
     return WriteResult(run_id, 1, RunStatus.QUEUED, "run.reserved")
 

@@ -15,9 +15,11 @@ conflict. A presentation write takes no claim and may not change anything a runn
 (``PresentationWriteError`` otherwise). A runner's own progress value (``PROGRESS_EVENTS``,
 ``store/progress.py``) is fenced by its claim yet is read by no runner: it does not move
 the execution revision either, and is refused the same way if it would change what a
-runner reads. An event sent to a run that wakes no wait
+runner reads; nor does a value a callback publishes for outside readers
+(``PUBLISHED_EVENTS``, ``store/published.py``). An event sent to a run that wakes no wait
 (``signals.RECEIVED_EVENT``) does not move it either: a runner reads events only inside its
-own fenced proposals, never from the state it keeps.
+own fenced proposals, never from the state it keeps. Nor does a change of the run's live
+settings (``SETTINGS_EVENTS``): an attempt gets the settings in its own proposal's reply.
 """
 
 from __future__ import annotations
@@ -45,7 +47,20 @@ RUN_COLUMNS = (
 )
 
 PRESENTATION_EVENTS = frozenset(
-    {"message.sent", "message.resumed", "interaction.update", "step.reminded"}
+    {
+        "message.sent",
+        "message.resumed",
+        "interaction.update",
+        "step.reminded",
+        # Delivery to seats (store/delivery.py): a turn lost with its seat, a step presented
+        # again, a presentation again made due after a provider error, an agent nudged.
+        "turn.lost",
+        "step.represented",
+        "step.retryDue",
+        "agent.nudged",
+        # A channel refused an answer from a person it does not allow (store/seat_feed.py).
+        "decision.refused",
+    }
 )
 """Event types of session and presentation bookkeeping: they move ``revision`` but never
 ``execution_revision`` (the module docstring states the rule)."""
@@ -54,7 +69,29 @@ PROGRESS_EVENTS = frozenset({"node.update"})
 """A runner's ``publish_update`` values sampled into history (``store/progress.py``): written
 under the runner's claim, read by no runner, so they leave ``execution_revision`` alone."""
 
-OUTSIDE_EXECUTION_EVENTS = PRESENTATION_EVENTS | PROGRESS_EVENTS | {"signal.received"}
+SETTINGS_EVENTS = frozenset({"settings.changed"})
+"""A change of the run's live settings (``store/settings.py``): no runner keeps settings in
+its state (each attempt gets them in its own fenced proposal's reply), so a change leaves
+``execution_revision`` alone and may not change anything a runner reads."""
+
+FOLLOW_UP_EVENTS = frozenset({"followUp.queued", "followUp.removed"})
+"""A follow-up prompt queued on the run or removed (``store/follow_ups.py``): for its origin
+session after it completed, read by no runner, so they leave ``execution_revision`` alone
+and may not change anything a runner reads."""
+
+PUBLISHED_EVENTS = frozenset({"value.published"})
+"""A value a callback published for readers outside the run (``store/published.py``):
+written under the runner's claim, read by no runner, so it leaves ``execution_revision``
+alone and may not change anything a runner reads."""
+
+OUTSIDE_EXECUTION_EVENTS = (
+    PRESENTATION_EVENTS
+    | PROGRESS_EVENTS
+    | SETTINGS_EVENTS
+    | FOLLOW_UP_EVENTS
+    | PUBLISHED_EVENTS
+    | {"signal.received"}
+)
 """Every event type that leaves ``execution_revision`` where it is."""
 
 RULE_OFF_FLAG = "runs.presentation_moves_execution"
@@ -200,7 +237,9 @@ def write_run(
             check_and_renew(tx, claim, db.lease_ms)
         if expected_revision is not None and run.execution_revision != expected_revision:
             raise RevisionConflictError(run_id, expected_revision, run.execution_revision)
-        checked = presentation or event_type in PROGRESS_EVENTS
+        checked = presentation or event_type in (
+            PROGRESS_EVENTS | SETTINGS_EVENTS | FOLLOW_UP_EVENTS | PUBLISHED_EVENTS
+        )
         facts = _execution_facts(tx.conn, run_id) if checked else None
         apply(tx, run)
         if facts is not None and _execution_facts(tx.conn, run_id) != facts:

@@ -37,7 +37,7 @@ from pi_workflows.store.errors import (
 from pi_workflows.store.ids import new_id
 from pi_workflows.store.reservations import NewRun, RunEnvironment, reserve
 from pi_workflows.store.schedule_times import Cadence, format_every
-from pi_workflows.store.states import TERMINAL_STATUSES, RunStatus
+from pi_workflows.store.states import RunStatus
 
 MAX_SCHEDULES: Final = 1_000
 """Most schedules that are not deleted; ``schedule add`` refuses more (``limitReached``)."""
@@ -295,11 +295,15 @@ def queued_heads(conn: sqlite3.Connection, limit: int) -> list[tuple[str, int]]:
     return [(row[0], int(row[1])) for row in rows]
 
 
-def newest_run(conn: sqlite3.Connection, schedule_id: str) -> tuple[str, RunStatus] | None:
-    """The run of the schedule's newest started fire, with its status (None: none)."""
+def active_run(conn: sqlite3.Connection, schedule_id: str) -> tuple[str, RunStatus] | None:
+    """An unfinished run of the schedule (queued, running, waiting or paused), the one of
+    its oldest fire, with its status; None when every run it started has ended. Any run
+    counts, not only the newest fire's: a person may have restarted an older one, and
+    ``skip`` and ``queue`` promise that no two runs of the schedule are active at once."""
     row = conn.execute(
         "SELECT run_id, status FROM runs WHERE schedule_id = ?"
-        " ORDER BY schedule_fire_at DESC LIMIT 1",
+        " AND status IN ('queued', 'running', 'waiting', 'paused')"  # runs_schedule_active
+        " ORDER BY schedule_fire_at LIMIT 1",
         (schedule_id,),
     ).fetchone()
     return None if row is None else (row[0], RunStatus(row[1]))
@@ -314,20 +318,22 @@ def _queued_count(conn: sqlite3.Connection, schedule_id: str) -> int:
     )
 
 
-def verdict(conn: sqlite3.Connection, row: ScheduleRow) -> tuple[FireOutcome, str | None]:
+def verdict(
+    conn: sqlite3.Connection, row: ScheduleRow, *, queue_limit: int = MAX_QUEUED
+) -> tuple[FireOutcome, str | None]:
     """What a fire of ``row`` does now by its overlap policy: ``STARTED`` (start a run),
-    ``SKIPPED`` with why, or ``QUEUED``."""
+    ``SKIPPED`` with why, or ``QUEUED`` (while fewer than ``queue_limit`` fires wait)."""
     if row.overlap is Overlap.ALLOW:
         return FireOutcome.STARTED, None
-    newest = newest_run(conn, row.schedule_id)
-    active = newest is not None and newest[1] not in TERMINAL_STATUSES
-    why = None if newest is None else f"the previous run {newest[0]} is still {newest[1]}"
+    running = active_run(conn, row.schedule_id)
+    active = running is not None
+    why = None if running is None else f"the run {running[0]} is still {running[1]}"
     if row.overlap is Overlap.SKIP:
         return (FireOutcome.SKIPPED, why) if active else (FireOutcome.STARTED, None)
     queued = _queued_count(conn, row.schedule_id)
     if not active and not queued:
         return FireOutcome.STARTED, None
-    if queued >= MAX_QUEUED:
+    if queued >= queue_limit:
         return FireOutcome.SKIPPED, f"{queued} fires are already queued (the limit); {why}"
     return FireOutcome.QUEUED, why
 
@@ -532,7 +538,7 @@ class FireResult:
     needs_run: bool = False
 
 
-def _started_run(db: Database, row: ScheduleRow, fire_at: int, new_run: NewRun) -> str:
+def started_run(db: Database, row: ScheduleRow, fire_at: int, new_run: NewRun) -> str:
     """Reserve the fire's run with its provenance; called inside the fire's transaction,
     which ``reserve`` joins."""
     assert db.in_transaction, "a fire's run is reserved inside the fire's own transaction"
@@ -594,7 +600,7 @@ def fire(
             elif new_run is None:
                 return FireResult(None, needs_run=True)
             else:
-                run_id = _started_run(db, row, fire_at, new_run)
+                run_id = started_run(db, row, fire_at, new_run)
         tx.conn.execute(
             "INSERT INTO schedule_fires (schedule_id, fire_at, outcome, run_id, detail,"
             " recorded_at, settled_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -614,7 +620,7 @@ def fire(
 
 def queue_ready(conn: sqlite3.Connection, schedule_id: str) -> int | None:
     """The fire time of the schedule's oldest queued fire when it may start now: the
-    schedule is active and its newest run has ended (None otherwise)."""
+    schedule is active and every run it started has ended (None otherwise)."""
     row = conn.execute(
         "SELECT f.fire_at FROM schedule_fires f JOIN schedules s USING (schedule_id)"
         " WHERE f.schedule_id = ? AND f.outcome = 'queued' AND s.status = 'active'"
@@ -623,8 +629,7 @@ def queue_ready(conn: sqlite3.Connection, schedule_id: str) -> int | None:
     ).fetchone()
     if row is None:
         return None
-    newest = newest_run(conn, schedule_id)
-    if newest is not None and newest[1] not in TERMINAL_STATUSES:
+    if active_run(conn, schedule_id) is not None:
         return None
     return int(row[0])
 
@@ -648,7 +653,7 @@ def start_queued(
         if error is None:
             if new_run is None:
                 return FireResult(None, needs_run=True)
-            run_id = _started_run(db, row, fire_at, new_run)
+            run_id = started_run(db, row, fire_at, new_run)
             outcome = FireOutcome.STARTED
         assert outcome in QUEUED_SETTLES
         tx.conn.execute(
@@ -716,8 +721,8 @@ def fires(conn: sqlite3.Connection, schedule_id: str, limit: int) -> list[dict[s
     """The schedule's newest ``limit`` fires, newest first (``ScheduleFire`` in
     docs/protocol.md), each with its run's status (null once the run was pruned)."""
     rows = conn.execute(
-        "SELECT fire_at, outcome, run_id, detail, missed, missed_until, recorded_at, settled_at"
-        " FROM schedule_fires WHERE schedule_id = ? ORDER BY fire_at DESC LIMIT ?",
+        "SELECT fire_at, outcome, run_id, detail, missed, missed_until, recorded_at, settled_at,"
+        " source FROM schedule_fires WHERE schedule_id = ? ORDER BY fire_at DESC LIMIT ?",
         (schedule_id, limit),
     ).fetchall()
     return [
@@ -727,6 +732,7 @@ def fires(conn: sqlite3.Connection, schedule_id: str, limit: int) -> list[dict[s
             "missedUntil": row[5],
             "recordedAt": row[6],
             "settledAt": row[7],
+            "source": row[8],  # cadence | trigger | backfill (store/schedule_manual.py)
         }
         for row in rows
     ]

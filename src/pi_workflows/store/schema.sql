@@ -90,6 +90,16 @@ CREATE TABLE runs (
     forked_from TEXT,
     fork_node TEXT,
     fork_visit INTEGER CHECK (fork_visit IS NULL OR fork_visit >= 1),
+    -- Live settings (store/settings.py): the current document (canonical JSON; NULL when the
+    -- workflow declares none) and the number of the change that made it (0: the defaults).
+    -- Every number from 0 up has its run_settings row; an attempt records the one it ran with.
+    settings_json TEXT,
+    settings_change INTEGER NOT NULL DEFAULT 0 CHECK (settings_change >= 0),
+    -- The run deadline (store/deadlines.py): how long the whole run may take (ms, from the
+    -- workflow's deadline= or the start's override) and the absolute time it ends at, armed
+    -- when the run is reserved (a restart arms it again from then). Both NULL: none.
+    deadline_ms INTEGER CHECK (deadline_ms IS NULL OR deadline_ms > 0),
+    deadline_at INTEGER,
     created_at INTEGER NOT NULL,
     updated_at INTEGER NOT NULL,
     finished_at INTEGER,
@@ -101,7 +111,8 @@ CREATE TABLE runs (
     CHECK ((parent_run_id IS NULL) = (depth = 0)),
     CHECK ((forked_from IS NULL) = (fork_node IS NULL)),
     CHECK ((forked_from IS NULL) = (fork_visit IS NULL)),
-    CHECK (forked_from IS NULL OR parent_run_id IS NULL)
+    CHECK (forked_from IS NULL OR parent_run_id IS NULL),
+    CHECK ((deadline_ms IS NULL) = (deadline_at IS NULL))
 ) STRICT;
 CREATE INDEX runs_running ON runs (run_id) WHERE status = 'running';
 CREATE INDEX runs_by_session ON runs (origin_session, created_at) WHERE origin_session IS NOT NULL;
@@ -113,11 +124,18 @@ CREATE INDEX runs_detached_active ON runs (run_id)
 -- start a second run. Also the index of `run list --schedule` and of a schedule's newest run.
 CREATE UNIQUE INDEX runs_by_schedule ON runs (schedule_id, schedule_fire_at)
     WHERE schedule_id IS NOT NULL;
+-- A schedule's unfinished runs (its overlap rule asks on every fire): never a scan of every
+-- run it ever started.
+CREATE INDEX runs_schedule_active ON runs (schedule_id, schedule_fire_at)
+    WHERE schedule_id IS NOT NULL AND status IN ('queued', 'running', 'waiting', 'paused');
 -- A parent's children and a root's tree (cancel, pause, resume, show, prune the tree).
 CREATE INDEX runs_by_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
 CREATE INDEX runs_by_root ON runs (root_run_id) WHERE root_run_id IS NOT NULL;
 -- run list shows root runs by default: newest first without a scan of the children.
 CREATE INDEX runs_roots_by_age ON runs (created_at, run_id) WHERE parent_run_id IS NULL;
+-- The unfinished runs with a run deadline, by when it passes (the server's deadline timer).
+CREATE INDEX runs_deadline ON runs (deadline_at)
+    WHERE deadline_at IS NOT NULL AND status IN ('queued', 'running', 'waiting', 'paused');
 -- A run's forks (run show's lineage, run list --lineage).
 CREATE INDEX runs_by_fork ON runs (forked_from) WHERE forked_from IS NOT NULL;
 
@@ -197,22 +215,49 @@ CREATE TABLE node_attempts (
     -- attempt id (no foreign key: the source may be pruned). Its generation is 0 (no
     -- runner of this run executed it).
     carried_from TEXT,
+    -- 'person': a carried attempt whose output a person replaced when forking
+    -- (``run fork --set``); its output is not the one its source produced.
+    output_set_by TEXT CHECK (output_set_by IN ('person')),
     started_at INTEGER NOT NULL,
     finished_at INTEGER,
     -- The run revision whose event settled it (set with finished_at, never changed): the
     -- trace exporter (server/telemetry.py) finds the attempts a batch of events settled.
     finished_revision INTEGER,
+    -- The run's settings change this attempt started with (ctx.settings_change; a
+    -- settings_route attempt evaluated again records the change it was evaluated again
+    -- with). NULL only for a fork's carried attempt, which ran in its source.
+    settings_change INTEGER DEFAULT 0 CHECK (settings_change IS NULL OR settings_change >= 0),
     UNIQUE (run_id, round, node_id, visit, attempt_no),
     CHECK ((status IN ('running', 'waiting')) = (finished_at IS NULL)),
     CHECK ((finished_at IS NULL) = (finished_revision IS NULL)),
     CHECK ((status IN ('retried', 'exhausted')) = (retry_outcome IS NOT NULL)),
-    CHECK (carried_from IS NULL OR status IN ('completed', 'failed', 'timed_out'))
+    CHECK (carried_from IS NULL OR status IN ('completed', 'failed', 'timed_out')),
+    CHECK (output_set_by IS NULL OR (carried_from IS NOT NULL AND status = 'completed')),
+    CHECK (settings_change IS NOT NULL OR carried_from IS NOT NULL)
 ) STRICT;
 CREATE UNIQUE INDEX node_attempts_one_unfinished
     ON node_attempts (run_id) WHERE status IN ('running', 'waiting');
 CREATE UNIQUE INDEX node_attempts_one_settled_per_visit
     ON node_attempts (run_id, round, node_id, visit)
     WHERE status IN ('completed', 'failed', 'timed_out');
+
+-- Every settings document a run had (store/settings.py), by change number: 0 the defaults
+-- (or what a fork carried), then one row per change, written in the same transaction as
+-- runs.settings_json and runs.settings_change and its settings.changed event. Never updated.
+-- settings_json NULL: the workflow (as the run then executed it) declares no settings.
+CREATE TABLE run_settings (
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    change_no INTEGER NOT NULL CHECK (change_no >= 0),
+    settings_json TEXT,
+    -- The RFC 6902 patch a person or the model sent (NULL for the defaults and for what a
+    -- restart, fork or upgrade set), who made it ('person', 'model', 'defaults', 'fork',
+    -- 'restart', 'upgrade') and the client that sent it.
+    patch_json TEXT,
+    changed_by TEXT NOT NULL,
+    client_id TEXT,
+    at INTEGER NOT NULL,
+    PRIMARY KEY (run_id, change_no)
+) STRICT;
 
 -- Durable waits for time or an event (``store/waits.py``): a sleep node's wake time, the
 -- delay before a retry, a ``wait_event`` node and its timeout. While one is pending its run
@@ -230,14 +275,15 @@ CREATE TABLE run_waits (
     event_name TEXT,
     -- 1: the wait_event node validates what it receives (a sender's reply is held).
     validates INTEGER NOT NULL DEFAULT 0 CHECK (validates IN (0, 1)),
-    -- When it comes due (an event wait's timeout; NULL: an event wait without one).
+    -- When it comes due (an event wait's timeout; NULL: an event wait without one). A
+    -- children wait has one only while a fan_out's rate holds its next child back: the
+    -- moment the rate's window allows that start (store/children.py, _pace).
     due_at INTEGER,
     status TEXT NOT NULL CHECK (status IN ('pending', 'fired', 'signalled', 'cancelled')),
     fired_at INTEGER,
     created_at INTEGER NOT NULL,
     CHECK ((kind = 'event') = (event_name IS NOT NULL)),
     CHECK (kind IN ('event', 'children') OR due_at IS NOT NULL),
-    CHECK (kind != 'children' OR due_at IS NULL),
     CHECK ((status = 'pending') = (fired_at IS NULL)),
     CHECK (status != 'signalled' OR kind = 'event')
 ) STRICT;
@@ -246,6 +292,28 @@ CREATE UNIQUE INDEX run_waits_one_pending ON run_waits (run_id) WHERE status = '
 CREATE INDEX run_waits_due ON run_waits (due_at) WHERE status = 'pending' AND due_at IS NOT NULL;
 CREATE INDEX run_waits_by_run ON run_waits (run_id);
 CREATE INDEX run_waits_by_attempt ON run_waits (attempt_id);
+
+-- A run's cleanup after a cancel or its run deadline (``store/cleanups.py``): the workflow's
+-- on_cancel node, why the run was ended (``ctx.cancel_reason``) and the status it ends with.
+-- 'running' from the cancel (the run queued for a runner that runs only that node) until the
+-- node's outcome ends the run ('completed', 'failed', 'timed_out'); 'abandoned' when a second
+-- cancel or its runner's repeated crashes ended the run first. At most one per run round.
+CREATE TABLE run_cleanups (
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    round INTEGER NOT NULL CHECK (round >= 0),
+    node_id TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    ends_as TEXT NOT NULL CHECK (ends_as IN ('cancelled', 'timed_out')),
+    status TEXT NOT NULL CHECK (
+        status IN ('running', 'completed', 'failed', 'timed_out', 'abandoned')
+    ),
+    error TEXT,
+    created_at INTEGER NOT NULL,
+    finished_at INTEGER,
+    PRIMARY KEY (run_id, round),
+    CHECK ((status = 'running') = (finished_at IS NULL))
+) STRICT;
+CREATE INDEX run_cleanups_running ON run_cleanups (run_id) WHERE status = 'running';
 
 -- The join of a subworkflow or fan_out node (``store/children.py``): what its children run
 -- (the child workflow's definition and source, recorded once for all of them), how many may
@@ -267,6 +335,11 @@ CREATE TABLE run_joins (
     mounted_json TEXT NOT NULL,
     detached INTEGER NOT NULL CHECK (detached IN (0, 1)),
     concurrency INTEGER NOT NULL CHECK (concurrency >= 1),
+    -- fan_out(rate="N/period"): at most rate_count children start in any window of
+    -- rate_period_ms (run_children.started_at are the starts); while the rate holds the
+    -- next one back, the join's wait has the due time it is allowed at. NULL: no rate.
+    rate_count INTEGER CHECK (rate_count >= 1),
+    rate_period_ms INTEGER CHECK (rate_period_ms >= 1),
     fail_fast INTEGER NOT NULL CHECK (fail_fast IN (0, 1)),
     total INTEGER NOT NULL CHECK (total >= 0),
     started INTEGER NOT NULL DEFAULT 0,
@@ -276,7 +349,8 @@ CREATE TABLE run_joins (
     created_at INTEGER NOT NULL,
     joined_at INTEGER,
     CHECK (0 <= ended AND ended <= started AND started <= total),
-    CHECK ((status = 'joined') = (joined_at IS NOT NULL))
+    CHECK ((status = 'joined') = (joined_at IS NOT NULL)),
+    CHECK ((rate_count IS NULL) = (rate_period_ms IS NULL))
 ) STRICT;
 CREATE INDEX run_joins_by_parent ON run_joins (parent_run_id);
 -- A fail_fast join whose active children the server must cancel: only those in the index.
@@ -375,6 +449,13 @@ CREATE TABLE pruned_runs (
     events INTEGER NOT NULL CHECK (events >= 0),
     pruned_at INTEGER NOT NULL
 ) STRICT;
+-- No deletion may ever remove a run that has not ended (retention removes ended trees
+-- only, deepest first; this refuses a live run whatever asks).
+CREATE TRIGGER runs_live_never_deleted BEFORE DELETE ON runs
+WHEN OLD.status NOT IN ('completed', 'failed', 'timed_out', 'cancelled')
+BEGIN
+    SELECT RAISE(ABORT, 'a run that has not ended cannot be deleted');
+END;
 CREATE TRIGGER pruned_runs_only_ended BEFORE INSERT ON pruned_runs
 WHEN (SELECT status FROM runs WHERE run_id = NEW.run_id) IS NOT NEW.status
 BEGIN
@@ -422,6 +503,24 @@ CREATE TABLE attempt_progress (
     CHECK ((sampled = 0) = (sampled_at IS NULL))
 ) STRICT;
 CREATE INDEX attempt_progress_by_run ON attempt_progress (run_id, updated_at);
+
+-- The values a run's callbacks published with ``ctx.publish(key, value)``
+-- (``store/published.py``): one row per (run, key), the latest value, replaced by a later
+-- publish of the same key (``version`` counts them). Written by the publishing attempt's
+-- runner under its claim; kept when that attempt later fails (a reader may have seen it).
+-- At most ``MAX_KEYS`` keys a run and ``MAX_VALUE_BYTES`` of canonical JSON each.
+CREATE TABLE published_values (
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    key TEXT NOT NULL CHECK (length(key) BETWEEN 1 AND 128),
+    value_json TEXT NOT NULL,
+    version INTEGER NOT NULL CHECK (version >= 1),
+    attempt_id TEXT NOT NULL REFERENCES node_attempts (attempt_id),
+    node_id TEXT NOT NULL,
+    published_at INTEGER NOT NULL,
+    PRIMARY KEY (run_id, key)
+) STRICT;
+-- A node attempt's rows are deleted by prune and restart: its values are found by attempt.
+CREATE INDEX published_values_by_attempt ON published_values (attempt_id);
 
 -- Durable command receipts: a retry with the same client and idempotency key gets the
 -- stored receipt; the fingerprint (which excludes the request id) detects a changed payload.
@@ -529,15 +628,32 @@ CREATE TABLE interactive_requests (
         status IN ('pending', 'validating', 'answered', 'timed_out', 'cancelled', 'failed')
     ),
     request_json TEXT NOT NULL,
+    -- 1: only a person answers it (a human decision, or a checkpoint(for_person=True)): no
+    -- model turn, no headless agent, and the model's tool and interaction.submit refuse it.
+    for_person INTEGER NOT NULL DEFAULT 0 CHECK (for_person IN (0, 1)),
     answer_json TEXT,
     answer_ref TEXT REFERENCES blobs (digest),
     deadline_at INTEGER,
     origin_session TEXT,
     -- Reminders sent after model turns that ended without submitting (agent steps).
     reminders INTEGER NOT NULL DEFAULT 0 CHECK (reminders >= 0),
+    -- Delivery to seats (store/delivery.py): model turns on this step that died with their
+    -- seat (presented again each time), turns that ended in a provider error since the run
+    -- last resumed (presented again with backoff, a bounded number of times), and times a
+    -- headless agent that did not work on it was prompted again or replaced.
+    turns_lost INTEGER NOT NULL DEFAULT 0 CHECK (turns_lost >= 0),
+    turn_errors INTEGER NOT NULL DEFAULT 0 CHECK (turn_errors >= 0),
+    agent_nudges INTEGER NOT NULL DEFAULT 0 CHECK (agent_nudges >= 0),
+    -- A presentation again that is due (store ms) and why ('providerError'): a durable timer.
+    present_at INTEGER,
+    present_reason TEXT,
     created_at INTEGER NOT NULL,
     settled_at INTEGER,
-    CHECK ((status IN ('pending', 'validating')) = (settled_at IS NULL))
+    CHECK ((status IN ('pending', 'validating')) = (settled_at IS NULL)),
+    CHECK ((present_at IS NULL) = (present_reason IS NULL)),
+    CHECK (present_at IS NULL OR status IN ('pending', 'validating')),
+    CHECK (kind != 'decision' OR for_person = 1),
+    CHECK (for_person = 0 OR kind IN ('checkpoint', 'decision'))
 ) STRICT;
 CREATE UNIQUE INDEX interactive_requests_one_open
     ON interactive_requests (run_id) WHERE status IN ('pending', 'validating');
@@ -551,6 +667,9 @@ CREATE INDEX interactive_requests_open_by_session
 -- requests wait without a deadline or with a later one.
 CREATE INDEX interactive_requests_open_by_deadline ON interactive_requests (deadline_at)
     WHERE status IN ('pending', 'validating') AND deadline_at IS NOT NULL;
+-- Presentations again that are due: the scheduler waits for the earliest.
+CREATE INDEX interactive_requests_present_due ON interactive_requests (present_at)
+    WHERE present_at IS NOT NULL;
 
 -- Submitted answers, each validated by a runner: at most one validating per request, at
 -- most one accepted (it settles the request).
@@ -645,19 +764,28 @@ CREATE INDEX effect_attempts_by_node_attempt ON effect_attempts (node_attempt_id
 CREATE TABLE sessions (
     session_id TEXT PRIMARY KEY,
     coordinator_epoch INTEGER NOT NULL CHECK (coordinator_epoch >= 1),
+    -- The seat incarnation that holds the current epoch (one Pi process's coordinator, a
+    -- headless agent's): a turn or a delivery of any other seat is never live again.
+    seat_id TEXT NOT NULL,
     attached_at INTEGER NOT NULL,
+    -- When the current seat's watch connection closed; NULL while it watches.
+    disconnected_at INTEGER,
     reported_at INTEGER
 ) STRICT;
 
 -- Content the origin Pi session must add: the step of a request (``step``), a human
--- decision's card (``decision``), notify nodes (``notification``) and terminal results
--- (``terminal``), each recorded in the same transaction as its source fact and marked
--- ``sent`` only on the session's evidence (the entry id that holds it).
+-- decision's card (``decision``), a person's checkpoint (``question``: a card and a dialog
+-- for the person), notify nodes (``notification``), terminal results (``terminal``) and
+-- follow-up prompts (``followUp``, store/follow_ups.py), each recorded in the same
+-- transaction as its source fact and marked ``sent`` only on the session's evidence (the
+-- entry id that holds it).
 CREATE TABLE workflow_messages (
     message_id TEXT PRIMARY KEY,
     run_id TEXT NOT NULL REFERENCES runs (run_id),
     source_key TEXT NOT NULL,
-    kind TEXT NOT NULL CHECK (kind IN ('step', 'decision', 'notification', 'terminal')),
+    kind TEXT NOT NULL CHECK (
+        kind IN ('step', 'decision', 'question', 'notification', 'terminal', 'followUp')
+    ),
     request_id TEXT REFERENCES interactive_requests (request_id),
     body_json TEXT NOT NULL,
     origin_session TEXT,
@@ -666,12 +794,14 @@ CREATE TABLE workflow_messages (
     resumed INTEGER NOT NULL DEFAULT 0 CHECK (resumed IN (0, 1)),
     status TEXT NOT NULL CHECK (status IN ('pending', 'sent', 'cancelled', 'superseded')),
     entry_id TEXT,
+    -- The seat whose report proved it ``sent`` (a delivery is to one seat incarnation).
+    seat_id TEXT,
     created_at INTEGER NOT NULL,
     settled_at INTEGER,
     UNIQUE (run_id, source_key),
     CHECK ((status = 'pending') = (settled_at IS NULL)),
     CHECK (status != 'sent' OR entry_id IS NOT NULL),
-    CHECK ((kind IN ('step', 'decision')) = (request_id IS NOT NULL))
+    CHECK ((kind IN ('step', 'decision', 'question')) = (request_id IS NOT NULL))
 ) STRICT;
 CREATE INDEX workflow_messages_pending
     ON workflow_messages (origin_session, created_at) WHERE status = 'pending';
@@ -681,14 +811,46 @@ CREATE INDEX workflow_messages_by_run ON workflow_messages (run_id, created_at);
 CREATE INDEX workflow_messages_by_request
     ON workflow_messages (request_id) WHERE request_id IS NOT NULL;
 
--- Model turns a session reported (started, then ended with a stop reason).
+-- Follow-up prompts queued on a run (store/follow_ups.py): sent in seq order to the run's
+-- origin session as user messages, only after the run completed and its terminal message
+-- was delivered. 'queued' until then; 'ready' once its workflow message exists (recorded in
+-- the transaction that marked the terminal message sent); 'sent' with that message;
+-- 'cancelled' (with the reason) when the run fails, times out or is cancelled; 'removed'
+-- by a person before it was ready.
+CREATE TABLE run_follow_ups (
+    follow_up_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs (run_id),
+    seq INTEGER NOT NULL CHECK (seq >= 1),
+    text TEXT NOT NULL CHECK (length(text) BETWEEN 1 AND 65536),
+    origin_session TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('queued', 'ready', 'sent', 'cancelled', 'removed')),
+    reason TEXT,
+    message_id TEXT REFERENCES workflow_messages (message_id),
+    created_by TEXT,
+    created_at INTEGER NOT NULL,
+    settled_at INTEGER,
+    UNIQUE (run_id, seq),
+    CHECK ((status IN ('ready', 'sent')) = (message_id IS NOT NULL)),
+    CHECK ((status IN ('queued', 'ready')) = (settled_at IS NULL)),
+    CHECK ((status = 'cancelled') = (reason IS NOT NULL))
+) STRICT;
+CREATE INDEX run_follow_ups_waiting ON run_follow_ups (run_id, seq)
+    WHERE status IN ('queued', 'ready');
+CREATE INDEX run_follow_ups_by_message ON run_follow_ups (message_id)
+    WHERE message_id IS NOT NULL;
+
+-- Model turns a session reported (started, then ended with a stop reason). ``lost``: the
+-- turn's seat died or another seat attached before it ended (store/delivery.py).
 CREATE TABLE workflow_turns (
     turn_id TEXT PRIMARY KEY,
     session_id TEXT NOT NULL,
+    seat_id TEXT NOT NULL,
     message_id TEXT REFERENCES workflow_messages (message_id),
     run_id TEXT REFERENCES runs (run_id),
     status TEXT NOT NULL CHECK (status IN ('started', 'ended')),
     stop_reason TEXT CHECK (stop_reason IN ('completed', 'aborted', 'error', 'lost')),
+    -- The provider's error of a turn that ended ``error`` (one line, bounded).
+    error TEXT,
     started_at INTEGER NOT NULL,
     ended_at INTEGER,
     CHECK ((status = 'ended') = (ended_at IS NOT NULL))
@@ -785,11 +947,18 @@ CREATE TABLE schedule_fires (
     missed_until INTEGER,
     recorded_at INTEGER NOT NULL,
     settled_at INTEGER,
+    -- What made the fire: the cadence, a person's ``schedule trigger`` (fire_at is the
+    -- moment it was handled) or ``schedule backfill`` (a past fire time of the cadence).
+    source TEXT NOT NULL DEFAULT 'cadence' CHECK (source IN ('cadence', 'trigger', 'backfill')),
+    -- A trigger's key: the same key again adopts this fire (per schedule).
+    trigger_key TEXT CHECK (trigger_key IS NULL OR source = 'trigger'),
     PRIMARY KEY (schedule_id, fire_at),
     CHECK ((outcome = 'started') = (run_id IS NOT NULL)),
     CHECK ((outcome = 'queued') = (settled_at IS NULL)),
     CHECK ((outcome = 'missed') = (missed > 0 AND missed_until IS NOT NULL))
 ) STRICT;
+CREATE UNIQUE INDEX schedule_fires_by_key ON schedule_fires (schedule_id, trigger_key)
+    WHERE trigger_key IS NOT NULL;
 -- Queued fires are looked for every tick: only they are in this index.
 CREATE INDEX schedule_fires_queued ON schedule_fires (schedule_id, fire_at)
     WHERE outcome = 'queued';

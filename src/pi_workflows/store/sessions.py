@@ -3,12 +3,15 @@
 Owns ``sessions`` and ``workflow_turns``, and the reported half of ``workflow_messages``
 (``sent`` only on a session's evidence). A session ``attach`` gets a coordinator epoch; a
 later attach fences the earlier one, whose reports are then refused
-(``CoordinatorFencedError``). The view is what the session must show now: its one active
+(``CoordinatorFencedError``). Each attach names its seat incarnation (one Pi process's
+coordinator, a headless agent's); turns and proven deliveries are recorded with it, and
+``store/delivery.py`` keeps the rule that a pending step is inside a live turn of a live
+seat or due to be presented again. The view is what the session must show now: its one active
 request (the oldest open request of its waiting or working runs; others wait in order),
-the messages to add (pending notifications and terminal results, and the active request's
-step while unsent), and its runs, bounded to fit one frame (``view_bounds``). Reports
-change message and run rows, so each is a run write (revision and event) on every run it
-touches.
+the messages to add (pending notifications, terminal results and follow-ups, and the
+active request's step while unsent), and its runs, bounded to fit one frame
+(``view_bounds``). Reports change message and run rows, so each is a run write (revision
+and event) on every run it touches.
 """
 
 from __future__ import annotations
@@ -18,7 +21,16 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pi_workflows.store import interactions, jsoncol, lifecycle, messages, reminders, view_bounds
+from pi_workflows.store import (
+    delivery,
+    follow_ups,
+    interactions,
+    jsoncol,
+    lifecycle,
+    messages,
+    reminders,
+    view_bounds,
+)
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import CoordinatorFencedError
 from pi_workflows.store.ids import new_id
@@ -40,26 +52,53 @@ STOP_REASONS = frozenset({"completed", "aborted", "error", "lost"})
 
 @dataclass(frozen=True)
 class Attached:
-    """A session's coordinator claim."""
+    """A session's coordinator claim: its epoch, and the steps presented again because
+    their last delivery was to another seat (``delivery.seat_attached``)."""
 
     session_id: str
     coordinator_epoch: int
+    presented_again: tuple[str, ...] = ()
 
 
-def attach(db: Database, session_id: str) -> Attached:
-    """Become the session's coordinator: a new epoch fences every earlier attach."""
+def attach(db: Database, session_id: str, seat_id: str | None = None) -> Attached:
+    """Become the session's coordinator as seat ``seat_id`` (a new epoch fences every
+    earlier attach); a client that names no seat is a new seat at every attach. The open
+    turns of every other seat end ``lost`` in the same transaction, and the session's active
+    step is presented again when no turn of this seat can be working on it."""
     with db.atomic("sessions.attach") as tx:
         row = tx.conn.execute(
             "SELECT coordinator_epoch FROM sessions WHERE session_id = ?", (session_id,)
         ).fetchone()
         epoch = (row[0] if row else 0) + 1
+        seat = seat_id if seat_id is not None else f"attach-{new_id('seat')}"
         tx.conn.execute(
-            "INSERT INTO sessions (session_id, coordinator_epoch, attached_at) VALUES (?, ?, ?)"
-            " ON CONFLICT (session_id) DO UPDATE SET"
-            " coordinator_epoch = excluded.coordinator_epoch, attached_at = excluded.attached_at",
-            (session_id, epoch, tx.now),
+            "INSERT INTO sessions (session_id, coordinator_epoch, seat_id, attached_at)"
+            " VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET"
+            " coordinator_epoch = excluded.coordinator_epoch, seat_id = excluded.seat_id,"
+            " attached_at = excluded.attached_at, disconnected_at = NULL",
+            (session_id, epoch, seat, tx.now),
         )
-        return Attached(session_id, epoch)
+        again = delivery.seat_attached(db, session_id, seat)
+        return Attached(session_id, epoch, tuple(again))
+
+
+def disconnected(db: Database, session_id: str, epoch: int) -> None:
+    """The watch connection of the session's coordinator ``epoch`` closed: its seat is not
+    attached now (a newer epoch's attach is not touched)."""
+    with db.atomic("sessions.disconnect") as tx:
+        tx.conn.execute(
+            "UPDATE sessions SET disconnected_at = ? WHERE session_id = ?"
+            " AND coordinator_epoch = ? AND disconnected_at IS NULL",
+            (tx.now, session_id, epoch),
+        )
+
+
+def seat_of(conn: sqlite3.Connection, session_id: str) -> str | None:
+    """The seat that holds the session's current epoch."""
+    row = conn.execute(
+        "SELECT seat_id FROM sessions WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return None if row is None else str(row[0])
 
 
 def check_epoch(conn: sqlite3.Connection, session_id: str, epoch: int) -> None:
@@ -72,16 +111,8 @@ def check_epoch(conn: sqlite3.Connection, session_id: str, epoch: int) -> None:
         raise CoordinatorFencedError(session_id, epoch, current)
 
 
-def active_request(conn: sqlite3.Connection, session_id: str) -> interactions.Interaction | None:
-    """The session's one active request: the oldest open request of its runs that wait or
-    work on it (a paused run's request waits until the run is resumed)."""
-    row = conn.execute(
-        "SELECT q.request_id FROM interactive_requests q JOIN runs r USING (run_id)"
-        " WHERE q.origin_session = ? AND q.status IN ('pending', 'validating')"
-        " AND r.status IN ('waiting', 'queued', 'running') ORDER BY q.created_at, q.rowid LIMIT 1",
-        (session_id,),
-    ).fetchone()
-    return None if row is None else interactions.read_request(conn, row[0])
+active_request = interactions.active_for_session
+"""The session's one active request (``interactions.active_for_session``)."""
 
 
 def _message(row: sqlite3.Row) -> dict[str, Any]:
@@ -103,7 +134,7 @@ def _message(row: sqlite3.Row) -> dict[str, Any]:
 _MESSAGE_COLUMNS = "message_id, run_id, kind, body_json, status, resumed, created_at, rowid"
 _PENDING_OF_SESSION = (
     "FROM workflow_messages WHERE origin_session = ? AND status = 'pending'"
-    " AND kind IN ('notification', 'terminal')"
+    " AND kind IN ('notification', 'terminal', 'followUp')"
 )
 
 
@@ -125,6 +156,7 @@ def _active_view(
         "runId": active.run_id,
         "nodeId": active.node_id,
         "kind": active.kind,
+        "forPerson": active.for_person,
         "status": active.status,
         "title": view_bounds.cut(str(title), MAX_TITLE_CHARS)
         if active.kind == "decision" and title is not None
@@ -138,6 +170,15 @@ def _active_view(
         if rejection is None
         else view_bounds.cut(rejection[0], MAX_REJECTION_CHARS),
     }
+
+
+def _for_this_seat(active: interactions.Interaction) -> bool:
+    """False for a decision whose audience leaves out the origin session (``seats``
+    without ``pi``, docs/channels.md): its card is not presented there; it is answered on
+    the seats it names (or with ``/workflow decide``, as with the CLI)."""
+    request = active.request if isinstance(active.request, dict) else {}
+    seats = request.get("seats")
+    return active.kind != "decision" or not isinstance(seats, list) or "pi" in seats
 
 
 def known(conn: sqlite3.Connection, session_id: str) -> bool:
@@ -170,7 +211,7 @@ def view(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
             (active.request_id,),
         ).fetchone()
         active_view = _active_view(conn, active, row)
-        if row is not None and row[4] == "pending":
+        if row is not None and row[4] == "pending" and _for_this_seat(active):
             step = row
     total = conn.execute(f"SELECT COUNT(*) {_PENDING_OF_SESSION}", (session_id,)).fetchone()[0]
     total += 0 if step is None else 1
@@ -231,15 +272,19 @@ def report_messages(
 ) -> dict[str, Any]:
     """The session says which workflow messages are in its branch (message id, entry id).
 
-    Pending messages of this session found there become ``sent`` with their entry id. With
-    ``idle`` (the session is idle and this is its whole branch), a step of the active request
-    that was sent but is no longer there is presented once more as a ``resumed`` step.
+    Pending messages of this session found there become ``sent`` with their entry id and
+    the seat that reported them. With ``idle`` (the session is idle, every turn report of it
+    was made before, and this is its whole branch), a step of the active request that was
+    sent but is no longer there is presented once more as a ``resumed`` step, and so is one
+    that no turn works on (``delivery.seat_idle``).
     Returns ``{sent: [...ids], resumed: [...new ids]}``.
     """
     sent: list[str] = []
     resumed: list[str] = []
     with db.atomic("sessions.report_messages") as tx:
         check_epoch(tx.conn, session_id, epoch)
+        seat = seat_of(tx.conn, session_id)
+        assert seat is not None  # check_epoch found the row
         tx.conn.execute(
             "UPDATE sessions SET reported_at = ? WHERE session_id = ?", (tx.now, session_id)
         )
@@ -259,15 +304,32 @@ def report_messages(
                 for message_id in ids:
                     tx.conn.execute(
                         "UPDATE workflow_messages SET status = 'sent', entry_id = ?,"
-                        " settled_at = ? WHERE message_id = ? AND status = 'pending'",
-                        (entries[message_id][:200], tx.now, message_id),
+                        " seat_id = ?, settled_at = ? WHERE message_id = ? AND status = 'pending'",
+                        (entries[message_id][:200], seat, tx.now, message_id),
                     )
+                _sent_follow_ups(tx, run, ids)
 
             _run_write(db, run_id, "message.sent", {"messages": ids}, mark)
             sent.extend(ids)
         if idle:
             resumed.extend(_present_missing_step(db, tx, session_id, set(entries)))
+            resumed.extend(delivery.seat_idle(db, session_id, seat, frozenset(sent)))
     return {"sent": sent, "resumed": resumed}
+
+
+def _sent_follow_ups(tx: Transaction, run: RunRow, ids: list[str]) -> None:
+    """In the write that marks messages ``sent``: follow-ups whose messages they are are
+    sent, and a completed run's terminal message, now delivered, releases its queued
+    follow-ups as messages (``store/follow_ups.py``), in the same commit."""
+    marks = ", ".join("?" for _ in ids)
+    kinds = tx.conn.execute(
+        f"SELECT message_id, kind, body_json FROM workflow_messages WHERE message_id IN ({marks})",
+        ids,
+    ).fetchall()
+    follow_ups.mark_sent(tx, [row[0] for row in kinds if row[1] == "followUp"])
+    for row in kinds:
+        if row[1] == "terminal":
+            follow_ups.release(tx, run, jsoncol.loads(row[2]))
 
 
 def _present_missing_step(
@@ -295,6 +357,15 @@ def _present_missing_step(
     return created
 
 
+@dataclass(frozen=True)
+class TurnRetry:
+    """How a turn that ended with a provider error is retried: at most ``retries``
+    presentations again, the first ``backoff_ms`` after the error, doubling."""
+
+    retries: int = 3
+    backoff_ms: int = 10_000
+
+
 def report_turn(
     db: Database,
     session_id: str,
@@ -304,16 +375,25 @@ def report_turn(
     stop_reason: str | None,
     workflow_message_id: str | None,
     error_message: str | None = None,
+    retry: TurnRetry = TurnRetry(),
 ) -> dict[str, Any]:
-    """A model turn of the session started or ended (``completed``, ``aborted``, ``error``,
-    ``lost``). A turn started for the step of its run's *open* request that ends ``aborted``
-    pauses that run with ``turnAborted`` (its request stays open; ``run resume`` presents it
-    again); one of a detached run's headless agent that ends with ``error`` pauses it
-    ``agentUnavailable``, quoting ``error_message`` (the provider's error as Pi reported it)
-    when there is one. A turn for anything else (a terminal result, a step whose request was
-    answered since) pauses nothing."""
+    """A model turn of the session's seat started or ended (``completed``, ``aborted``,
+    ``error``, ``lost``). A turn started for the step of its run's *open* request that ends
+    ``aborted`` pauses that run with ``turnAborted`` (its request stays open; ``run resume``
+    presents it again); one that ends with ``error`` is recorded with ``error_message`` (the
+    provider's error as Pi reported it) and its step is presented again after a backoff, a
+    bounded number of times, then its run pauses ``agentUnavailable`` with those words
+    (``delivery.turn_failed``), attached sessions and headless agents alike; one that ends
+    ``completed`` without a submission earns a reminder (``reminders``). A turn for anything
+    else (a terminal result, a step whose request was answered since) changes nothing.
+
+    Returns ``{turnId, paused, reminder, retry}``: ``retry`` (``{retry, of, retryAt,
+    error}``) or ``paused`` with its ``detail`` tell the session what became of a failed
+    turn's step."""
     with db.atomic("sessions.report_turn") as tx:
         check_epoch(tx.conn, session_id, epoch)
+        seat = seat_of(tx.conn, session_id)
+        assert seat is not None  # check_epoch found the row
         run_id = None
         if workflow_message_id is not None:
             row = tx.conn.execute(
@@ -322,66 +402,68 @@ def report_turn(
             ).fetchone()
             run_id = None if row is None else row[0]
         if event == "started":
+            # One turn at a time per seat: an earlier one still open ended unreported.
+            delivery.close_turns(db, session_id, seat)
             turn_id = new_id("turn")
             tx.conn.execute(
-                "UPDATE workflow_turns SET status = 'ended', stop_reason = 'lost', ended_at = ?"
-                " WHERE session_id = ? AND status = 'started'",
-                (tx.now, session_id),
-            )
-            tx.conn.execute(
-                "INSERT INTO workflow_turns (turn_id, session_id, message_id, run_id, status,"
-                " started_at) VALUES (?, ?, ?, ?, 'started', ?)",
-                (turn_id, session_id, workflow_message_id if run_id else None, run_id, tx.now),
-            )
-            return {"turnId": turn_id, "paused": None, "reminder": None}
+                "INSERT INTO workflow_turns (turn_id, session_id, seat_id, message_id, run_id,"
+                " status, started_at) VALUES (?, ?, ?, ?, ?, 'started', ?)",
+                (turn_id, session_id, seat, workflow_message_id if run_id else None, run_id,
+                 tx.now),
+            )  # fmt: skip
+            if run_id is not None:
+                delivery.worked(tx, str(workflow_message_id))
+            return {"turnId": turn_id, "paused": None, "reminder": None, "retry": None}
         open_turn = tx.conn.execute(
             "SELECT turn_id, run_id, message_id FROM workflow_turns WHERE session_id = ?"
-            " AND status = 'started' ORDER BY started_at DESC LIMIT 1",
-            (session_id,),
+            " AND seat_id = ? AND status = 'started' ORDER BY started_at DESC LIMIT 1",
+            (session_id, seat),
         ).fetchone()
         if open_turn is None:
-            return {"turnId": None, "paused": None, "reminder": None}
+            return {"turnId": None, "paused": None, "reminder": None, "retry": None}
         tx.conn.execute(
-            "UPDATE workflow_turns SET status = 'ended', stop_reason = ?, ended_at = ?"
+            "UPDATE workflow_turns SET status = 'ended', stop_reason = ?, error = ?, ended_at = ?"
             " WHERE turn_id = ?",
-            (stop_reason, tx.now, open_turn[0]),
-        )
-        paused = None
+            (stop_reason, error_message if stop_reason == "error" else None, tx.now,
+             open_turn[0]),
+        )  # fmt: skip
+        answer: dict[str, Any] = {
+            "turnId": open_turn[0], "paused": None, "reminder": None, "retry": None,
+        }  # fmt: skip
         turn_run = open_turn[1]
-        if (
-            turn_run is not None
-            and stop_reason in ("aborted", "error")
-            and _for_open_request(tx.conn, turn_run, open_turn[2])
-        ):
-            status, mode = tx.conn.execute(
-                "SELECT status, execution_mode FROM runs WHERE run_id = ?", (turn_run,)
-            ).fetchone()
-            if status == RunStatus.WAITING and stop_reason == "aborted":
-                lifecycle.pause_waiting(db, turn_run, ParkReason.TURN_ABORTED)
-                paused = turn_run
-            elif status == RunStatus.WAITING and mode == "detached":
-                lifecycle.pause_waiting(
-                    db,
-                    turn_run,
-                    ParkReason.AGENT_UNAVAILABLE,
-                    "the headless Pi's model turn ended with an error"
-                    + (f": {error_message}" if error_message else "")
-                    + " (check its provider configuration); run resume tries again",
-                )
-                paused = turn_run
-        reminder = None
-        if turn_run is not None and open_turn[2] is not None and stop_reason == "completed":
-            reminder = reminders.after_turn(db, tx, turn_run, open_turn[2])
-        return {"turnId": open_turn[0], "paused": paused, "reminder": reminder}
+        request = _open_request_of_message(tx.conn, turn_run, open_turn[2])
+        if request is None:
+            return answer
+        status, mode = tx.conn.execute(
+            "SELECT status, execution_mode FROM runs WHERE run_id = ?", (turn_run,)
+        ).fetchone()
+        if status != RunStatus.WAITING:
+            return answer
+        if stop_reason == "aborted":
+            lifecycle.pause_waiting(db, turn_run, ParkReason.TURN_ABORTED)
+            answer["paused"] = turn_run
+        elif stop_reason == "error":
+            failed = delivery.turn_failed(
+                db, request, error_message, retries=retry.retries,
+                backoff_ms=retry.backoff_ms, detached=mode == "detached",
+            )  # fmt: skip
+            answer["paused"] = failed.get("paused")
+            answer["retry"] = failed if "retry" in failed else None
+            answer["detail"] = failed.get("detail")
+        elif stop_reason == "completed":
+            answer["reminder"] = reminders.after_turn(db, tx, turn_run, open_turn[2])
+        return answer
 
 
-def _for_open_request(conn: sqlite3.Connection, run_id: str, message_id: str | None) -> bool:
-    """Whether the turn's message presents the run's open, pending request."""
-    if message_id is None:
-        return False
+def _open_request_of_message(
+    conn: sqlite3.Connection, run_id: str | None, message_id: str | None
+) -> interactions.Interaction | None:
+    """The run's open, pending request that the turn's message presents, if any."""
+    if run_id is None or message_id is None:
+        return None
     row = conn.execute(
-        "SELECT 1 FROM workflow_messages m JOIN interactive_requests q USING (request_id)"
-        " WHERE m.message_id = ? AND q.run_id = ? AND q.status = 'pending'",
+        "SELECT q.request_id FROM workflow_messages m JOIN interactive_requests q"
+        " USING (request_id) WHERE m.message_id = ? AND q.run_id = ? AND q.status = 'pending'",
         (message_id, run_id),
     ).fetchone()
-    return row is not None
+    return None if row is None else interactions.read_request(conn, row[0])

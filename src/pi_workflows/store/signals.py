@@ -204,10 +204,12 @@ def send(
 
 def discard_pending(tx: Transaction, run_id: str) -> int:
     """The run restarts: events its old round never took are ``discarded`` (a new round
-    takes no events sent to the old one). Returns how many."""
+    takes no events sent to the old one), and their idempotency keys are freed, so the same
+    event sent again with the same key is a new event for the new round instead of an
+    adoption of one the new round will never take. Returns how many."""
     cursor = tx.conn.execute(
-        "UPDATE run_signals SET status = 'discarded', settled_at = ? WHERE run_id = ?"
-        " AND status = 'pending'",
+        "UPDATE run_signals SET status = 'discarded', settled_at = ?, idempotency_key = NULL"
+        " WHERE run_id = ? AND status = 'pending'",
         (tx.now, run_id),
     )
     return cursor.rowcount

@@ -60,6 +60,7 @@ class ParkReason(StrEnum):
     RUNNER_CRASHED = "runnerCrashed"
     WORKFLOW_SOURCE_CHANGED = "workflowSourceChanged"
     EFFECT_AMBIGUOUS = "effectAmbiguous"
+    EFFECTS_RESOLVED = "effectsResolved"  # its ambiguous effects were resolved; resume it
     WORKFLOW_LOAD_FAILED = "workflowLoadFailed"
     TURN_ABORTED = "turnAborted"  # the person stopped the model turn of the run's step
     AGENT_UNAVAILABLE = "agentUnavailable"  # a detached run's headless Pi cannot work
@@ -108,6 +109,8 @@ class Operation(StrEnum):
     FAIL = "fail"
     TIME_OUT = "time out"
     CANCEL = "cancel"
+    EXPIRE = "expire"  # the run deadline passed (store/deadlines.py)
+    CLEAN_UP = "clean up"  # a cancel or deadline of a run with a cleanup node (cleanups.py)
     RESTART = "restart"
 
 
@@ -147,6 +150,12 @@ TRANSITIONS: dict[Operation, Transition] = {
     Operation.FAIL: _t({R}, RunStatus.FAILED, needs_claim=True),
     Operation.TIME_OUT: _t({R}, RunStatus.TIMED_OUT, needs_claim=True),
     Operation.CANCEL: _t({Q, R, W, P}, RunStatus.CANCELLED, needs_claim=True),
+    # The run deadline passed: whatever the run does, it ends as a cancel ends it.
+    Operation.EXPIRE: _t({Q, R, W, P}, RunStatus.TIMED_OUT, needs_claim=True),
+    # A cancel or a run deadline of a run whose workflow has a cleanup node: everything a
+    # cancel ends is ended, and the run is queued for the runner that runs that node; its
+    # outcome then ends the run (cancel or expire from running).
+    Operation.CLEAN_UP: _t({Q, R, W, P}, Q, needs_claim=True),
     # A waiting run (on a request, a sleep, a retry delay or an event) restarts too: its
     # request or wait is cancelled with the old round (no runner holds it); so does every
     # ended run, a completed one included (a fresh round from the original input).
@@ -159,3 +168,27 @@ def view_status(status: RunStatus, park_reason: str | None) -> str:
     if status is RunStatus.PAUSED and park_reason == ParkReason.EFFECT_AMBIGUOUS:
         return "ambiguous"
     return status.value
+
+
+CODE_CHANGED = "its workflow's code changed since it started (workflowSourceChanged)"
+"""Why a run parked ``workflowSourceChanged`` cannot go on as it is (``code_changed_advice``)."""
+
+
+def code_changed_advice(run_id: str) -> str:
+    """What to do with a run whose code changed, as every refusal it causes says it (an
+    answer, a submission rejected by the park, ``run resume``): an upgrade (dry run first),
+    a restart or a cancel. ``run resume`` alone would only park it again. Short enough to
+    fit a refusal's 500 characters with its prefix."""
+    return (
+        f"check 'pi-workflows run upgrade {run_id} --dry-run', then"
+        f" 'pi-workflows run upgrade {run_id}' goes on with the new code; or"
+        f" 'pi-workflows run restart {run_id}' or 'pi-workflows run cancel {run_id}'"
+    )
+
+
+def paused_refusal(run_id: str, park_reason: str | None) -> str:
+    """Why an answer to a paused run is refused and what to do first: ``run resume``, or,
+    when its code changed, ``code_changed_advice``."""
+    if park_reason == ParkReason.WORKFLOW_SOURCE_CHANGED:
+        return f"{CODE_CHANGED}; {code_changed_advice(run_id)}"
+    return f"resume the run first ('pi-workflows run resume {run_id}')"

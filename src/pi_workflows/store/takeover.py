@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 
-from pi_workflows.store import attempts, effects, interactions, waits
+from pi_workflows.store import attempts, children, effects, interactions, waits
 from pi_workflows.store.claims import Claim, OwnerType, acquire, read_lease
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import InvalidTransitionError, StoreError
@@ -242,7 +242,9 @@ def fire_due_waits(db: Database, limit: int = FIRE_BATCH) -> list[str]:
 
     A fired wait of a waiting run queues the run (its next runner routes the sleep, tries
     the node again, or times the event wait out); a paused run records the firing and stays
-    paused (a person's pause is durable: it continues after ``run resume``). Each run is
+    paused (a person's pause is durable: it continues after ``run resume``). A due
+    ``children`` wait is a rate-limited ``fan_out``'s next start (``children.pace_due``): its
+    parent waits on, and the children it started are queued. Each run is
     changed through ``write_run`` (its own revision and event). A wait whose run is in any
     other status is a contradiction ``state diagnose`` reports; it is left alone here rather
     than guessed at, and never breaks the batch.
@@ -279,7 +281,7 @@ def fire_due_waits(db: Database, limit: int = FIRE_BATCH) -> list[str]:
                 tx.conn.execute("ROLLBACK TO fire_one")
                 log.error("wait %s of run %s could not fire: %s", wait.wait_id, wait.run_id, exc)
             else:
-                if status is RunStatus.WAITING:
+                if status is RunStatus.WAITING and wait.kind != "children":
                     queued.append(wait.run_id)
             finally:
                 tx.conn.execute("RELEASE fire_one")
@@ -287,6 +289,9 @@ def fire_due_waits(db: Database, limit: int = FIRE_BATCH) -> list[str]:
 
 
 def _fire(tx: Transaction, run: RunRow, *, wait: Wait) -> None:
+    if wait.kind == "children":  # a rate-limited join's next start: the parent waits on
+        children.pace_due(tx, wait.wait_id)
+        return
     waits.end(tx, wait.wait_id, "fired")
     if run.status is RunStatus.WAITING:
         apply_transition(tx, run, Operation.RESUME, next_command=NextCommand.RESUME)

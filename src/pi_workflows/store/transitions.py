@@ -18,6 +18,7 @@ from pi_workflows.store import (
     attempts,
     children,
     effects,
+    follow_ups,
     interactions,
     jsoncol,
     messages,
@@ -28,6 +29,7 @@ from pi_workflows.store.database import Transaction
 from pi_workflows.store.errors import InvalidTransitionError
 from pi_workflows.store.runs import RunRow, finish_change, read_run
 from pi_workflows.store.states import (
+    CODE_CHANGED,
     QUEUE_STATUS_OF,
     TERMINAL_STATUSES,
     TRANSITIONS,
@@ -36,6 +38,7 @@ from pi_workflows.store.states import (
     Operation,
     ParkReason,
     RunStatus,
+    code_changed_advice,
 )
 
 _ATTEMPT_STATUS_OF_TERMINAL = {
@@ -81,9 +84,11 @@ def apply_transition(
                 f"node {active.node_id} is still {active.status}",
             )
     leaving = run.status is RunStatus.RUNNING and target is not RunStatus.RUNNING
-    if leaving or terminal:
-        uncertain = effects.settle_on_exit(tx, run.run_id, terminal=terminal)
-        if uncertain and not terminal:
+    # A cleanup ends what a cancel ends (its run only goes on to run its cleanup node).
+    ending = terminal or operation is Operation.CLEAN_UP
+    if leaving or ending:
+        uncertain = effects.settle_on_exit(tx, run.run_id, terminal=ending)
+        if uncertain and not ending:
             detail = uncertain[0].describe()
             if park_detail:
                 detail += f"; {park_detail}"
@@ -99,27 +104,33 @@ def apply_transition(
         # (a clean server stop keeps it, and the next server validates it).
         submission = interactions.validating_of(tx.conn, run.run_id)
         if submission is not None:
+            why = (
+                f"{CODE_CHANGED}; {code_changed_advice(run.run_id)}"
+                if park_reason == ParkReason.WORKFLOW_SOURCE_CHANGED
+                else f"the run was paused ({park_reason}); resume it and submit again"
+            )
             interactions.reject(
-                tx,
-                submission.submission_id,
-                f"validation did not finish: the run was paused ({park_reason}); resume it and"
-                " submit again",
-                closed=True,
+                tx, submission.submission_id, f"validation did not finish: {why}", closed=True
             )
     if target in _ATTEMPT_STATUS_OF_TERMINAL:
         attempts.close_unfinished(tx, run.run_id, _ATTEMPT_STATUS_OF_TERMINAL[target])
+    elif operation is Operation.CLEAN_UP:
+        attempts.close_unfinished(tx, run.run_id, AttemptStatus.CANCELLED)
     elif leaving and target in (RunStatus.PAUSED, RunStatus.QUEUED):
         parked = asked in (ParkReason.USER_PAUSED, ParkReason.SERVER_STOPPED)
         attempts.close_unfinished(
             tx, run.run_id, AttemptStatus.INTERRUPTED, only_running=True,
             error=f"{attempts.PARKED_MARK}{asked})" if parked else None,
         )  # fmt: skip
-    if terminal or operation is Operation.RESTART:
+    if ending or operation is Operation.RESTART:
         waits.cancel_open(tx, run.run_id)  # a sleep, retry delay or event wait ends with it
         # Its joins end with it; a tree cancel (lifecycle.cancel) ends the children too.
         children.parent_ended(tx, run.run_id)
-    if terminal:
+    if ending:
         interactions.cancel_open(tx, run.run_id)
+    if terminal:
+        # A follow-up is sent only after a completion: any other end cancels them, saying why.
+        follow_ups.cancel_waiting(tx, run.run_id, target)
         messages.record(
             tx,
             run.run_id,

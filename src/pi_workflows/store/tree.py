@@ -9,20 +9,14 @@ back.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 
-from pi_workflows.store import children
+from pi_workflows.store import children, cleanups
 from pi_workflows.store.claims import Claim, OwnerType, acquire, read_lease
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.ids import new_id
-from pi_workflows.store.runs import RunRow, read_run, write_run
-from pi_workflows.store.states import TERMINAL_STATUSES, Operation
-from pi_workflows.store.transitions import apply_transition
-
-
-def _cancel_one(tx: Transaction, run: RunRow, *, error: str) -> None:
-    apply_transition(tx, run, Operation.CANCEL, error=error)
+from pi_workflows.store.runs import read_run
+from pi_workflows.store.states import TERMINAL_STATUSES, RunStatus
 
 
 def cancel_runs(
@@ -46,15 +40,8 @@ def cancel_runs(
         ):
             given = None  # its runner's claim is gone already: a control claim is taken
         fence = given or acquire(tx, run_id, OwnerType.CONTROL, new_id("ctl"), db.lease_ms)
-        write_run(
-            db,
-            run_id,
-            name="lifecycle.cancel",
-            event_type="run.cancelled",
-            event_data={"reason": why},
-            claim=fence,
-            apply=functools.partial(_cancel_one, error=why),
-        )
+        # Its own cleanup node, if its workflow declares one, runs too (store/cleanups.py).
+        cleanups.end_run(db, tx, run_id, fence, RunStatus.CANCELLED, why, name="lifecycle.cancel")
         done.append(run_id)
     return done
 

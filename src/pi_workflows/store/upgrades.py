@@ -35,7 +35,16 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_workflows.store import attempts, carry, children, effects, interactions, jsoncol, waits
+from pi_workflows.store import (
+    attempts,
+    carry,
+    children,
+    effects,
+    interactions,
+    jsoncol,
+    settings,
+    waits,
+)
 from pi_workflows.store.database import Database, Transaction
 from pi_workflows.store.errors import GraphCarryError, InvalidTransitionError
 from pi_workflows.store.run_rows import NewRun, store_definition, stored_definition
@@ -160,6 +169,9 @@ def plan(conn: sqlite3.Connection, run_id: str, new_run: NewRun) -> UpgradePlan:
         waiting_at=waiting_at,
         resume_at=run.current_node if waiting_at is None else None,
     )
+    settings_problem = settings.upgrade_problem(conn, run_id, new_run.definition)
+    if settings_problem is not None:
+        problems = [*problems, settings_problem]
     request = interactions.open_request_of(conn, run_id)
     recreate = None
     refusal = _status_refusal(run)
@@ -210,6 +222,9 @@ def upgrade(
                 "effect(s) are ambiguous; resolve them with 'pi-workflows effect resolve' first",
             )  # fmt: skip
         _swap_source(tx, run_id, new_run)
+        note = settings.rebase(tx, run_id, new_run.definition, "upgrade")
+        if note is not None:
+            data["settings"] = note
         effects.release_fingerprints(tx, run_id, run.round)
         if found.recreate is not None:
             attempts.close_unfinished(tx, run_id, AttemptStatus.INTERRUPTED, error=UPGRADED_MARK)
@@ -218,18 +233,19 @@ def upgrade(
 
     with db.atomic("lifecycle.upgrade") as tx:
         found = plan(tx.conn, run_id, new_run)
+        data: dict[str, Any] = {
+            "from": found.before,
+            "to": found.after,
+            "changes": found.changes,
+            "recreatesRequest": found.recreate,
+            "continues": found.continues,
+        }
         result = write_run(
             db,
             run_id,
             name="lifecycle.upgrade",
             event_type="run.upgraded",
-            event_data={
-                "from": found.before,
-                "to": found.after,
-                "changes": found.changes,
-                "recreatesRequest": found.recreate,
-                "continues": found.continues,
-            },
+            event_data=data,
             claim=None,
             expected_revision=expected_revision,
             apply=apply,

@@ -11,13 +11,19 @@ from typing import Any
 from pi_workflows.store import (
     attempt_logs,
     children,
+    cleanups,
+    deadlines,
+    delivery,
     effects,
     interactions,
     jsoncol,
     lineage,
+    next_steps,
     progress,
+    published,
     run_rows,
     schedules,
+    settings,
     signals,
     tree_view,
     values,
@@ -86,7 +92,8 @@ def _with_children(conn: sqlite3.Connection, runs: list[dict[str, Any]]) -> list
                 (run["runId"],),
             ).fetchone()
             join = None if row is None else children.read_join(conn, row[0])
-            found = None if join is None else join.progress()
+            if join is not None:
+                found = {**join.progress(), "counts": tree_view.join_counts(conn, join.wait_id)}
         run["children"] = found
     return runs
 
@@ -147,7 +154,7 @@ def list_interactions(
     """Open requests (pending or validating), oldest first; of one session, or of all."""
     sql = (
         "SELECT q.request_id, q.run_id, r.workflow_name, q.node_id, q.kind, q.status,"
-        " q.request_json, q.deadline_at, q.origin_session, q.created_at, r.status"
+        " q.request_json, q.deadline_at, q.origin_session, q.created_at, r.status, q.for_person"
         " FROM interactive_requests q JOIN runs r USING (run_id)"
         " WHERE q.status IN ('pending', 'validating')"
     )
@@ -163,6 +170,7 @@ def list_interactions(
             "workflow": row[2],
             "nodeId": row[3],
             "kind": row[4],
+            "forPerson": bool(row[11]),
             "status": row[5],
             "request": interactions.request_for_clients(jsoncol.loads(row[6]), row[0]),
             "deadlineAt": row[7],
@@ -189,7 +197,8 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
     run_input, input_ref = _view_value(conn, value_row[0], value_row[1])
     run_output, output_ref = _view_value(conn, value_row[2], value_row[3])
     waiting = conn.execute(
-        "SELECT request_id, node_id, kind, request_json, deadline_at, status"
+        "SELECT request_id, node_id, kind, request_json, deadline_at, status,"
+        " for_person"
         " FROM interactive_requests"
         " WHERE run_id = ? AND status IN ('pending', 'validating')",
         (run_id,),
@@ -199,9 +208,9 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
     ).fetchone()[0]
     attempt_rows = conn.execute(
         "SELECT * FROM (SELECT attempt_id, node_id, visit, attempt_no, status, round, rowid AS r,"
-        " started_at, finished_at, error, try_no, retry_outcome, carried_from"
-        " FROM node_attempts WHERE run_id = ? ORDER BY started_at DESC, rowid DESC LIMIT ?)"
-        " ORDER BY r",
+        " started_at, finished_at, error, try_no, retry_outcome, carried_from, settings_change,"
+        " output_set_by FROM node_attempts WHERE run_id = ?"
+        " ORDER BY started_at DESC, rowid DESC LIMIT ?) ORDER BY r",
         (run_id, VIEW_MAX_ITEMS),
     ).fetchall()
     logs = attempt_logs.summaries(conn, run_id)
@@ -214,7 +223,7 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         " ORDER BY runner_epoch DESC LIMIT 1",
         (run_id,),
     ).fetchone()
-    return {
+    shown = {
         "runId": run.run_id,
         "workflow": run.workflow_name,
         "status": view_status(run.status, run.park_reason),
@@ -232,9 +241,11 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
             "requestId": waiting[0],
             "nodeId": waiting[1],
             "kind": waiting[2],
+            "forPerson": bool(waiting[6]),
             "request": interactions.request_for_clients(jsoncol.loads(waiting[3]), waiting[0]),
             "deadlineAt": waiting[4],
             "status": waiting[5],
+            "delivery": _delivery(conn, waiting[0]),
         },
         "wait": _wait_view(conn, run_id),
         "signals": [s.summary() for s in signals.list_signals(conn, run_id, VIEW_MAX_ITEMS)],
@@ -256,6 +267,14 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         "error": run.error,
         "stepCount": run.step_count,
         "progress": progress.latest(conn, run_id),
+        # What its callbacks published with ctx.publish (store/published.py): keys only.
+        "published": published.keys(conn, run_id),
+        # Live settings (store/settings.py): None when the workflow declares none.
+        "settings": settings.run_view(conn, run_id),
+        # The run deadline (store/deadlines.py): None when the run has none.
+        "deadline": deadlines.view(conn, run_id),
+        # Its newest cleanup after a cancel or a run deadline (store/cleanups.py), or None.
+        "cleanup": _cleanup_view(conn, run_id),
         "attempts": [
             {
                 "attemptId": row[0],
@@ -270,6 +289,8 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
                 "tryNo": row[10],
                 "retryOutcome": row[11],
                 "carriedFrom": row[12],
+                "settingsChange": row[13],
+                "outputSetBy": row[14],
                 **_attempt_log_fields(logs.get(row[0]), row[0] in shown_tracebacks),
                 "progress": progressed.get(row[0]),
             }
@@ -296,6 +317,19 @@ def run_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         "updatedAt": run.updated_at,
         "finishedAt": run.finished_at,
     }
+    shown["nextStep"] = next_steps.next_step(shown)
+    return shown
+
+
+def _cleanup_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
+    found = cleanups.latest(conn, run_id)
+    return None if found is None else found.to_json()
+
+
+def _delivery(conn: sqlite3.Connection, request_id: str) -> dict[str, Any] | None:
+    """Where the open model step's delivery to its seat stands (``store/delivery.py``)."""
+    found = delivery.of_request(conn, request_id)
+    return None if found is None else found.to_json()
 
 
 def _environment_view(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
@@ -336,33 +370,30 @@ def list_runs_page(
     limit: int = 100,
     schedule: str | None = None,
     with_children: bool = False,
+    parent: str | None = None,
+    needs_person: bool = False,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """A page of run summaries, newest first, and the cursor of the next page (or None).
 
     Filters: user-facing ``statuses``, ``workflow`` name, created at or after ``since``
     (epoch ms), started by the schedule ``schedule`` (a name, of deleted schedules too, or
-    an id). Child runs are left out unless ``with_children``. ``after`` is the cursor a
-    previous page returned (``"<createdAt>:<runId>"`` of
-    its last run); a malformed cursor raises ``ValueError``.
+    an id), the direct children of ``parent``, and (``needs_person``) the runs a person
+    must act on (``NEEDS_PERSON``). Child runs are left out unless ``with_children``,
+    ``parent`` or ``needs_person``. ``after`` is the cursor a previous page returned
+    (``"<createdAt>:<runId>"`` of its last run); a malformed cursor raises ``ValueError``.
     """
-    where: list[str] = [] if with_children else ["parent_run_id IS NULL"]
-    args: list[Any] = []
+    where, args = _list_filters(
+        conn,
+        workflow=workflow,
+        since=since,
+        schedule=schedule,
+        with_children=with_children,
+        parent=parent,
+        needs_person=needs_person,
+    )
     if statuses:
         where.append(f"status IN ({', '.join('?' for _ in statuses)})")
         args.extend(statuses)
-    if workflow is not None:
-        where.append("workflow_name = ?")
-        args.append(workflow)
-    if since is not None:
-        where.append("created_at >= ?")
-        args.append(since)
-    if schedule is not None:
-        ids = schedules.ids_named(conn, schedule) or [""]
-        where.append(
-            "run_id IN (SELECT run_id FROM runs WHERE schedule_id IN"
-            f" ({', '.join('?' for _ in ids)}))"
-        )
-        args.extend(ids)
     if after is not None:
         created, _, last_id = after.partition(":")
         if not created.isdigit() or not last_id:
@@ -379,6 +410,83 @@ def list_runs_page(
     more = len(rows) > limit
     cursor = f"{runs[-1]['createdAt']}:{runs[-1]['runId']}" if more and runs else None
     return runs, cursor
+
+
+NEEDS_PERSON = (
+    "(park_reason IS NOT 'userPaused' AND (status IN ('paused', 'ambiguous')"
+    " OR run_id IN (SELECT run_id FROM interactive_requests"
+    " WHERE status IN ('pending', 'validating') AND kind IN ('checkpoint', 'decision'))))"
+)
+"""The runs a person must act on: parked for a reason other than a person's own pause (an
+ambiguous effect, changed code, exhausted retries, a crash without progress...), or
+waiting on a checkpoint or a human decision (agent steps are the model's work). A run a
+person paused is theirs to resume: it is left out, whatever it waits on."""
+
+
+def _list_filters(
+    conn: sqlite3.Connection,
+    *,
+    workflow: str | None,
+    since: int | None,
+    schedule: str | None,
+    with_children: bool,
+    parent: str | None,
+    needs_person: bool,
+) -> tuple[list[str], list[Any]]:
+    """The ``WHERE`` terms and arguments of ``run.list``'s filters other than the status
+    and the cursor (``run.list``'s page and its ``counts`` share them)."""
+    where: list[str] = []
+    args: list[Any] = []
+    if parent is not None:
+        where.append("run_id IN (SELECT run_id FROM runs WHERE parent_run_id = ?)")
+        args.append(parent)
+    elif not (with_children or needs_person):
+        where.append("parent_run_id IS NULL")
+    if needs_person:
+        where.append(NEEDS_PERSON)
+    if workflow is not None:
+        where.append("workflow_name = ?")
+        args.append(workflow)
+    if since is not None:
+        where.append("created_at >= ?")
+        args.append(since)
+    if schedule is not None:
+        ids = schedules.ids_named(conn, schedule) or [""]
+        where.append(
+            "run_id IN (SELECT run_id FROM runs WHERE schedule_id IN"
+            f" ({', '.join('?' for _ in ids)}))"
+        )
+        args.extend(ids)
+    return where, args
+
+
+def count_runs(
+    conn: sqlite3.Connection,
+    *,
+    workflow: str | None = None,
+    since: int | None = None,
+    schedule: str | None = None,
+    with_children: bool = False,
+    parent: str | None = None,
+    needs_person: bool = False,
+) -> dict[str, int]:
+    """How many runs match ``list_runs_page``'s filters (all but the status), per
+    user-facing status: what a run list shows beside its page."""
+    where, args = _list_filters(
+        conn,
+        workflow=workflow,
+        since=since,
+        schedule=schedule,
+        with_children=with_children,
+        parent=parent,
+        needs_person=needs_person,
+    )
+    clause = f" WHERE {' AND '.join(where)}" if where else ""
+    rows = conn.execute(
+        f"SELECT status, COUNT(*) FROM viewer_runs{clause} GROUP BY status ORDER BY status",
+        args,
+    ).fetchall()
+    return {str(status): int(count) for status, count in rows}
 
 
 def list_lineage(conn: sqlite3.Connection, run_id: str, limit: int = 100) -> list[dict[str, Any]]:
@@ -534,14 +642,25 @@ def runner_state(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
         "active": None if active_id is None else _active(conn, active_id),
         # A runner is fenced by the execution revision (the revision rule, store/runs.py).
         "revision": run.execution_revision,
-        "depth": conn.execute("SELECT depth FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0],
+        **_tree_and_schedule(conn, run_id),
+        # Set while the run's cleanup node is due: the runner runs only that node.
+        "cleanup": cleanups.runner_view(conn, run_id),
     }
+
+
+def _tree_and_schedule(conn: sqlite3.Connection, run_id: str) -> dict[str, Any]:
+    """``{depth, fireAt}``: how deep the run nests, and the fire time of the schedule fire
+    that started it (``ctx.fire_at``; None for a run no schedule started)."""
+    row = conn.execute(
+        "SELECT depth, schedule_fire_at FROM runs WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    return {"depth": row[0], "fireAt": row[1]}
 
 
 def _active(conn: sqlite3.Connection, attempt_id: str) -> dict[str, Any]:
     row = conn.execute(
-        "SELECT attempt_id, node_id, visit, attempt_no, status, error, try_no FROM node_attempts"
-        " WHERE attempt_id = ?",
+        "SELECT attempt_id, node_id, visit, attempt_no, status, error, try_no, settings_change,"
+        " run_id FROM node_attempts WHERE attempt_id = ?",
         (attempt_id,),
     ).fetchone()
     wait = waits.of_attempt(conn, attempt_id) if row[4] == "waiting" else None
@@ -558,6 +677,9 @@ def _active(conn: sqlite3.Connection, attempt_id: str) -> dict[str, Any]:
         "status": row[4],
         "error": row[5],
         "tryNo": row[6],
+        # The settings it started with (a later change reaches only later attempts).
+        "settingsChange": row[7],
+        "settings": settings.of_change(conn, row[8], row[7]),
         "wait": None if wait is None else wait.to_json(),
         "request": None
         if request is None

@@ -125,6 +125,7 @@ def retry(
     exhausted: bool = False,
     next_timeout_ms: int | None = None,
     expected_revision: int | None = None,
+    error_class: str | None = None,
 ) -> Retried:
     """Settle an attempt that a retry policy tries again, in one write.
 
@@ -137,7 +138,8 @@ def retry(
     ``delay_ms`` from now. With ``exhausted`` (a policy that pauses when its tries run
     out) the attempt becomes ``exhausted`` and the run parks ``retriesExhausted`` with
     ``error`` as its detail; ``run resume`` then starts try 1 of a fresh round. A retry
-    never counts as a step.
+    never counts as a step. ``error_class`` (the qualified class of the exception that
+    failed the attempt, when one did) goes into the event's data.
     """
     if delay_ms < 0:
         raise ValueError("delay_ms must not be negative")
@@ -194,6 +196,8 @@ def retry(
     }
     if exhausted:
         data["reason"] = ParkReason.RETRIES_EXHAUSTED.value
+    if error_class is not None:
+        data["errorClass"] = error_class
     result = write_run(
         db,
         run_id,
@@ -220,10 +224,12 @@ def spawn(
     fail_fast: bool,
     detached: bool,
     expected_revision: int | None = None,
+    rate: tuple[int, int] | None = None,
 ) -> int:
     """Start the child runs of the active attempt of a ``subworkflow`` or ``fan_out`` node
-    (the first ``concurrency`` of them; the rest as children end) and wait for all of them
-    with no claim (``children.spawn``). Returns the parent's execution revision."""
+    (the first ``concurrency`` of them, as far as ``rate``, ``(starts, period ms)``, allows;
+    the rest as children end and the rate's window moves) and wait for all of them with no
+    claim (``children.spawn``). Returns the parent's execution revision."""
     run_id = claim.run_id
 
     def apply(tx: Transaction, run: RunRow) -> None:
@@ -234,6 +240,7 @@ def spawn(
         children.spawn(
             tx, run, attempt_id, active.node_id, kind=kind, child=child, inputs=inputs,
             concurrency=concurrency, fail_fast=fail_fast, detached=detached, depth=depth,
+            rate=rate,
         )  # fmt: skip
         attempts.set_waiting(tx, active)
         apply_transition(tx, run, Operation.WAIT)

@@ -1,4 +1,6 @@
-"""Durable waits for time or an event: sleep nodes, retry delays and ``wait_event`` nodes.
+"""Durable waits for time or an event: sleep nodes, retry delays and ``wait_event`` nodes
+(and a join's wait for its children, whose due time is a rate-limited ``fan_out``'s next
+start: ``children._pace``).
 
 Owns the ``run_waits`` table. While a wait is ``pending`` its run is waiting (or paused)
 with no runner, no claim and no process; at most one is pending per run. A wait ends once:
@@ -61,6 +63,11 @@ class Wait:
                 return f"node {self.node_id!r} sleeps{due}"
             case "retry":
                 return f"node {self.node_id!r} is tried again at {iso_time(self.due_at or 0)}"
+            case "children" if self.due_at is not None:
+                return (
+                    f"node {self.node_id!r} waits for its child runs; its rate starts the"
+                    f" next one at {iso_time(self.due_at)}"
+                )
             case "children":
                 return f"node {self.node_id!r} waits for its child runs"
         timeout = f" (times out at {iso_time(self.due_at)})" if self.due_at is not None else ""

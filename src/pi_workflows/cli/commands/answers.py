@@ -20,6 +20,8 @@ from pi_workflows.client import Receipt
 
 __all__ = ["checkpoint", "decision", "interaction"]
 
+CHILD_HELP = "The child run (below RUN_ID) whose question to answer, when several wait."
+
 
 @click.group()
 def checkpoint() -> None:
@@ -40,6 +42,7 @@ def checkpoint() -> None:
     help="The answer as JSON (or @FILE, or - for stdin).",
 )
 @click.option("--request-id", help="The request to answer (default: the run's pending one).")
+@click.option("--child", "child", metavar="RUN", help=CHILD_HELP)
 @click.option("--idempotency-key", help="Key that makes a repeated answer harmless.")
 @json_option
 @click.pass_context
@@ -48,20 +51,23 @@ def answer_checkpoint(
     run_id: str,
     value: Any,
     request_id: str | None,
+    child: str | None,
     idempotency_key: str | None,
     as_json: bool,
 ) -> None:
     """Answer the checkpoint RUN_ID is waiting on with a JSON value.
 
     The answer is validated first (the node's validate, in a runner); a rejected answer
-    prints the reason and exits 1, and the question stays open.
+    prints the reason and exits 1, and the question stays open. A run that waits on its
+    child runs: the answer goes to the one child run that waits on a checkpoint (--child
+    picks one when several do; the refusal names them).
 
     \b
     Example:
       pi-workflows checkpoint answer run_123 --value '"ship it"'
     """
     receipt = make_client(ctx).answer_checkpoint(
-        run_id, value, request_id, idempotency_key=idempotency_key
+        run_id, value, request_id, idempotency_key=idempotency_key, child=child
     )
     _report(receipt, as_json)
 
@@ -80,6 +86,7 @@ def decision() -> None:
 @click.argument("run_id")
 @click.option("--choice", required=True, help="The id of the chosen option.")
 @click.option("--request-id", help="The decision to answer (default: the run's pending one).")
+@click.option("--child", "child", metavar="RUN", help=CHILD_HELP)
 @click.option("--idempotency-key", help="Key that makes a repeated answer harmless.")
 @json_option
 @click.pass_context
@@ -88,17 +95,19 @@ def answer_decision(
     run_id: str,
     choice: str,
     request_id: str | None,
+    child: str | None,
     idempotency_key: str | None,
     as_json: bool,
 ) -> None:
-    """Choose CHOICE in the human decision RUN_ID is waiting on.
+    """Choose CHOICE in the human decision RUN_ID is waiting on (or, for a run that waits
+    on its child runs, in the one child run's decision; --child picks one of several).
 
     \b
     Example:
       pi-workflows decision answer run_123 --choice no
     """
     receipt = make_client(ctx).answer_decision(
-        run_id, choice, request_id, idempotency_key=idempotency_key
+        run_id, choice, request_id, idempotency_key=idempotency_key, child=child
     )
     _report(receipt, as_json)
 
@@ -194,7 +203,8 @@ def _report(receipt: Receipt, as_json: bool) -> None:
     note = " (already answered by this command earlier)" if receipt.adopted else ""
     status = receipt.get("status")
     verb = "still validating" if status == "validating" else "answered"
+    via = f" (below run {receipt.get('via')})" if receipt.get("via") else ""
     click.echo(
-        f"{verb} {receipt.get('requestId', '-')} of run {receipt.get('runId', '-')} "
+        f"{verb} {receipt.get('requestId', '-')} of run {receipt.get('runId', '-')}{via} "
         f"(revision {receipt.get('revision', receipt.revision)}){note}"
     )

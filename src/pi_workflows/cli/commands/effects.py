@@ -1,7 +1,9 @@
-"""`pi-workflows effect list` and `effect resolve`: see and settle managed side effects."""
+"""`pi-workflows effect list|show|resolve`: see managed side effects (an ambiguous one with
+the evidence its runner left) and settle them."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pi_workflows.cli.errors import EXIT_USAGE, CliError
+from pi_workflows.cli.evidence_text import evidence_lines
 from pi_workflows.cli.options import JsonValue, json_option, make_client
 from pi_workflows.cli.output import console, plain, print_json
 
@@ -74,11 +77,58 @@ def render_effects(effects: Sequence[Mapping[str, Any]]) -> RenderableType:
     return table
 
 
+@effect.command("show")
+@click.argument("effect_id")
+@json_option
+@click.pass_context
+def show_effect(ctx: click.Context, effect_id: str, as_json: bool) -> None:
+    """Show the effect EFFECT_ID: its run, node, type, kind, status, tries and outcome, and,
+    for an ambiguous one, the evidence its runner left of what its body did.
+
+    \b
+    Example:
+      pi-workflows effect show eff_123
+    """
+    found = make_client(ctx).get_effect(effect_id)
+    if as_json:
+        print_json({"effect": found})
+        return
+    fields = Table(box=None, show_header=False, pad_edge=False)
+    fields.add_column(style="bold", no_wrap=True)
+    fields.add_column(overflow="fold")
+    for label, key in (
+        ("effect", "effectId"), ("run", "runId"), ("node", "nodeId"), ("visit", "visit"),
+        ("type", "type"), ("kind", "kind"), ("status", "status"), ("tries", "attempts"),
+        ("key", "effectKey"),
+    ):  # fmt: skip
+        fields.add_row(label, Text(plain(found.get(key))))
+    if found.get("error"):
+        fields.add_row("error", Text(plain(found.get("error"))))
+    if found.get("result") is not None:
+        fields.add_row("result", Text(json.dumps(found.get("result"), sort_keys=True)))
+    console().print(fields)
+    lines = evidence_lines(found)
+    for line in lines:  # wrapped to the terminal (80 columns when piped)
+        console().print(Text(line))
+    if found.get("status") == "ambiguous" and not lines:
+        click.echo(
+            f"no evidence of its outcome: decide with 'pi-workflows effect resolve {effect_id}"
+            " --applied|--rejected|--retry'"
+        )
+
+
 @effect.command("resolve")
 @click.argument("effect_id")
 @click.option("--applied", is_flag=True, help="It was applied.")
 @click.option("--rejected", is_flag=True, help="It was not applied.")
 @click.option("--retry", is_flag=True, help="Run its body again (may duplicate it).")
+@click.option(
+    "--from-evidence",
+    "from_evidence",
+    is_flag=True,
+    help="As the evidence its runner left says (effect show): applied with its result, or "
+    "rejected with its error.",
+)
 @click.option("--result", type=JsonValue(), default=None, help="With --applied: its result.")
 @click.option("--reason", default=None, help="With --rejected: why (becomes the node's error).")
 @click.option("--idempotency-key", help="Key that makes a repeated resolution harmless.")
@@ -90,6 +140,7 @@ def resolve(
     applied: bool,
     rejected: bool,
     retry: bool,
+    from_evidence: bool,
     result: Any,
     reason: str | None,
     idempotency_key: str | None,
@@ -98,23 +149,37 @@ def resolve(
     """Settle the ambiguous effect EFFECT_ID; then `run resume` continues its run.
 
     Exactly one of --applied (optionally with --result JSON, the node's output), --rejected
-    --reason TEXT (the node fails with it) or --retry (the body runs again: a duplicate is
-    possible).
+    --reason TEXT (the node fails with it), --retry (the body runs again: a duplicate is
+    possible) or --from-evidence (as the evidence its runner left says: `effect show`).
 
     \b
     Example:
       pi-workflows effect resolve eff_123 --applied --result '{"ticket": 42}'
     """
     chosen = [
-        name for name, on in (("applied", applied), ("rejected", rejected), ("retry", retry)) if on
-    ]
+        name
+        for name, on in (
+            ("applied", applied), ("rejected", rejected), ("retry", retry),
+            ("from-evidence", from_evidence),
+        )
+        if on
+    ]  # fmt: skip
     if len(chosen) != 1:
         given = " and ".join(f"--{name}" for name in chosen)
         raise CliError(
-            f"choose exactly one of --applied, --rejected or --retry (got {given or 'none'})",
+            "choose exactly one of --applied, --rejected, --retry or --from-evidence"
+            f" (got {given or 'none'})",
             exit_code=EXIT_USAGE,
         )
     resolution = chosen[0]
+    if resolution == "from-evidence":
+        if result is not None or reason is not None:
+            raise CliError(
+                "--from-evidence takes no --result or --reason: the evidence gives them",
+                exit_code=EXIT_USAGE,
+            )
+        _resolve_from_evidence(ctx, effect_id, idempotency_key, as_json)
+        return
     if resolution == "rejected" and not reason:
         raise CliError("--rejected needs --reason TEXT", exit_code=EXIT_USAGE)
     if result is not None and resolution != "applied":
@@ -136,6 +201,21 @@ def resolve(
         return
     run_id = str(receipt.get("runId", ""))
     click.echo(f"effect {effect_id} resolved as {resolution}; {next_step(client.get_run(run_id))}")
+
+
+def _resolve_from_evidence(
+    ctx: click.Context, effect_id: str, idempotency_key: str | None, as_json: bool
+) -> None:
+    client = make_client(ctx)
+    receipt = client.resolve_effect_from_evidence(effect_id, idempotency_key=idempotency_key)
+    if as_json:
+        print_json({**receipt.body, "adopted": receipt.adopted})
+        return
+    run_id = str(receipt.get("runId", ""))
+    click.echo(
+        f"effect {effect_id} resolved as {plain(receipt.get('resolution'))} from its evidence;"
+        f" {next_step(client.get_run(run_id))}"
+    )
 
 
 def next_step(view: dict[str, Any]) -> str:

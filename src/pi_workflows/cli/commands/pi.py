@@ -221,8 +221,9 @@ def uninstall(as_json: bool) -> None:
 @click.pass_context
 def doctor(ctx: click.Context, as_json: bool) -> None:
     """Check the Pi set-up: Pi is found, its Node is new enough, the pi-workflows package is
-    registered, and Pi has a model. Each failure comes with a one-line fix; exits 1 when a
-    check fails.
+    registered, Pi has a model whose endpoint accepts a connection, and the rg and fd that
+    Pi's grep and find tools run are there (a warning). Each failure or warning comes with a
+    one-line fix; exits 1 when a check fails.
 
     Pi is $PI_WORKFLOWS_PI, else `pi` on PATH. Starts Pi without extensions or a session to
     ask which model it would use; changes nothing.
@@ -241,10 +242,16 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"Pi set-up (agent directory {agent}):")
         width = max(len(check.name) for check in checks)
         for check in checks:
-            mark = "ok  " if check.ok else "FAIL"
+            mark = "FAIL" if not check.ok else "warn" if check.warning else "ok  "
             click.echo(f"  {mark}  {check.name:<{width}}  {check.detail}")
             if check.fix:
                 click.echo(f"        {'':<{width}}  fix: {check.fix}")
-        click.echo("all checks passed" if ok else "some checks failed")
+        warnings = sum(1 for check in checks if check.warning)
+        if not ok:
+            click.echo("some checks failed")
+        elif warnings:
+            click.echo(f"all checks passed, {warnings} with a warning")
+        else:
+            click.echo("all checks passed")
     if not ok:
         ctx.exit(EXIT_FAILURE)

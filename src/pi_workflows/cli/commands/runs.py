@@ -10,24 +10,26 @@ from __future__ import annotations
 import datetime as dt
 import importlib
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import click
 
 from pi_workflows.cli.errors import EXIT_FAILURE, CliError
+from pi_workflows.cli.json_output import plain, print_json
 from pi_workflows.cli.options import (
     RUN_STATUSES,
+    Duration,
     JsonValue,
+    RunCursor,
     Since,
+    cli_state,
     env_option,
     json_option,
     make_client,
     project_option,
 )
-from pi_workflows.cli.output import console, plain, print_json, render_runs
-from pi_workflows.cli.show import render_run
 from pi_workflows.cli.waiting import FAILED_STATUSES, follow_run
 from pi_workflows.client import Client, ClientError, Receipt
 
@@ -35,15 +37,20 @@ __all__ = ["run"]
 
 
 class _RunGroup(click.Group):
-    """The ``run`` group; ``history`` and ``logs`` (and their timeline formatting), ``fork``
-    and ``upgrade`` are imported only when one of them runs or the group's help lists
-    them."""
+    """The ``run`` group; ``history`` and ``logs`` (and their timeline formatting), ``fork``,
+    ``retry`` and ``upgrade``, ``settings``, ``get``, and ``follow-up`` and ``follow-ups`` are
+    imported only when one of them runs or the group's help lists them."""
 
     _LAZY: Final[Mapping[str, str]] = {
         "history": "run_history",
         "logs": "run_history",
         "fork": "run_lineage",
+        "retry": "run_lineage",
         "upgrade": "run_lineage",
+        "settings": "run_settings",
+        "get": "run_values",
+        "follow-up": "run_follow_ups",
+        "follow-ups": "run_follow_ups",
     }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -54,7 +61,7 @@ class _RunGroup(click.Group):
             module = importlib.import_module(f"pi_workflows.cli.commands.{self._LAZY[cmd_name]}")
             for name, where in self._LAZY.items():
                 if where == self._LAZY[cmd_name]:
-                    self.add_command(getattr(module, name))
+                    self.add_command(getattr(module, name.replace("-", "_")), name)
         return super().get_command(ctx, cmd_name)
 
 
@@ -89,6 +96,14 @@ def run() -> None:
     help="Run its agent steps in a headless Pi the server starts (no session needed).",
 )
 @env_option
+@click.option(
+    "--deadline",
+    "deadline_ms",
+    type=Duration(),
+    default=None,
+    help="Run deadline (45s, 90m, 2h, 3d, 1w): the whole run, its waits and its children end"
+    " timed_out when it passes. Overrides the workflow's Workflow(deadline=).",
+)
 @click.option("--idempotency-key", help="Key that makes a repeated start return the same run.")
 @click.option("--wait", is_flag=True, help="Follow the run until it completes, fails or waits.")
 @click.option(
@@ -107,6 +122,7 @@ def start(
     session_id: str | None,
     detached: bool,
     env_items: tuple[tuple[str, str], ...],
+    deadline_ms: int | None,
     idempotency_key: str | None,
     wait: bool,
     timeout: float | None,
@@ -117,7 +133,8 @@ def start(
     The input may be up to 16 MiB of JSON. The run records this command's PATH, HOME, LANG,
     LANGUAGE, LC_*, TZ, TERM, USER, LOGNAME, SHELL, TMPDIR and VIRTUAL_ENV (those set), plus
     each --env, and runs in the project directory (else the current one), whatever the
-    server's own environment.
+    server's own environment. --deadline bounds the whole run from now (it replaces the
+    workflow's own run deadline, if any).
 
     With --wait, follow the run until it is completed, failed, timed out, cancelled, paused,
     ambiguous or waiting for an answer, print it, and exit 0 for completed or waiting, else 1.
@@ -135,6 +152,7 @@ def start(
         origin_session=session_id,
         detached=detached,
         env=dict(env_items),
+        deadline=None if deadline_ms is None else deadline_ms / 1000,
     )
     run_id = str(receipt["runId"])
     if not wait:
@@ -149,7 +167,7 @@ def start(
     if as_json:
         print_json({"runId": run_id, "run": view})
     else:
-        console().print(render_run(view))
+        _print_run(view)
     if view.get("status") in FAILED_STATUSES:
         ctx.exit(EXIT_FAILURE)
 
@@ -172,7 +190,10 @@ def start(
 @click.option(
     "--limit", type=click.IntRange(min=1, max=1000), help="At most this many runs (1-1000)."
 )
-@click.option("--after", "cursor", help="The page after this cursor (printed by a previous page).")
+@click.option(
+    "--after", "cursor", type=RunCursor(),
+    help="The page after this cursor (printed by a previous page).",
+)  # fmt: skip
 @click.option("--all", "every", is_flag=True, help="Every matching run, fetched page by page.")
 @click.option(
     "--children", "with_children", is_flag=True,
@@ -230,7 +251,7 @@ def list_runs(
     if as_json:
         print_json({"runs": runs, "next": following})
         return
-    console().print(render_runs(runs))
+    _print_runs(runs)
     if following is not None:
         again = _filters(list(statuses), workflow, schedule_name, since, limit, with_children)
         click.echo(f"more runs: pi-workflows run list {again}--after {following}")
@@ -250,7 +271,22 @@ def _list_lineage(
         click.echo(f"no run came from run {run_id}")
         return
     click.echo(f"runs that came from run {run_id} (oldest generation first):")
+    _print_runs(runs)
+
+
+def _print_runs(runs: Sequence[Mapping[str, Any]]) -> None:
+    """`run list`'s table (rich is imported for tables only: `--json` never loads it)."""
+    from pi_workflows.cli.output import console, render_runs  # noqa: PLC0415 - see above
+
     console().print(render_runs(runs))
+
+
+def _print_run(view: Mapping[str, Any], *, verbose: bool = False) -> None:
+    """One run for people (`show.render_run`; imported, with rich, only to print it)."""
+    from pi_workflows.cli.output import console  # noqa: PLC0415 - see _print_runs
+    from pi_workflows.cli.show import render_run  # noqa: PLC0415
+
+    console().print(render_run(view, verbose=verbose))
 
 
 def _filters(
@@ -326,7 +362,15 @@ def show(
             view = {**view, "upgrade": client.upgrade(run_id, dry_run=True).body}
         except ClientError as exc:
             view = {**view, "upgrade": {"possible": False, "refusal": exc.message}}
-    console().print(render_run(view, verbose=verbose))
+    waiting = view.get("waitingOn")
+    if isinstance(waiting, dict) and waiting.get("kind") == "decision":
+        # Imported here: only a run waiting on a decision asks about channels.
+        from pi_workflows.cli.commands.channels import channel_states  # noqa: PLC0415
+
+        request = waiting.get("request")
+        audience = request.get("audience") if isinstance(request, dict) else None
+        view = {**view, "channels": channel_states(cli_state(ctx).home, audience)}
+    _print_run(view, verbose=verbose)
 
 
 _CODE_PARKS = frozenset({"workflowSourceChanged", "workflowLoadFailed"})
@@ -451,6 +495,10 @@ def signal(
     status = receipt.get("status", "pending")
     if status == "consumed":
         what = f"taken by its wait (attempt {receipt.get('attemptId')})"
+    elif status == "discarded":
+        what = "discarded: the run was restarted after it was sent, so its new round never takes it"
+    elif status == "rejected":
+        what = f"refused by its wait: {receipt.get('error')}"
     elif receipt.get("woke") and receipt.get("runStatus") == "paused":
         what = f"its wait took it; the run is paused and continues after 'run resume {run_id}'"
     elif receipt.get("woke"):

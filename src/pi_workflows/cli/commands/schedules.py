@@ -1,4 +1,5 @@
-"""`pi-workflows schedule add|list|show|pause|resume|delete`: durable schedules.
+"""`pi-workflows schedule add|list|show|pause|resume|delete`: durable schedules
+(`trigger` and `backfill` live in `schedule_fires.py`).
 
 A schedule is server state: the server starts a run of its workflow at every fire time, but
 only while a server runs; `schedule add` says so, and that the server is running now (the
@@ -15,10 +16,11 @@ from typing import Any, Final
 
 import click
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from pi_workflows.cli.commands.schedule_fires import backfill, trigger
 from pi_workflows.cli.options import (
     JsonValue,
     env_option,
@@ -37,6 +39,11 @@ SERVER_NOTE: Final = (
     " run 'pi-workflows server start' (or any pi-workflows command) so that it fires again"
 )
 """What `schedule add` tells the user about the server (docs/server.md, Schedules)."""
+
+DETAIL_MIN_WIDTH: Final = 24
+"""Narrowest the detail column of the fires table may get before details move below it."""
+
+_GAP: Final = 3  # characters between two columns of a `SIMPLE_HEAD` table
 
 _OUTCOME_STYLES: Final = {
     "started": "green",
@@ -187,7 +194,8 @@ def list_schedules(ctx: click.Context, every: bool, as_json: bool) -> None:
 @click.pass_context
 def show(ctx: click.Context, name: str, fires: int, as_json: bool) -> None:
     """Show the schedule NAME (or a schedule id, deleted ones too) and its newest fires,
-    each with its outcome and the run it started.
+    each with its outcome and the run it started. A name no schedule has any more shows
+    the newest deleted schedule of that name, saying it was deleted.
 
     \b
     Example:
@@ -324,28 +332,63 @@ def render_schedule(item: Mapping[str, Any], fires: Sequence[Mapping[str, Any]])
     fields.add_row("added", Text(format_time(item.get("createdAt"))))
     if item.get("deletedAt") is not None:
         fields.add_row("deleted", Text(format_time(item.get("deletedAt"))))
-    if not fires:
-        return Group(fields, Text("no fires yet"))
-    table = Table(
-        title="Fires (newest first)", title_justify="left", box=box.SIMPLE_HEAD,
-        show_edge=False, pad_edge=False,
-    )  # fmt: skip
-    whole: list[tuple[str, list[Any]]] = [
-        ("fire time", [format_time(f.get("fireAt")) for f in fires]),
-        ("outcome", [f.get("outcome") for f in fires]),
-        ("run", [f.get("runId") for f in fires]),
-        ("run status", [f.get("runStatus") for f in fires]),
-    ]
-    for column, values in whole:
-        table.add_column(column, no_wrap=True, min_width=whole_width(column, values))
-    table.add_column("detail", overflow="fold")
-    for fire in fires:
-        outcome = plain(fire.get("outcome"))
-        table.add_row(
-            Text(format_time(fire.get("fireAt"))),
-            Text(outcome, style=_OUTCOME_STYLES.get(outcome, "")),
-            Text(plain(fire.get("runId"))),
-            Text(plain(fire.get("runStatus"))),
-            Text(plain(fire.get("detail")) if fire.get("detail") else ""),
+    parts: list[RenderableType] = [fields]
+    if item.get("deletedAt") is not None:
+        name = plain(item.get("name"))
+        parts.append(
+            Text(
+                f"this schedule was deleted; the runs it started: pi-workflows run list"
+                f" --schedule {name}",
+                style="yellow",
+            )
         )
-    return Group(fields, table)
+    parts.append(_Fires(fires) if fires else Text("no fires yet"))
+    return Group(*parts)
+
+
+class _Fires:
+    """The fires table, laid out for the width it is printed at: times, outcomes, run ids
+    and statuses are never cut; the detail takes the rest of the line and wraps in it, or,
+    when less than `DETAIL_MIN_WIDTH` is left (80 columns, piped), is listed under the
+    table, one whole line per fire that has one."""
+
+    def __init__(self, fires: Sequence[Mapping[str, Any]]) -> None:
+        self.fires = fires
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        whole: list[tuple[str, list[str]]] = [
+            ("fire time", [format_time(f.get("fireAt")) for f in self.fires]),
+            ("outcome", [plain(f.get("outcome")) for f in self.fires]),
+            ("run", [plain(f.get("runId")) for f in self.fires]),
+            ("run status", [plain(f.get("runStatus")) for f in self.fires]),
+        ]
+        widths = [whole_width(column, values) for column, values in whole]
+        left = options.max_width - sum(widths) - _GAP * len(widths)
+        details = [plain(f.get("detail")) if f.get("detail") else "" for f in self.fires]
+        inline = left >= DETAIL_MIN_WIDTH or not any(details)
+        table = Table(
+            title="Fires (newest first)", title_justify="left", box=box.SIMPLE_HEAD,
+            show_edge=False, pad_edge=False,
+        )  # fmt: skip
+        for (column, _), width in zip(whole, widths, strict=True):
+            table.add_column(column, no_wrap=True, min_width=width)
+        if inline:
+            table.add_column("detail", overflow="fold")
+        for index in range(len(self.fires)):
+            outcome = whole[1][1][index]
+            cells = [
+                Text(whole[0][1][index]),
+                Text(outcome, style=_OUTCOME_STYLES.get(outcome, "")),
+                Text(whole[2][1][index]),
+                Text(whole[3][1][index]),
+            ]
+            table.add_row(*cells, *([Text(details[index])] if inline else []))
+        yield table
+        if not inline:
+            for index, detail in enumerate(details):
+                if detail:
+                    yield Text(f"{whole[0][1][index]} {whole[1][1][index]}: {detail}")
+
+
+schedule.add_command(trigger)
+schedule.add_command(backfill)

@@ -6,6 +6,7 @@ import click
 
 from pi_workflows.cli.options import json_option, make_client
 from pi_workflows.cli.output import print_json
+from pi_workflows.cli.show import delivery_text
 
 __all__ = ["session"]
 
@@ -43,6 +44,9 @@ def show(ctx: click.Context, session_id: str, as_json: bool) -> None:
             f"active request {active['requestId']}: {active['kind']} of run {active['runId']}"
             f" ({active['status']}; message {active.get('messageStatus') or 'none'})"
         )
+        delivered = delivery_text(active.get("delivery"))
+        if delivered is not None:
+            click.echo(f"delivery: {delivered.plain}")
     else:
         click.echo("no active request")
     messages = view.get("messages") or []

@@ -83,22 +83,34 @@ def show_workflow(
 
 @workflows.command("check")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--project",
+    "project",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Project directory in which workflows a file names (fan_out, subworkflow) are looked "
+    "up (default: each file's own project, the nearest directory from the file's folder "
+    "upwards that contains .pi/workflows).",
+)
 @json_option
 @click.pass_context
-def check_workflow(ctx: click.Context, paths: tuple[Path, ...], as_json: bool) -> None:
+def check_workflow(
+    ctx: click.Context, paths: tuple[Path, ...], project: Path | None, as_json: bool
+) -> None:
     """Validate workflow files without running them: each loads and its graph is valid.
 
     Prints `PATH: ok`, or every problem of the file, one line each at the line of the node
     or edge it concerns (`PATH:LINE: error: MESSAGE`, or `PATH: error: MESSAGE` when no
     line applies), then a count of the problems; exits 1 when any file has one. For
-    editors and CI.
+    editors and CI. A workflow the file names (`fan_out`, `subworkflow`) is looked up in
+    the file's own project, as `run start PATH` does, or in `--project DIR`.
 
     \b
     Example:
       pi-workflows workflows check .pi/workflows/*.workflow.py
     """
     client = make_client(ctx)
-    results = [client.check_workflow(path) for path in paths]
+    results = [client.check_workflow(path, project=project) for path in paths]
     if as_json:
         print_json({"results": results})
     else:

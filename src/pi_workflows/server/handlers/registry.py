@@ -32,10 +32,12 @@ from pi_workflows.store.errors import (
     DecisionResolvedError,
     EffectConflictError,
     EffectNotFoundError,
+    FollowUpNotFoundError,
     ReceiptConflictError,
     RevisionConflictError,
     RunNotFoundError,
     ScheduleNotFoundError,
+    SettingsConflictError,
     StoreError,
 )
 from pi_workflows.store.receipts import CommandRequest
@@ -205,9 +207,15 @@ def _damaged(server: ServerContext) -> str:
 
 def outcome_of(exc: StoreError) -> Outcome:
     """The outcome a store error answers (its code travels as ``error.code``)."""
-    if isinstance(exc, RunNotFoundError | EffectNotFoundError | ScheduleNotFoundError):
+    if isinstance(
+        exc,
+        RunNotFoundError | EffectNotFoundError | ScheduleNotFoundError | FollowUpNotFoundError,
+    ):
         return Outcome.NOT_FOUND
-    if isinstance(exc, ReceiptConflictError | RevisionConflictError | EffectConflictError):
+    if isinstance(
+        exc,
+        ReceiptConflictError | RevisionConflictError | EffectConflictError | SettingsConflictError,
+    ):
         return Outcome.CONFLICT
     if isinstance(exc, ClaimLostError):
         return Outcome.CLAIM_LOST

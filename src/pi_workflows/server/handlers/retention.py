@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from pi_workflows.protocol import Request
-from pi_workflows.server import agents
+from pi_workflows.server import agents, evidence
 from pi_workflows.server.context import ServerContext
 from pi_workflows.server.handlers.registry import bad, operation
 from pi_workflows.server.handlers.state import _backup
@@ -69,6 +69,7 @@ async def prune_all(server: ServerContext, older_than_ms: int) -> dict[str, int]
         await asyncio.sleep(0)
     if totals["runs"]:
         agents.remove_pruned_session_dirs(server.config.home, server.db)
+        evidence.remove_pruned(server.config.home, server.db)
     server.wake()
     return {**totals, "cutoff": cutoff}
 

@@ -27,6 +27,7 @@ from pi_workflows.protocol import (
 from pi_workflows.server import resolver
 from pi_workflows.server.context import ServerContext
 from pi_workflows.server.errors import RequestError, ResolveError
+from pi_workflows.server.handlers.effects import with_evidence
 from pi_workflows.server.handlers.registry import (
     MAX_PATH_CHARS,
     MAX_REASON_CHARS,
@@ -39,12 +40,17 @@ from pi_workflows.server.handlers.registry import (
     text,
 )
 from pi_workflows.server.handlers.uploads import uploaded_input
-from pi_workflows.store import children, lifecycle, values, views
+from pi_workflows.store import children, effects, lifecycle, next_steps, upgrades, values, views
 from pi_workflows.store.claims import Claim
-from pi_workflows.store.errors import StoreError
+from pi_workflows.store.errors import InvalidTransitionError, StoreError
 from pi_workflows.store.lifecycle import NewRun, RunEnvironment, SourceRecord
 from pi_workflows.store.runs import read_run
-from pi_workflows.store.states import ParkReason, RunStatus
+from pi_workflows.store.states import (
+    CODE_CHANGED,
+    ParkReason,
+    RunStatus,
+    code_changed_advice,
+)
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +231,24 @@ def start_input(server: ServerContext, payload: dict[str, Any]) -> Any:
     return run_input
 
 
+MAX_DEADLINE_MS = 366 * 86_400_000
+"""The longest run deadline a start may set (as ``Workflow(deadline=)``: 366 days)."""
+
+
+def deadline_of(payload: dict[str, Any]) -> int | None:
+    """``deadlineMs`` of ``run.start``: the run deadline that overrides the workflow's, in
+    whole milliseconds from the start, above 0 and at most 366 days; None when absent."""
+    value = payload.get("deadlineMs")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_DEADLINE_MS:
+        raise bad(
+            "payload field 'deadlineMs' must be whole milliseconds above 0 and at most 366"
+            " days (--deadline takes 45s, 90m, 2h, 3d, 1w)"
+        )
+    return value
+
+
 @operation("run.start", command=True)
 async def run_start(server: ServerContext, request: Request) -> dict[str, Any]:
     """Resolve the workflow in a child, then reserve the run with its receipt."""
@@ -243,6 +267,7 @@ async def run_start(server: ServerContext, request: Request) -> dict[str, Any]:
         raise bad("payload field 'detached' must be true or false")
     if detached and session is not None:
         raise bad("a run is either detached or presented in an origin session, not both")
+    deadline = deadline_of(request.payload)
     new_run = await describe(server, spec, project, start_input(server, request.payload))
     new_run = dataclasses.replace(
         new_run,
@@ -250,6 +275,7 @@ async def run_start(server: ServerContext, request: Request) -> dict[str, Any]:
         origin_session=session,
         detached=detached,
         environment=recorded,
+        deadline_ms=deadline,
     )
 
     def change() -> tuple[str | None, dict[str, Any]]:
@@ -267,10 +293,13 @@ async def run_start(server: ServerContext, request: Request) -> dict[str, Any]:
 
 @operation("run.list")
 async def run_list(server: ServerContext, request: Request) -> dict[str, Any]:
-    """``{status?, workflow?, schedule?, since?, after?, limit?, children?, lineage?}``: run
-    summaries, newest first, and ``next``, the cursor of the following page (null on the
-    last page); ``schedule`` (a name or id) keeps the runs that schedule started; child runs
-    are left out unless ``children`` is true. ``lineage`` (a run id, with ``limit`` only)
+    """``{status?, workflow?, schedule?, since?, after?, limit?, children?, parent?,
+    needsPerson?, counts?, lineage?}``: run summaries, newest first, and ``next``, the
+    cursor of the following page (null on the last page); ``schedule`` (a name or id) keeps
+    the runs that schedule started; ``parent`` the children of that run; ``needsPerson``
+    the runs a person must act on (children included); child runs are otherwise left out
+    unless ``children`` is true. ``counts`` adds ``counts``, the matching runs per status
+    (every filter but ``status`` and the cursor). ``lineage`` (a run id, with ``limit`` only)
     lists the runs that came from that run instead: its children and forks, theirs, and so
     on, oldest generation first, each with ``via``, ``from`` and ``generation``."""
     lineage = text(request.payload, "lineage", required=False)
@@ -290,31 +319,60 @@ async def run_list(server: ServerContext, request: Request) -> dict[str, Any]:
     since = request.payload.get("since")
     if since is not None and (not isinstance(since, int) or isinstance(since, bool)):
         raise bad("payload field 'since' must be a time in epoch milliseconds")
-    with_children = request.payload.get("children", False)
-    if not isinstance(with_children, bool):
-        raise bad("payload field 'children' must be true or false")
+    with_children, needs_person, counted = (
+        _flag(request.payload, name) for name in ("children", "needsPerson", "counts")
+    )
+    filters: dict[str, Any] = {
+        "workflow": text(request.payload, "workflow", required=False),
+        "since": since,
+        "schedule": text(request.payload, "schedule", required=False),
+        "with_children": with_children,
+        "parent": text(request.payload, "parent", required=False),
+        "needs_person": needs_person,
+    }
     with server.db.read() as conn:
         try:
             runs, cursor = views.list_runs_page(
                 conn,
                 statuses=statuses or None,
-                workflow=text(request.payload, "workflow", required=False),
-                since=since,
                 after=text(request.payload, "after", required=False),
                 limit=limit,
-                schedule=text(request.payload, "schedule", required=False),
-                with_children=with_children,
+                **filters,
             )
         except ValueError as exc:
             raise bad(f"payload field 'after': {exc}") from None
+        if counted:
+            return {"runs": runs, "next": cursor, "counts": views.count_runs(conn, **filters)}
     return {"runs": runs, "next": cursor}
+
+
+def _flag(payload: dict[str, Any], name: str) -> bool:
+    """The optional boolean ``payload[name]`` (false when absent)."""
+    value = payload.get(name, False)
+    if not isinstance(value, bool):
+        raise bad(f"payload field {name!r} must be true or false")
+    return value
 
 
 @operation("run.get")
 async def run_get(server: ServerContext, request: Request) -> dict[str, Any]:
-    """The full run view."""
+    """The full run view; an ambiguous effect carries the ``evidence`` its runner left
+    (``handlers.effects.with_evidence``)."""
     with server.db.read() as conn:
-        return {"run": views.run_view(conn, run_id_of(request))}
+        view = views.run_view(conn, run_id_of(request))
+        ambiguous = [
+            effects.effect_record(conn, str(e["effectId"]))
+            for e in view["effects"]
+            if e.get("status") == "ambiguous"
+        ]
+    if ambiguous:
+        found = {r["effectId"]: with_evidence(server, r)["evidence"] for r in ambiguous}
+        view["effects"] = [
+            {**e, "evidence": found[e["effectId"]]} if e["effectId"] in found else e
+            for e in view["effects"]
+        ]
+        view["nextStep"] = next_steps.next_step(view)  # the evidence changes what to do
+    return {"run": view}
 
 
 def _status_receipt(server: ServerContext, run_id: str) -> tuple[str | None, dict[str, Any]]:
@@ -331,10 +389,25 @@ async def run_pause(server: ServerContext, request: Request) -> dict[str, Any]:
     run_id = run_id_of(request)
     reason = text(request.payload, "reason", required=False, limit=MAX_REASON_CHARS)
     body = await _pause_root(server, request, run_id, reason)
-    with server.db.read() as conn:
-        below = children.descendants(conn, run_id)
-    await asyncio.gather(*(_pause_below(server, child, reason) for child in below))
+    # No child starts under a paused run (``children.paused_above``), but a run that was
+    # draining may have recorded children of its own meanwhile: read the tree again until a
+    # pass finds no run below that is still active and not yet handled.
+    handled: set[str] = set()
+    for _ in range(children.MAX_DEPTH + 2):
+        with server.db.read() as conn:
+            below = [
+                child
+                for child in children.descendants(conn, run_id)
+                if child not in handled and read_run(conn, child).status in _PAUSABLE
+            ]
+        if not below:
+            break
+        handled.update(below)
+        await asyncio.gather(*(_pause_below(server, child, reason) for child in below))
     return body
+
+
+_PAUSABLE = frozenset({RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING})
 
 
 async def _pause_below(server: ServerContext, run_id: str, reason: str | None) -> None:
@@ -418,8 +491,19 @@ async def _pause_root(
 async def run_resume(server: ServerContext, request: Request) -> dict[str, Any]:
     """Queue a paused run again from its last durable boundary, and in the same transaction
     every run below it in its tree that a pause stopped (``userPaused``); runs parked for
-    another reason (an ambiguous effect, changed source) wait for their own resume."""
+    another reason (an ambiguous effect, changed source) wait for their own resume.
+
+    A run parked because its code changed (``workflowSourceChanged``) is refused, with what
+    to do instead (``code_changed_advice``), unless its code is as it was again: resuming
+    it would only park it again at its next runner or answer."""
     run_id = run_id_of(request)
+    stored = stored_receipt(server, request)
+    if stored is not None:
+        return stored
+    with server.db.read() as conn:
+        run = read_run(conn, run_id)
+    if run.status is RunStatus.PAUSED and run.park_reason == ParkReason.WORKFLOW_SOURCE_CHANGED:
+        await _refuse_on_changed_code(server, run_id, run.status.value)
 
     def change() -> tuple[str | None, dict[str, Any]]:
         with server.db.atomic("command.run.resume"):
@@ -428,6 +512,10 @@ async def run_resume(server: ServerContext, request: Request) -> dict[str, Any]:
                 found = read_run(server.db.conn, child)
                 if (found.status, found.park_reason) == (RunStatus.PAUSED, "userPaused"):
                     lifecycle.resume(server.db, child)
+                elif found.status is RunStatus.WAITING:
+                    # A run below that the pause did not reach in time (it was waiting on
+                    # children it had just recorded): the children it held back start now.
+                    lifecycle.refill(server.db, child)
         return _status_receipt(server, run_id)
 
     return receipted(server, request, change)
@@ -456,13 +544,8 @@ async def run_cancel(server: ServerContext, request: Request) -> dict[str, Any]:
     return body
 
 
-@operation("run.restart", command=True)
-async def run_restart(server: ServerContext, request: Request) -> dict[str, Any]:
-    """Re-resolve the run's workflow as it is now and queue the run from its start."""
-    run_id = run_id_of(request)
-    stored = stored_receipt(server, request)
-    if stored is not None:
-        return stored
+async def _resolved_now(server: ServerContext, run_id: str, *, fresh: bool) -> NewRun:
+    """The run's workflow (its source ref, project and input) resolved as it is now."""
     with server.db.read() as conn:
         read_run(conn, run_id)
         row = conn.execute(
@@ -471,7 +554,34 @@ async def run_restart(server: ServerContext, request: Request) -> dict[str, Any]
             (run_id,),
         ).fetchone()
         run_input = values.load(conn, row[2], row[3])
-    fresh = await describe(server, row[0], row[1], run_input, fresh=True)
+    return await describe(server, row[0], row[1], run_input, fresh=fresh)
+
+
+async def _refuse_on_changed_code(server: ServerContext, run_id: str, status: str) -> None:
+    """Raise the ``run resume`` refusal of a run parked on changed code unless its code is
+    byte for byte the one it recorded again (the description cache is keyed by the files'
+    bytes, so this is the code as it is now)."""
+    try:
+        now = await _resolved_now(server, run_id, fresh=False)
+    except ResolveError:
+        now = None  # it does not even load now: not the code it recorded
+    if now is not None:
+        with server.db.read() as conn:
+            if upgrades.plan(conn, run_id, now).unchanged:
+                return
+    raise InvalidTransitionError(
+        run_id, "resume", status, f"{CODE_CHANGED}; {code_changed_advice(run_id)}"
+    )
+
+
+@operation("run.restart", command=True)
+async def run_restart(server: ServerContext, request: Request) -> dict[str, Any]:
+    """Re-resolve the run's workflow as it is now and queue the run from its start."""
+    run_id = run_id_of(request)
+    stored = stored_receipt(server, request)
+    if stored is not None:
+        return stored
+    fresh = await _resolved_now(server, run_id, fresh=True)
     handles = [h for h in server.supervisor.tree_handles(run_id) if h.run_id != run_id]
     claims = {h.run_id: h.identity.claim for h in handles}
 

@@ -1,5 +1,6 @@
 """The schedule operations: ``schedule.add``, ``schedule.list``, ``schedule.get``,
-``schedule.pause``, ``schedule.resume`` and ``schedule.delete``.
+``schedule.pause``, ``schedule.resume``, ``schedule.delete``, and a person's own fires,
+``schedule.trigger`` and ``schedule.backfill`` (``store/schedule_manual.py``).
 
 Runs in the server. Every field is checked here, before anything is stored: the name (like a
 workflow name), the cadence (``--every`` grammar or a five-field cron expression), the time
@@ -18,6 +19,7 @@ from typing import Any
 
 from pi_workflows.protocol import Request
 from pi_workflows.server.context import ServerContext
+from pi_workflows.server.errors import ResolveError
 from pi_workflows.server.handlers.registry import (
     MAX_PATH_CHARS,
     bad,
@@ -27,9 +29,19 @@ from pi_workflows.server.handlers.registry import (
     text,
 )
 from pi_workflows.server.handlers.runs import describe, run_environment
-from pi_workflows.store import schedule_times, schedules
+from pi_workflows.store import schedule_manual, schedule_times, schedules
 from pi_workflows.store.errors import InvalidScheduleError, ScheduleNotFoundError
-from pi_workflows.store.schedules import Catchup, Overlap, ScheduleAction, ScheduleDraft
+from pi_workflows.store.reservations import NewRun
+from pi_workflows.store.schedules import (
+    Catchup,
+    Overlap,
+    ScheduleAction,
+    ScheduleDraft,
+    ScheduleStatus,
+)
+
+MAX_MS = 253_402_300_799_999
+"""The last millisecond of 9999-12-31 UTC: the latest moment a backfill window may name."""
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 """A schedule's name: like a workflow's, a letter then letters, digits, ``_`` or ``-``
@@ -137,16 +149,23 @@ async def schedule_list(server: ServerContext, request: Request) -> dict[str, An
 
 @operation("schedule.get")
 async def schedule_get(server: ServerContext, request: Request) -> dict[str, Any]:
-    """``{name, fires?}`` (a name, or the id of any schedule, deleted too; ``fires`` 1-100,
-    default 20): ``{schedule: Schedule with its input, fires: [ScheduleFire]}``, newest
-    fire first."""
+    """``{name, fires?}`` (a name, or the id of any schedule, deleted too; a name that no
+    schedule has now gives the newest deleted one of that name; ``fires`` 1-100, default
+    20): ``{schedule: Schedule with its input, fires: [ScheduleFire]}``, newest fire
+    first."""
     name = text(request.payload, "name")
     assert name is not None
     limit = request.payload.get("fires", 20)
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_FIRES_SHOWN:
         raise bad(f"payload field 'fires' must be an integer from 1 to {MAX_FIRES_SHOWN}")
     with server.db.read() as conn:
-        row = schedules.find(conn, name)
+        try:
+            row = schedules.find(conn, name)
+        except ScheduleNotFoundError:
+            deleted = [schedules.read(conn, found) for found in schedules.ids_named(conn, name)]
+            if not deleted:
+                raise
+            row = max(deleted, key=lambda found: (found.created_at, found.schedule_id))
         return {
             "schedule": schedules.view(conn, row, with_input=True),
             "fires": schedules.fires(conn, row.schedule_id, limit),
@@ -198,3 +217,80 @@ async def schedule_delete(server: ServerContext, request: Request) -> dict[str, 
     """``{name}``: the schedule never fires again and its name is free; its runs go on and
     keep showing it; its queued fires are skipped. ``{schedule: Schedule}``."""
     return await _change(server, request, ScheduleAction.DELETE)
+
+
+async def _described(server: ServerContext, name: str) -> tuple[NewRun | None, str | None]:
+    """The run a person's fire of schedule ``name`` starts (its workflow as it is now, with
+    its input), or the one-line reason it cannot: the fire is then recorded ``failed``."""
+    with server.db.read() as conn:
+        row = schedules.find(conn, name)
+    if row.status is ScheduleStatus.DELETED:
+        raise ScheduleNotFoundError(name)
+    try:
+        return await describe(server, row.workflow_spec, row.project_dir, row.input), None
+    except ResolveError as exc:
+        return None, f"{exc.code}: {exc}"
+
+
+@operation("schedule.trigger", command=True)
+async def schedule_trigger(server: ServerContext, request: Request) -> dict[str, Any]:
+    """``{name, key?}``: fire the schedule now, once, by its overlap rule (its cadence goes
+    on as before). ``key`` is the schedule's own trigger key: a fire of the schedule with it
+    is returned instead (``adopted``), whoever sent it. ``{scheduleId, name, fire:
+    ManualFire}``."""
+    stored = stored_receipt(server, request)
+    if stored is not None:
+        return stored
+    name = text(request.payload, "name")
+    assert name is not None
+    key = text(request.payload, "key", required=False)
+    new_run, error = await _described(server, name)
+
+    def change() -> tuple[str | None, dict[str, Any]]:
+        fire = schedule_manual.trigger(server.db, name, key=key, new_run=new_run, error=error)
+        row = schedules.find(server.db.conn, name)
+        body = {"scheduleId": row.schedule_id, "name": row.name, "fire": fire.to_json()}
+        return fire.run_id, body
+
+    body = receipted(server, request, change)
+    if body["fire"].get("adopted"):  # the key named an earlier trigger: nothing new
+        body["_adopted"] = True
+    return body
+
+
+def _moment(payload: dict[str, Any], field: str) -> int:
+    value = payload.get(field)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_MS:
+        raise bad(f"payload field {field!r} must be epoch milliseconds from 0 to {MAX_MS}")
+    return value
+
+
+@operation("schedule.backfill", command=True)
+async def schedule_backfill(server: ServerContext, request: Request) -> dict[str, Any]:
+    """``{name, from, to}`` (epoch ms, both included): one fire per fire time of the
+    schedule's cadence in the window that has no fire or run yet, oldest first, each by the
+    overlap rule; at most ``MAX_BACKFILL`` fire times, all in the past and before the
+    schedule's next fire time. ``{scheduleId, name, total, fires: [ManualFire], already}``
+    (``already``: the fire times left alone)."""
+    stored = stored_receipt(server, request)
+    if stored is not None:
+        return stored
+    name = text(request.payload, "name")
+    assert name is not None
+    start, end = _moment(request.payload, "from"), _moment(request.payload, "to")
+    schedule_manual.check_window(server.db, name, start, end)  # refused before describing
+    new_run, error = await _described(server, name)
+
+    def change() -> tuple[str | None, dict[str, Any]]:
+        times = schedule_manual.check_window(server.db, name, start, end)
+        done = schedule_manual.backfill(server.db, name, times, new_run=new_run, error=error)
+        row = schedules.find(server.db.conn, name)
+        return None, {
+            "scheduleId": row.schedule_id,
+            "name": row.name,
+            "total": done.total,
+            "fires": [fire.to_json() for fire in done.fires],
+            "already": done.already,
+        }
+
+    return receipted(server, request, change)

@@ -11,6 +11,7 @@ key; a report with a fenced epoch is refused (``coordinatorFenced``).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pi_workflows.protocol import Outcome, Request
@@ -18,7 +19,10 @@ from pi_workflows.server.context import ServerContext
 from pi_workflows.server.errors import RequestError
 from pi_workflows.server.handlers.registry import MAX_ID_CHARS, bad, operation, receipted, text
 from pi_workflows.server.peers import current_peer
-from pi_workflows.store import messages, sessions, view_bounds
+from pi_workflows.store import delivery, messages, sessions, view_bounds
+from pi_workflows.store.errors import StoreError
+
+log = logging.getLogger(__name__)
 
 MAX_SESSION_ID_CHARS = 200
 MAX_PRESENT = 20_000
@@ -45,15 +49,24 @@ def _epoch(payload: dict[str, Any]) -> int:
 
 @operation("session.attach", command=True)
 async def session_attach(server: ServerContext, request: Request) -> dict[str, Any]:
-    """``{sessionId}``: become the session's coordinator; returns ``coordinatorEpoch``."""
+    """``{sessionId, seatId?}``: become the session's coordinator as seat ``seatId`` (one
+    id per Pi process's coordinator or headless agent; a client that names none is a new
+    seat at every attach); returns ``coordinatorEpoch`` and ``presentedAgain`` (steps whose
+    last delivery was to another seat, presented again)."""
     session_id = _session(request.payload)
+    seat_id = text(request.payload, "seatId", required=False, limit=MAX_ID_CHARS)
 
     def change() -> tuple[str | None, dict[str, Any]]:
-        attached = sessions.attach(server.db, session_id)
-        return None, {"sessionId": session_id, "coordinatorEpoch": attached.coordinator_epoch}
+        attached = sessions.attach(server.db, session_id, seat_id)
+        return None, {
+            "sessionId": session_id,
+            "coordinatorEpoch": attached.coordinator_epoch,
+            "presentedAgain": list(attached.presented_again),
+        }
 
     body = receipted(server, request, change)
     server.views.mark_dirty()  # earlier watchers of the session learn they are fenced
+    server.wake()
     return body
 
 
@@ -69,7 +82,12 @@ async def session_get(server: ServerContext, request: Request) -> dict[str, Any]
                 f"no session {session_id}: none attached with that id and no run started from"
                 " it (list open requests and their sessions with 'pi-workflows interaction list')",
             )  # fmt: skip
-        return {"session": sessions.view(conn, session_id)}
+        view = sessions.view(conn, session_id)
+        active = view["activeRequest"]
+        if active is not None:  # only here: the pushed view stays a function of its rows
+            found = delivery.of_request(conn, active["requestId"])
+            active["delivery"] = None if found is None else found.to_json()
+        return {"session": view}
 
 
 @operation("session.watch")
@@ -84,7 +102,15 @@ async def session_watch(server: ServerContext, request: Request) -> dict[str, An
     if peer is None:  # pragma: no cover - every connection sets its peer
         raise RequestError(Outcome.REJECTED.value, "badRequest", "this connection cannot watch")
     watcher = server.views.watch(session_id, epoch, peer)
-    peer.on_close(lambda: server.views.unwatch(watcher))
+
+    def closed() -> None:
+        server.views.unwatch(watcher)
+        try:
+            sessions.disconnected(server.db, session_id, epoch)
+        except StoreError as exc:  # a full disk: the seat only looks attached a while longer
+            log.warning("could not record that session %s disconnected: %s", session_id, exc)
+
+    peer.on_close(closed)
     return {"sessionId": session_id, "coordinatorEpoch": epoch, "watching": True}
 
 
@@ -165,6 +191,10 @@ async def turn_report(server: ServerContext, request: Request) -> dict[str, Any]
         stop_reason=stop_reason if event == "ended" else None,
         workflow_message_id=message_id,
         error_message=" ".join(error.split())[:MAX_TURN_ERROR_CHARS] if error else None,
+        retry=sessions.TurnRetry(
+            retries=server.config.turn_retries,
+            backoff_ms=int(server.config.turn_retry_seconds * 1000),
+        ),
     )
     server.wake()
     return result

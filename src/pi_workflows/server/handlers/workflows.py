@@ -50,15 +50,16 @@ async def workflows_show(server: ServerContext, request: Request) -> dict[str, A
 
 @operation("workflows.check")
 async def workflows_check(server: ServerContext, request: Request) -> dict[str, Any]:
-    """``{path}`` (absolute): ``{path, ok, workflow, problems: [{code, file, line, message}],
-    problemCount}``; a file that does not load or whose graph is invalid is ``ok: false``
-    with every problem the resolver found (at most ``resolver.MAX_PROBLEMS``; ``line`` null
+    """``{path, projectDir?}`` (absolute; workflows the file names are looked up in the
+    project): ``{path, ok, workflow, problems: [{code, file, line, message}],
+    problemCount}``; a file that does not load or whose graph is invalid is ``ok: false`` with
+    every problem the resolver found (at most ``resolver.MAX_PROBLEMS``; ``line`` null
     when none applies, ``message`` without the file and line)."""
     path = _absolute(request.payload, "path")
     if path is None:
         raise bad("payload field 'path' must be an absolute path")
     try:
-        reply = await _describe(server, path, None)
+        reply = await _describe(server, path, _absolute(request.payload, "projectDir"))
     except ResolveError as exc:
         listed = exc.problems or [{"file": path, "line": None, "message": _bare(str(exc), path)}]
         return {

@@ -3,7 +3,8 @@
 Input: ``{"task": str, "testCommand"?: str | [str], "maxFixRounds"?: int, "dir"?: str}``.
 ``plan`` asks the model for a typed plan (steps, files, risks) while it may only read;
 ``approve`` is a human decision (approve, change, stop): *change* asks the person what to
-change (``change``, a checkpoint for the person) and plans again with that text. ``implement``
+change (``change``, a checkpoint for the person: a text dialog in Pi, never a model turn)
+and plans again with that text. ``implement``
 edits with ``read``/``edit``/``write``/``grep``/``find``/``ls`` only (no shell). ``verify``
 runs the project's test command (the input's, else ``make test``, ``npm test`` or ``pytest``
 found in the project) under an idempotent effect: running tests twice is safe. A failure goes
@@ -289,13 +290,9 @@ def approve_details(ctx: NodeContext) -> str:
 
 
 def change_question(ctx: NodeContext) -> dict[str, Any]:
-    """Ask the person what to change (the model is told to leave it to them)."""
+    """Ask the person what to change (a checkpoint for the person: the model never sees it)."""
     return {
-        "question": (
-            "What should change in the plan? This question is for the person, not the model:"
-            f' the person answers with /workflow answer {ctx.run_id} {{"change": "..."}}.'
-            " Model: do not answer it; say that it waits for the person."
-        ),
+        "question": "What should change in the plan?",
         "plan": str(_object(ctx.outputs["plan"]).get("summary", "")),
     }
 
@@ -477,7 +474,7 @@ workflow = Workflow(
             ],
             details=approve_details,
         ),
-        "change": checkpoint(change_question, answer=CHANGE),
+        "change": checkpoint(change_question, answer=CHANGE, for_person=True),
         "implement": agent(
             implement_prompt, output=DONE, allowed_tools=EDIT_TOOLS, timeout=minutes(60)
         ),

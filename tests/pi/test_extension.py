@@ -21,6 +21,7 @@ from pi.support.mock_provider import (
     last_is_tool_result,
     text,
     tool_call,
+    user_text_contains,
     user_text_matches,
 )
 from pi.support.pi_rpc import MakePi, PiProcess, Record
@@ -162,6 +163,9 @@ def test_the_model_starts_a_run_with_the_tool_and_it_completes(
     completes, and the model sees the run id."""
     server.write_workflow("quick", QUICK)
     provider.on(last_is_tool_result, text("The run is started."))
+    # The run's result comes to this session as its own message, which may start a turn
+    # before the test ends: answered too, so every request the model got is a scripted one.
+    provider.on(user_text_contains("--- Workflow run finished ---"), text("The run finished."))
     provider.on(
         user_text_matches(r"start quick"),
         tool_call("workflow", {"action": "start", "workflow": "quick", "input": {"n": 21}}),
@@ -185,7 +189,7 @@ def test_the_model_starts_a_run_with_the_tool_and_it_completes(
     # The model's reply after the tool result was the scripted one: it saw the result.
     answered = [r for r in provider.requests() if last_is_tool_result(r)]
     assert run_id in answered[-1].tool_results()[-1]
-    assert provider.unmatched() == []
+    assert provider.unmatched() == [], [r.last_user_text()[:300] for r in provider.unmatched()]
 
 
 def test_workflow_status_shows_one_run(server: ServerProcess, make_pi: MakePi) -> None:

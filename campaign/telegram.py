@@ -1,0 +1,711 @@
+"""The campaign's Telegram seat: a channel against the Bot API stand-in on loopback, a
+scripted chat, SIGKILLs of the channel process, and the oracle's checks of what it did.
+
+Runs in the campaign driver; the stand-in (`bot_api.py`) serves from a thread of it. A seed
+whose plan has a Telegram seat (`plan.PlannedTelegram`, stream `telegram`) configures the
+channel `phone` with the real CLI (`channel add --kind telegram --token-file ...
+--api-base <stand-in>`) and the audience `ops` that every `deploy` decision names. For each
+decision message the stand-in receives, the chat follows a script drawn from the stream
+`telegram:press:<run index>`:
+
+- `race` (40%): the allowed user presses and the operator answers by the CLI or the client
+  in the same tick: the first valid answer wins, the other is refused naming the winner;
+- `chat` (40%): the allowed user presses a button after a delay; the operator leaves the
+  decision to the chat (and answers at the desk only if it is still open 20 s later);
+- `desk` (20%): the operator answers as it does every decision; sometimes the allowed user
+  presses late, once the message shows the winner (told it was already answered).
+
+Sometimes (40%) a stranger (not on the allow list) presses first, and sometimes (30%) the
+allowed user presses twice (the second press the other choice). The channel process is
+SIGKILLed at the planned moments (`killChannel`, recorded like every fault); the server
+restarts it.
+
+The checks (`check`) are a pure function of `Facts`, gathered after the seed's last stop
+from the stand-in, the channel's ledger file and the state database (read-only), so
+`tests/campaign/test_telegram_oracle.py` feeds them crafted facts.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import signal
+import sqlite3
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from campaign.bot_api import BotApi
+from campaign.plan import PlannedTelegram, rng_for
+
+if TYPE_CHECKING:
+    from campaign.context import RunTrack, SeedContext
+
+CHANNEL: Final = "phone"
+AUDIENCE: Final = "ops"
+WORKFLOWS: Final = frozenset({"deploy", "deploy-t"})
+"""The workflows whose decision names the `ops` audience (`campaign/workflows.py`)."""
+FALLBACK_SECONDS: Final = 20.0
+"""A decision left to the chat that is still open this long is answered at the desk."""
+SETTLE_SECONDS: Final = 60.0
+"""How long the seed waits, after quiesce, for every update to be confirmed and every
+settled decision's message to show its outcome."""
+KILL_WAIT_SECONDS: Final = 10.0
+"""How long a due `killChannel` waits for a running channel process before it is skipped."""
+
+
+class Script(enum.StrEnum):
+    """Who answers a decision posted to the chat."""
+
+    CHAT = "chat"  # the allowed user presses; the operator leaves it to the chat
+    RACE = "race"  # the allowed user presses and the operator answers in the same tick
+    DESK = "desk"  # the operator answers; the allowed user may press late
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the chat and the operator treat one run's decision (stream
+    `telegram:press:<index>`)."""
+
+    script: Script
+    choice: str  # what the allowed user presses: "ship" or "hold"
+    stranger_first: bool
+    twice: bool  # the allowed user presses again, the other choice
+    delay: float  # seconds after the message arrived
+    late: bool  # `desk`: the allowed user presses once the message shows the winner
+
+
+def plan_of(seed: int, index: int) -> Plan:
+    """The chat's plan for the decision of planned run `index`."""
+    rng = rng_for(seed, "telegram", "press", index)
+    draw = rng.random()
+    script = Script.RACE if draw < 0.4 else Script.CHAT if draw < 0.8 else Script.DESK
+    stranger_first = rng.random() < 0.4
+    twice = rng.random() < 0.3
+    return Plan(
+        script=script,
+        choice="ship" if rng.random() < 0.6 else "hold",
+        stranger_first=stranger_first,
+        twice=twice,
+        delay=round(rng.uniform(0.0, 3.0), 2),
+        late=rng.random() < 0.5,
+    )
+
+
+def person(user_id: int) -> str:
+    """How the channel names a chat user (the stand-in gives every user a username)."""
+    return f"telegram user {user_id} @user{user_id}"
+
+
+@dataclass(frozen=True)
+class Press:
+    """One button press of the scripted chat."""
+
+    update_id: int
+    user_id: int
+    message_id: int
+    run_id: str
+    choice: str
+
+
+@dataclass
+class _Posted:
+    """A decision message the chat saw, and how far its plan went."""
+
+    message_id: int
+    run_id: str
+    plan: Plan
+    seen_at: float
+    buttons: dict[str, str]  # choice id -> callback data
+    done: bool = False
+    raced: bool = False  # the allowed user pressed in a race: the operator answers now
+
+
+class TelegramSeat:
+    """The seed's Telegram seat: the stand-in, the channel's set-up, the chat and the kills."""
+
+    def __init__(self, plan: PlannedTelegram, seed: int, root: Path) -> None:
+        self.plan = plan
+        self.seed = seed
+        self.root = root
+        self.bot = BotApi(plan.token)
+        self.posted: dict[int, _Posted] = {}
+        self.presses: list[Press] = []
+        self.kills = 0  # planned kills done (fired or skipped)
+        self.configured = False
+
+    def start(self) -> None:
+        """Serve the stand-in on 127.0.0.1."""
+        self.bot.start()
+
+    def close(self) -> None:
+        """Stop the stand-in."""
+        self.bot.close()
+
+    def configure(self, ctx: SeedContext) -> None:
+        """`channel add` and `audience set` with the real CLI, before any run starts."""
+        token_file = self.root / "bot-token"
+        token_file.write_text(self.plan.token + "\n")
+        os.chmod(token_file, 0o600)
+        added = ctx.surfaces.cli(
+            "channel",
+            "add",
+            CHANNEL,
+            "--kind",
+            "telegram",
+            "--token-file",
+            str(token_file),
+            "--chat",
+            self.plan.chat,
+            "--allow-user",
+            str(self.plan.allowed),
+            "--api-base",
+            self.bot.url,
+            "--json",
+        )
+        audience = ctx.surfaces.cli(
+            "audience", "set", AUDIENCE, "--channels", self.plan.seats, "--json"
+        )
+        for what, (code, _, err) in (("channel add", added), ("audience set", audience)):
+            if code != 0:
+                ctx.violation("telegramSetup", f"{what} exited {code}: {err}")
+                return
+        self.configured = True
+        ctx.note(f"telegram seat: channel {CHANNEL}, audience {AUDIENCE} -> {self.plan.seats}")
+
+    @staticmethod
+    def addresses(track: RunTrack) -> bool:
+        """The run's decision is addressed to the seat's audience."""
+        return TelegramSeat.addresses_workflow(track.planned.workflow)
+
+    @staticmethod
+    def addresses_workflow(workflow: str) -> bool:
+        """The workflow's decision names the seat's audience."""
+        return workflow in WORKFLOWS
+
+    # --- every tick -----------------------------------------------------------------------
+
+    def tick(self, ctx: SeedContext) -> None:
+        """Kill the channel process when due; let the chat act on the messages it has."""
+        if not self.configured:
+            return
+        record = _read_json(ctx.home / "channels" / "process.json")
+        if record.get("state") == "running" and record.get("pid"):
+            # Known by its start identity: it must be gone after the last `server stop`.
+            ctx.processes.note(int(record["pid"]), "channel")
+        self._kill(ctx)
+        for sent in self.bot.decision_messages():
+            posted = self.posted.get(sent.message_id)
+            if posted is None:
+                track = next((t for t in ctx.tracks if t.run_id and t.run_id in sent.text), None)
+                if track is None:
+                    continue
+                assert track.run_id is not None
+                buttons = {}
+                for row in (sent.reply_markup or {}).get("inline_keyboard", []):
+                    buttons[str(row[0]["text"])] = str(row[0]["callback_data"])
+                posted = _Posted(
+                    sent.message_id,
+                    track.run_id,
+                    plan_of(ctx.seed, track.planned.index),
+                    time.monotonic(),
+                    buttons,
+                )
+                self.posted[sent.message_id] = posted
+                ctx.note(f"telegram: decision of {track.run_id} posted ({posted.plan})")
+            if not posted.done:
+                self._chat(ctx, posted)
+
+    def _chat(self, ctx: SeedContext, posted: _Posted) -> None:
+        plan = posted.plan
+        if plan.script is Script.DESK:
+            if not plan.late:
+                posted.done = True
+            elif self.bot.edits_of(posted.message_id):
+                self._press(ctx, posted, self.plan.allowed, plan.choice)
+                posted.done = True
+            return
+        if time.monotonic() - posted.seen_at < plan.delay:
+            return
+        if plan.stranger_first:
+            self._press(ctx, posted, self.plan.stranger, plan.choice)
+        self._press(ctx, posted, self.plan.allowed, plan.choice)
+        if plan.twice:
+            self._press(ctx, posted, self.plan.allowed, "hold" if plan.choice == "ship" else "ship")
+        posted.raced = plan.script is Script.RACE
+        posted.done = True
+
+    def _press(self, ctx: SeedContext, posted: _Posted, user_id: int, choice: str) -> None:
+        data = posted.buttons.get(choice)
+        if data is None:
+            ctx.violation(
+                "telegramMessage", f"the decision message has no {choice!r} button", posted.run_id
+            )
+            return
+        update_id = self.bot.press(user_id, posted.message_id, data)
+        self.presses.append(Press(update_id, user_id, posted.message_id, posted.run_id, choice))
+        ctx.note(f"telegram: user {user_id} pressed {choice} for {posted.run_id} ({update_id})")
+
+    def _kill(self, ctx: SeedContext) -> None:
+        if self.kills >= len(self.plan.kills) or ctx.elapsed() < self.plan.kills[self.kills]:
+            return
+        record = _read_json(ctx.home / "channels" / "process.json")
+        pid = int(record.get("pid") or 0) if record.get("state") == "running" else 0
+        began = round(time.time() * 1000)
+        hit = bool(pid) and ctx.processes.note(pid, "channel") is not None
+        hit = hit and ctx.processes.send(pid, signal.SIGKILL)
+        late = ctx.elapsed() > self.plan.kills[self.kills] + KILL_WAIT_SECONDS
+        if not hit and not late:
+            return  # not running now (restarting, or the server is down): wait for it
+        entry: dict[str, Any] = {
+            "index": 1000 + self.kills,
+            "kind": "killChannel",
+            "at": round(ctx.elapsed(), 2),
+            "window": None,
+            "detail": f"SIGKILL channel process {pid}" if hit else "skipped: no channel process",
+            "skipped": not hit,
+        }
+        if hit:
+            entry |= {"startMs": began, "endMs": round(time.time() * 1000), "pids": [pid]}
+        ctx.faults_done.append(entry)
+        ctx.note(f"fault killChannel: {entry['detail']}")
+        self.kills += 1
+
+    def finish_kills(self, ctx: SeedContext) -> None:
+        """Record the kills the seed ended before (skipped)."""
+        while self.kills < len(self.plan.kills):
+            ctx.faults_done.append(
+                {
+                    "index": 1000 + self.kills,
+                    "kind": "killChannel",
+                    "at": round(ctx.elapsed(), 2),
+                    "window": None,
+                    "detail": "skipped: the seed ended first",
+                    "skipped": True,
+                }
+            )
+            self.kills += 1
+
+    # --- the operator's part --------------------------------------------------------------
+
+    def operator_choice(self, ctx: SeedContext, track: RunTrack, first_seen: float) -> str | None:
+        """What the operator answers now for a decision the seat's audience holds (None:
+        not yet). `desk` decisions are answered as every other decision (the caller's rule);
+        this says only when a `chat` or `race` decision is answered at the desk."""
+        posted = next((p for p in self.posted.values() if p.run_id == track.run_id), None)
+        rng = rng_for(ctx.seed, "telegram", "desk", track.planned.index)
+        choice = "ship" if rng.random() < 0.5 else "hold"
+        if posted is not None and posted.raced:
+            return choice
+        if time.monotonic() - first_seen >= FALLBACK_SECONDS:
+            return choice  # the message never came, or the chat's answer did not count
+        return None
+
+    @staticmethod
+    def leaves_to_chat(ctx: SeedContext, track: RunTrack) -> bool:
+        """The operator leaves the track's decision to the chat (`chat`) or races it
+        (`race`); a `desk` decision is answered as every other one."""
+        return plan_of(ctx.seed, track.planned.index).script is not Script.DESK
+
+    # --- the end --------------------------------------------------------------------------
+
+    def settle(self, ctx: SeedContext) -> None:
+        """Before the last stop: wait until the channel confirmed every update and edited
+        every posted decision that was resolved (it is eventually consistent)."""
+        if not self.configured:
+            return
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while time.monotonic() < deadline:
+            if self._settled(ctx):
+                return
+            time.sleep(0.25)  # polling the stand-in and the server; nothing orders on it
+        ctx.note("telegram: not settled within the deadline; the oracle says what is missing")
+
+    def _settled(self, ctx: SeedContext) -> bool:
+        pushed, _, confirmed = self.bot.updates_seen()
+        if not set(pushed) <= set(confirmed):
+            return False
+        ledger = _read_json(ctx.home / "channels" / "ledger" / f"{CHANNEL}.json")
+        for post in ledger.get("posts") or []:
+            if post.get("messageId") is None:
+                continue
+            receipt = ctx.surfaces.read("call", "decision.get", {"requestId": post["requestId"]})
+            found = getattr(receipt, "body", None)
+            if not isinstance(found, dict):
+                return False
+            if found.get("decision", {}).get("status") == "resolved" and not self.bot.edits_of(
+                int(post["messageId"])
+            ):
+                return False
+        return True
+
+    def facts(self, ctx: SeedContext) -> Facts:
+        """What the oracle checks, after the seed's last stop."""
+        runs = {}
+        for track in ctx.tracks:
+            if track.run_id is None or not self.addresses(track):
+                continue
+            output = (track.view or {}).get("output")
+            runs[track.run_id] = RunFacts(
+                operator=track.decision,
+                status=track.status,
+                output=dict(output) if isinstance(output, dict) else None,
+            )
+        facts = Facts(
+            allowed=self.plan.allowed,
+            stranger=self.plan.stranger,
+            runs=runs,
+            presses=list(self.presses),
+        )
+        facts.pushed, facts.delivered, facts.confirmed = self.bot.updates_seen()
+        for sent in self.bot.decision_messages():
+            facts.messages[sent.message_id] = (sent.text, self.bot.edits_of(sent.message_id))
+        ledger = _read_json(ctx.home / "channels" / "ledger" / f"{CHANNEL}.json")
+        facts.offset = int(ledger["offset"]) if "offset" in ledger else None
+        for post in ledger.get("posts") or []:
+            if post.get("messageId") is not None:
+                facts.posts[int(post["messageId"])] = str(post["requestId"])
+        read_database(ctx.home / "state.sqlite", facts)
+        return facts
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        loaded = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+# --- the facts and the checks ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the campaign saw of one run whose decision the seat's audience held."""
+
+    operator: str | None  # the choice the server accepted from the operator (CLI/client)
+    status: str | None
+    output: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision of such a run, as the database recorded it."""
+
+    request_id: str
+    run_id: str
+    resolution: str | None  # answered | timedOut | cancelled | None (still pending)
+    choice: str | None
+    resolved_by: str | None
+
+
+@dataclass(frozen=True)
+class Seated:
+    """An `interaction.answered` or `decision.refused` event, with the command behind it."""
+
+    type: str
+    run_id: str
+    request_id: str
+    choice: str | None
+    person: str | None
+    client: str | None  # the command's client id ("channels", "cli", "campaign-N")
+    key: str | None  # the command's idempotency key ("telegram:phone:UPDATE" from the chat)
+
+
+@dataclass
+class Facts:
+    """Everything `check` needs (gathered by `TelegramSeat.facts`, or crafted by a test)."""
+
+    allowed: int
+    stranger: int
+    runs: dict[str, RunFacts] = field(default_factory=dict)
+    presses: list[Press] = field(default_factory=list)
+    pushed: list[int] = field(default_factory=list)
+    delivered: list[int] = field(default_factory=list)
+    confirmed: list[int] = field(default_factory=list)
+    messages: dict[int, tuple[str, list[str]]] = field(default_factory=dict)  # id -> text, edits
+    posts: dict[int, str] = field(default_factory=dict)  # message id -> request id (ledger)
+    offset: int | None = None  # the channel ledger's update offset
+    decisions: dict[str, Decision] = field(default_factory=dict)
+    seated: list[Seated] = field(default_factory=list)
+    receipts: list[str] = field(default_factory=list)  # keys of the channel's commands
+
+
+def read_database(database: Path, facts: Facts) -> None:
+    """Fill `facts` from the stopped server's database (read-only)."""
+    runs = sorted(facts.runs)
+    if not runs:
+        return
+    marks = ",".join("?" * len(runs))
+    conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    try:
+        for request_id, run_id, resolution, choice, by in conn.execute(
+            "SELECT d.decision_id, d.run_id, r.resolution, r.choice_id, r.resolved_by"
+            " FROM human_decisions d LEFT JOIN human_decision_resolutions r USING (decision_id)"
+            f" WHERE d.run_id IN ({marks})",
+            runs,
+        ):
+            facts.decisions[request_id] = Decision(request_id, run_id, resolution, choice, by)
+        for run_id, kind, data_json, client, key in conn.execute(
+            "SELECT e.run_id, e.type, e.data_json, c.client_id, c.idempotency_key FROM events e"
+            " LEFT JOIN server_commands c ON c.run_id = e.run_id AND c.created_at = e.at"
+            " AND c.operation = CASE e.type WHEN 'interaction.answered' THEN 'decision.answer'"
+            " ELSE 'decision.refuse' END"
+            " WHERE e.type IN ('interaction.answered', 'decision.refused')"
+            f" AND e.run_id IN ({marks})"
+            " ORDER BY e.event_id",
+            runs,
+        ):
+            data = json.loads(data_json) or {}
+            facts.seated.append(
+                Seated(
+                    kind,
+                    run_id,
+                    str(data.get("requestId")),
+                    data.get("choice"),
+                    data.get("person"),
+                    client,
+                    key,
+                )
+            )
+        facts.receipts = [
+            str(row[0])
+            for row in conn.execute(
+                "SELECT idempotency_key FROM server_commands WHERE client_id = 'channels'"
+                " AND idempotency_key LIKE 'telegram:%'"
+            )
+        ]
+    finally:
+        conn.close()
+
+
+def _update_of(key: str | None) -> int | None:
+    prefix = f"telegram:{CHANNEL}:"
+    if key is None or not key.startswith(prefix) or not key[len(prefix) :].isdigit():
+        return None
+    return int(key[len(prefix) :])
+
+
+def expected_outcome(decision: Decision) -> str | None:
+    """The line the channel edits a settled decision's message with (None: still open)."""
+    if decision.resolution == "answered":
+        return f"Decided: {decision.choice}, by {decision.resolved_by}"
+    if decision.resolution == "timedOut":
+        return f"Timed out: the default {decision.choice} was taken"
+    if decision.resolution == "cancelled":
+        return "Cancelled with its run"
+    return None
+
+
+def check(facts: Facts) -> list[tuple[str, str, str | None]]:
+    """Every violation in `facts`, as (kind, message, run id)."""
+    found: list[tuple[str, str, str | None]] = []
+    found += _winners(facts)
+    found += _refusals(facts)
+    found += _updates(facts)
+    found += _edits(facts)
+    return found
+
+
+def _winners(facts: Facts) -> list[tuple[str, str, str | None]]:
+    """Each decision answered exactly once, by one seat, matching the run's outcome; an
+    answer from Telegram only from the allowed user, and only one the chat really sent."""
+    found: list[tuple[str, str, str | None]] = []
+    allowed = person(facts.allowed)
+    for decision in facts.decisions.values():
+        run = facts.runs.get(decision.run_id)
+        answers = [
+            s
+            for s in facts.seated
+            if s.type == "interaction.answered" and s.request_id == decision.request_id
+        ]
+        where = decision.run_id
+        if len(answers) > 1 or (decision.resolution == "answered") != (len(answers) == 1):
+            found.append(
+                (
+                    "telegramWinner",
+                    f"decision {decision.request_id} resolved "
+                    f"{decision.resolution} with {len(answers)} answers",
+                    where,
+                )
+            )
+            continue
+        output = (run.output if run else None) or {}
+        if run is not None and run.status == "completed":
+            by = "person" if decision.resolution == "answered" else "timeout"
+            if (output.get("choice"), output.get("decidedBy")) != (decision.choice, by):
+                found.append(
+                    (
+                        "telegramWinner",
+                        f"the run's output {output.get('choice')!r} by "
+                        f"{output.get('decidedBy')!r} is not the decision's "
+                        f"{decision.choice!r} ({decision.resolution})",
+                        where,
+                    )
+                )
+        if not answers:
+            if run is not None and run.operator is not None:
+                found.append(
+                    (
+                        "telegramWinner",
+                        f"the operator's {run.operator!r} was accepted "
+                        f"but the decision was {decision.resolution}",
+                        where,
+                    )
+                )
+            continue
+        (answer,) = answers
+        if answer.client == "channels":
+            update = _update_of(answer.key)
+            if answer.person != allowed:
+                found.append(
+                    (
+                        "telegramAllowList",
+                        f"an answer from Telegram by "
+                        f"{answer.person!r}, not the allowed {allowed!r}",
+                        where,
+                    )
+                )
+            pressed = [
+                p
+                for p in facts.presses
+                if p.update_id == update
+                and p.user_id == facts.allowed
+                and p.choice == answer.choice
+            ]
+            if not pressed:
+                found.append(
+                    (
+                        "telegramWinner",
+                        f"Telegram answered {answer.choice!r} (key "
+                        f"{answer.key}) but the allowed user pressed no such button",
+                        where,
+                    )
+                )
+            if run is not None and run.operator is not None:
+                found.append(
+                    (
+                        "telegramWinner",
+                        f"both the chat's {answer.choice!r} and the "
+                        f"operator's {run.operator!r} were accepted",
+                        where,
+                    )
+                )
+        elif run is not None and run.operator != answer.choice:
+            found.append(
+                (
+                    "telegramWinner",
+                    f"answered {answer.choice!r} by {answer.client}, but "
+                    f"the operator's accepted answer was {run.operator!r}",
+                    where,
+                )
+            )
+    return found
+
+
+def _refusals(facts: Facts) -> list[tuple[str, str, str | None]]:
+    """Every press of the stranger is in its run's history as one refusal (and nothing
+    else is)."""
+    found: list[tuple[str, str, str | None]] = []
+    refused = [s for s in facts.seated if s.type == "decision.refused"]
+    by_update = Counter(_update_of(s.key) for s in refused)
+    stranger = person(facts.stranger)
+    for press in facts.presses:
+        if press.user_id != facts.stranger:
+            continue
+        if by_update[press.update_id] != 1:
+            found.append(
+                (
+                    "telegramRefusal",
+                    f"the stranger's press (update {press.update_id}) "
+                    f"is in the history {by_update[press.update_id]} times as a refusal",
+                    press.run_id,
+                )
+            )
+    strangers = {p.update_id for p in facts.presses if p.user_id == facts.stranger}
+    for seen in refused:
+        if seen.person != stranger or _update_of(seen.key) not in strangers:
+            found.append(
+                (
+                    "telegramRefusal",
+                    f"a refusal of {seen.person!r} (key {seen.key}) "
+                    "that no stranger's press explains",
+                    seen.run_id,
+                )
+            )
+    return found
+
+
+def _updates(facts: Facts) -> list[tuple[str, str, str | None]]:
+    """No update lost or handled twice: the server's receipts name updates the stand-in
+    delivered, each event at most once per update, the ledger's offset is past the last
+    update, and the stand-in saw every update confirmed."""
+    found: list[tuple[str, str, str | None]] = []
+    delivered = set(facts.delivered)
+    for key in facts.receipts:
+        update = _update_of(key)
+        if update is None or update not in delivered:
+            found.append(
+                ("telegramUpdates", f"a receipt {key} for no update the stand-in delivered", None)
+            )
+    per_key = Counter(s.key for s in facts.seated if s.client == "channels")
+    for handled, count in per_key.items():
+        if count > 1:
+            found.append(("telegramUpdates", f"update {handled} was handled {count} times", None))
+    if facts.pushed:
+        lost = sorted(set(facts.pushed) - set(facts.confirmed))
+        if lost:
+            found.append(("telegramUpdates", f"updates {lost} were never confirmed", None))
+        if facts.offset != max(facts.pushed) + 1:
+            found.append(
+                (
+                    "telegramUpdates",
+                    f"the channel ledger's offset {facts.offset} is "
+                    f"not past the last update {max(facts.pushed)}",
+                    None,
+                )
+            )
+    return found
+
+
+def _edits(facts: Facts) -> list[tuple[str, str, str | None]]:
+    """Each decision posted at most once, and its message shows its outcome once settled."""
+    found: list[tuple[str, str, str | None]] = []
+    per_run = Counter(
+        next((r for r in facts.runs if r in text), None) for text, _ in facts.messages.values()
+    )
+    for run_id, count in per_run.items():
+        if run_id is not None and count > 1:
+            found.append(("telegramPostedTwice", f"the decision was posted {count} times", run_id))
+    for message_id, (text, edits) in facts.messages.items():
+        request_id = facts.posts.get(message_id)
+        decision = facts.decisions.get(request_id) if request_id else None
+        if decision is None:
+            if any(r in text for r in facts.runs):
+                found.append(
+                    (
+                        "telegramEdit",
+                        f"message {message_id} has no post in the channel "
+                        "ledger: it can never show its outcome",
+                        None,
+                    )
+                )
+            continue
+        wanted = expected_outcome(decision)
+        if wanted is None:
+            continue
+        if not edits or wanted not in edits[-1]:
+            found.append(
+                (
+                    "telegramEdit",
+                    f"message {message_id} shows "
+                    f"{(edits[-1].splitlines()[-1] if edits else 'no outcome')!r}, not "
+                    f"{wanted!r}",
+                    decision.run_id,
+                )
+            )
+    return found

@@ -32,10 +32,11 @@ rest runs once the seed's runs have settled:
 - composition (`composition`, after the stop): no run below an ended parent is still
   live, a parent joined at most once per visit of its composition node (once when it
   completed), and no item of a join ran as two child runs (the children's witnesses);
-- Telegram (`telegram`, after the stop; `campaign/telegram.py`): each decision addressed to
-  the seat's audience answered once, matching the run's outcome, from the chat only by the
-  allowed user's press; every stranger's press one refusal in the history; no update lost
-  or handled twice; every settled decision's message edited with its outcome;
+- Telegram (`telegram`, after the stop; `campaign/telegram_oracle.py`): each decision
+  addressed to the seat's audience answered once, matching the run's outcome, from the
+  chat only by the allowed user's press; every stranger's press one refusal in the
+  history; no update lost or handled twice; every settled decision's message edited with
+  its outcome;
 - lineage (`lineage.check`, with the settled checks): a fork was made once, names its
   source, and never ran a body it carried; an upgraded run was upgraded once and completed
   on the new code (a fork's output is checked like its workflow's, from the same input).
@@ -57,7 +58,7 @@ from campaign.context import TERMINAL, RunTrack, SeedContext
 from campaign.leaks import token_hashes
 from campaign.plan import Mode
 from campaign.sessions import agent_records
-from campaign.telegram import check as check_telegram
+from campaign.telegram_oracle import check as check_telegram
 from campaign.workflows import (
     COMPOSITION,
     MANUAL_NODES,
@@ -301,7 +302,7 @@ def _review(track: RunTrack, output: dict[str, Any], x: int) -> list[str]:
 
 def _decision(track: RunTrack, output: dict[str, Any], *, chat: bool = False) -> list[str]:
     """The deployment's choice and who made it. With a Telegram seat (`chat`) a person in
-    the chat may have won instead of the operator: `telegram.check` proves who did."""
+    the chat may have won instead of the operator: `telegram_oracle.check` proves who did."""
     choice, by = output.get("choice"), output.get("decidedBy")
     if by == "person":
         if track.decision != choice and not (chat and track.decision is None):
@@ -438,7 +439,7 @@ def attributed(ctx: SeedContext) -> None:
 
 
 def telegram(ctx: SeedContext) -> None:
-    """The Telegram seat's checks (`campaign/telegram.py`), after the last stop: each
+    """The Telegram seat's checks (`campaign/telegram_oracle.py`), after the last stop: each
     decision answered once, by the allowed user when from the chat; every stranger's press
     a refusal in the history; no update lost or handled twice; every settled decision's
     message edited with its outcome."""

@@ -1,4 +1,4 @@
-"""The Telegram seat's oracle (`campaign/telegram.py`, `check`) on crafted facts: a decision
+"""The Telegram seat's oracle (`campaign/telegram_oracle.py`, `check`) on crafted facts: a decision
 won by the allowed user's press, with a stranger refused first and a second press told it
 was too late, passes; each broken promise (two winners, an answer from a user not allowed,
 an answer nobody pressed, a stranger's press missing from the history or in it twice, an
@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from campaign.leaks import LeakScanner
-from campaign.telegram import Decision, Facts, Press, RunFacts, Seated, check, person
+from campaign.telegram_oracle import Decision, Facts, Press, RunFacts, Seated, check, person
 
 ALLOWED = 4242
 STRANGER = 666666

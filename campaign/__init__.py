@@ -11,9 +11,13 @@ Layout:
 - `observe`, `operator`, `faults`: one tick of looking, acting, and hurting;
 - `oracle`: what must hold after a seed; `leaks`: the claim-token and token-hash check;
 - `processes`: the pids a seed saw, with their start identity, and the signals it sends;
-- `report`: the JSON report in `campaign/results/`; `fuzz`: the large protocol-fuzz budget.
+- `report`: the JSON report in `campaign/results/`; `fuzz`: the large protocol-fuzz budget;
+- `telegram`: the Telegram seat (a scripted chat, channel-process kills) against `bot_api`,
+  the Bot API stand-in on loopback (which `tests/channels` uses too); `telegram_oracle`:
+  its checks.
 
 It drives only public surfaces: the `pi-workflows` CLI, the Python client and the authoring
-API. Its only side channels are read-only: the witness files, and the database (opened
-read-only) for the token hashes the secrets check needs.
+API. Its only side channels are read-only: the witness files, the database (opened
+read-only) for the token hashes the secrets check needs, and a Telegram seat's channel
+files (`channels/process.json` for the pid it kills, the channel's ledger for its oracle).
 """

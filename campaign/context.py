@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from campaign.leaks import LeakScanner
 from campaign.plan import Plan, PlannedRun
@@ -19,6 +19,9 @@ from campaign.processes import Processes
 from campaign.sessions import SessionClients
 from campaign.surfaces import Surfaces
 from campaign.witness import Witnesses
+
+if TYPE_CHECKING:
+    from campaign.telegram import TelegramSeat
 
 TERMINAL = frozenset({"completed", "failed", "timed_out", "cancelled"})
 
@@ -179,6 +182,8 @@ class SeedContext:
     sessions: SessionClients | None = None  # the origin sessions' scripted clients
     pi_wrapper: Path | None = None  # `bin/pi`: the headless agent the servers start
     attributed: dict[str, int] = field(default_factory=dict)  # "fact <- cause" -> count
+    telegram: TelegramSeat | None = None  # the seed's Telegram seat, if its plan has one
+    telegram_counts: dict[str, int] = field(default_factory=dict)  # for the report
 
     def elapsed(self) -> float:
         """Seconds since the seed began."""

@@ -7,6 +7,9 @@ client replies, the server log, every TEXT and BLOB value of every table) is fed
 token is `secrets.token_urlsafe(32)`) and every 64-hex-digit window. At the end those are
 compared with every token hash the campaign saw in `leases` during the seed: a match is a
 token, or a token hash, outside the one column allowed to hold it.
+
+A seed may also name literal secrets it knows (`secret`: a Telegram seat's bot token),
+which must appear in nothing it is fed (`secret_findings`).
 """
 
 from __future__ import annotations
@@ -29,7 +32,13 @@ class LeakScanner:
     def __init__(self) -> None:
         self._token_digests: dict[str, str] = {}  # sha256(window) -> where it was seen
         self._hashes: dict[str, str] = {}  # lower-case hex window -> where it was seen
+        self._secrets: dict[str, bytes] = {}  # name -> a literal secret
+        self._secrets_seen: dict[str, list[str]] = {}  # name -> where it was seen
         self.fed = 0
+
+    def secret(self, name: str, value: str) -> None:
+        """Watch for a literal secret (for example a bot token) in everything fed."""
+        self._secrets[name] = value.encode()
 
     def feed(self, where: str, data: str | bytes | None) -> None:
         """Scan one artifact; `where` names it in a finding."""
@@ -37,6 +46,9 @@ class LeakScanner:
             return
         raw = data.encode("utf-8", "replace") if isinstance(data, str) else data
         self.fed += len(raw)
+        for name, secret in self._secrets.items():
+            if secret in raw:
+                self._secrets_seen.setdefault(name, []).append(where)
         for match in _URLSAFE.finditer(raw):
             run = match.group()
             for start in range(len(run) - TOKEN_CHARS + 1):
@@ -80,6 +92,14 @@ class LeakScanner:
                 found.append(f"a claim token appears in {self._token_digests[token_hash]}")
             if token_hash in self._hashes:
                 found.append(f"a claim token hash appears in {self._hashes[token_hash]}")
+        return found
+
+    def secret_findings(self) -> list[str]:
+        """Where a literal secret was seen (empty when none leaked)."""
+        found = []
+        for name, places in sorted(self._secrets_seen.items()):
+            shown = ", ".join(sorted(set(places))[:5])
+            found.append(f"{name} appears in {shown}")
         return found
 
 

@@ -350,11 +350,19 @@ def _answer(ctx: SeedContext, track: RunTrack) -> None:
     if kind == "checkpoint":
         answer = _command(ctx, track, "checkpoint", lineage.checkpoint_answer(track))
     elif kind == "decision":
-        rng = rng_for(ctx.seed, "decision", track.planned.index)
-        delay = rng.uniform(0.0, 5.0)
-        choice = "ship" if rng.random() < 0.65 else "hold"
-        if time.monotonic() - first_seen < delay:
-            return
+        seat = ctx.telegram
+        if seat is not None and seat.addresses(track) and seat.leaves_to_chat(ctx, track):
+            # Left to the Telegram chat, or raced with it (campaign/telegram.py).
+            chosen = seat.operator_choice(ctx, track, first_seen)
+            if chosen is None:
+                return
+            choice = chosen
+        else:
+            rng = rng_for(ctx.seed, "decision", track.planned.index)
+            delay = rng.uniform(0.0, 5.0)
+            choice = "ship" if rng.random() < 0.65 else "hold"
+            if time.monotonic() - first_seen < delay:
+                return
         answer = _command(ctx, track, "decision", choice)
         if answer.ok:
             track.decision = choice

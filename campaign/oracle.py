@@ -32,6 +32,11 @@ rest runs once the seed's runs have settled:
 - composition (`composition`, after the stop): no run below an ended parent is still
   live, a parent joined at most once per visit of its composition node (once when it
   completed), and no item of a join ran as two child runs (the children's witnesses);
+- Telegram (`telegram`, after the stop; `campaign/telegram_oracle.py`): each decision
+  addressed to the seat's audience answered once, matching the run's outcome, from the
+  chat only by the allowed user's press; every stranger's press one refusal in the
+  history; no update lost or handled twice; every settled decision's message edited with
+  its outcome;
 - lineage (`lineage.check`, with the settled checks): a fork was made once, names its
   source, and never ran a body it carried; an upgraded run was upgraded once and completed
   on the new code (a fork's output is checked like its workflow's, from the same input).
@@ -40,6 +45,7 @@ rest runs once the seed's runs have settled:
 from __future__ import annotations
 
 import itertools
+import sqlite3
 import stat
 from collections import Counter
 from pathlib import Path
@@ -52,6 +58,7 @@ from campaign.context import TERMINAL, RunTrack, SeedContext
 from campaign.leaks import token_hashes
 from campaign.plan import Mode
 from campaign.sessions import agent_records
+from campaign.telegram_oracle import check as check_telegram
 from campaign.workflows import (
     COMPOSITION,
     MANUAL_NODES,
@@ -240,7 +247,8 @@ def _output(ctx: SeedContext, track: RunTrack) -> None:
         if output.get("amount") != 3 * x:
             wrong.append(f"amount {output.get('amount')} is not {3 * x}")
     elif workflow.startswith("deploy"):
-        wrong += _decision(track, output)
+        chat = ctx.telegram is not None and ctx.telegram.addresses(track)
+        wrong += _decision(track, output, chat=chat)
     elif workflow.startswith("review"):
         wrong += _review(track, output, x)
     elif workflow.startswith("timer"):
@@ -292,10 +300,12 @@ def _review(track: RunTrack, output: dict[str, Any], x: int) -> list[str]:
     return []
 
 
-def _decision(track: RunTrack, output: dict[str, Any]) -> list[str]:
+def _decision(track: RunTrack, output: dict[str, Any], *, chat: bool = False) -> list[str]:
+    """The deployment's choice and who made it. With a Telegram seat (`chat`) a person in
+    the chat may have won instead of the operator: `telegram_oracle.check` proves who did."""
     choice, by = output.get("choice"), output.get("decidedBy")
     if by == "person":
-        if track.decision != choice:
+        if track.decision != choice and not (chat and track.decision is None):
             return [
                 f"decided {choice!r} by a person, but the operator's accepted answer was "
                 f"{track.decision!r}"
@@ -390,11 +400,12 @@ def secrets(ctx: SeedContext) -> None:
     """No token or token hash anywhere but `leases.token_hash` (run after the server stopped)."""
     database = ctx.home / "state.sqlite"
     ctx.token_hashes |= token_hashes(database)
-    log = ctx.home / "logs" / "server.log"
-    if log.exists():
-        ctx.leaks.feed("the server log", log.read_bytes())
+    for name in ("server.log", "channels.log"):
+        log = ctx.home / "logs" / name
+        if log.exists():
+            ctx.leaks.feed(f"the log {name}", log.read_bytes())
     ctx.leaks.feed_database(database)
-    for finding in ctx.leaks.findings(ctx.token_hashes):
+    for finding in ctx.leaks.findings(ctx.token_hashes) + ctx.leaks.secret_findings():
         ctx.violation("secretLeaked", finding)
     if not ctx.token_hashes:
         ctx.violation("secretLeaked", "no token hash was ever seen in leases (the check is blind)")
@@ -425,6 +436,31 @@ def attributed(ctx: SeedContext) -> None:
     durable(ctx, ledger)
     scheduled(ctx, ledger)
     composition(ctx, ledger)
+
+
+def telegram(ctx: SeedContext) -> None:
+    """The Telegram seat's checks (`campaign/telegram_oracle.py`), after the last stop: each
+    decision answered once, by the allowed user when from the chat; every stranger's press
+    a refusal in the history; no update lost or handled twice; every settled decision's
+    message edited with its outcome."""
+    if ctx.telegram is None or not ctx.telegram.configured:
+        return
+    try:
+        facts = ctx.telegram.facts(ctx)
+    except sqlite3.Error as exc:
+        ctx.violation("ledger", f"the state database could not be read: {exc}")
+        return
+    ctx.telegram_counts = {
+        "presses": len(facts.presses),
+        "updates": len(facts.pushed),
+        "decisionMessages": len(facts.messages),
+        "answeredFromChat": sum(
+            1 for s in facts.seated if s.type == "interaction.answered" and s.client == "channels"
+        ),
+        "refusals": sum(1 for s in facts.seated if s.type == "decision.refused"),
+    }
+    for kind, message, run_id in check_telegram(facts):
+        ctx.violation(kind, message, run_id)
 
 
 def composition(ctx: SeedContext, ledger: ledgers.Ledger) -> None:

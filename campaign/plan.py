@@ -148,6 +148,20 @@ class PlannedSchedule:
     via_cli: bool
 
 
+@dataclass(frozen=True)
+class PlannedTelegram:
+    """The seed's Telegram seat: a channel against the campaign's Bot API stand-in, the
+    audience its decisions go to, who may answer in the chat, and when the channel process
+    is SIGKILLed (the server restarts it with backoff)."""
+
+    token: str  # the bot token: a secret that must never appear in a log, output or report
+    chat: str
+    allowed: int  # the one `--allow-user`
+    stranger: int  # a chat member not on the allow list
+    seats: str  # the `ops` audience's `--channels`
+    kills: tuple[float, ...]  # seconds after the seed began
+
+
 @dataclass
 class Plan:
     """Everything a seed will do, decided up front."""
@@ -158,6 +172,7 @@ class Plan:
     sessions: list[str] = field(default_factory=list)  # origin sessions, one client each
     scenario: str | None = None
     schedule: PlannedSchedule | None = None
+    telegram: PlannedTelegram | None = None
 
     def describe(self) -> dict[str, Any]:
         """A JSON summary for the report."""
@@ -177,6 +192,12 @@ class Plan:
             "faults": [
                 {"kind": str(f.kind), "at": round(f.at, 2), "window": f.window} for f in self.faults
             ],
+            # Never the token: the report is checked for it.
+            **(
+                {"telegram": {"seats": self.telegram.seats, "kills": len(self.telegram.kills)}}
+                if self.telegram is not None
+                else {}
+            ),
             "schedule": None
             if self.schedule is None
             else {
@@ -294,7 +315,48 @@ def make_plan(seed: int, lease_seconds: float, scenario: str | None = None) -> P
     plan.runs += _composition(seed, len(plan.runs), plan.sessions)
     plan.runs += _lineage(seed, len(plan.runs))
     plan.runs += _lapse(seed, len(plan.runs))
+    plan.telegram, runs = _telegram(seed, len(plan.runs))
+    plan.runs += runs
     return plan
+
+
+TELEGRAM_CHANCE: Final = 0.35
+"""How often a seed has a Telegram seat (seed 368 of the fixed set draws one)."""
+
+
+def _telegram(seed: int, first: int) -> tuple[PlannedTelegram | None, list[PlannedRun]]:
+    """Some seeds configure a Telegram channel (stream `telegram`, drawn last, so every other
+    decision of a seed is what it was without it): the `ops` audience, which every `deploy`
+    decision names, goes to it; one or two more `deploy` runs make sure decisions reach it;
+    and the channel process is SIGKILLed one to three times."""
+    rng = rng_for(seed, "telegram")
+    if rng.random() >= TELEGRAM_CHANCE:
+        return None, []
+    bot = rng.randint(100_000_000, 999_999_999)
+    secret = "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+                     for _ in range(33))  # fmt: skip
+    telegram = PlannedTelegram(
+        token=f"{bot}:AA{secret}",
+        chat=str(-rng.randint(1_000_000, 9_999_999)),
+        allowed=rng.randint(1000, 499_999),
+        stranger=rng.randint(500_000, 999_999),
+        seats=rng.choice(["web,phone", "pi,web,phone"]),
+        kills=tuple(sorted(round(rng.uniform(1.0, 16.0), 2) for _ in range(rng.randint(1, 3)))),
+    )
+    runs = []
+    for index in range(first, first + rng.randint(1, 2)):
+        workflow = rng.choice(["deploy", "deploy", "deploy-t"])
+        runs.append(
+            PlannedRun(
+                index=index,
+                workflow=workflow,
+                input=_input(workflow, rng),
+                start_at=rng.uniform(0.0, 8.0),
+                key=f"campaign-{seed}-run-{index}",
+                via_cli=rng.random() < 0.5,
+            )
+        )
+    return telegram, runs
 
 
 def _lapse(seed: int, first: int) -> list[PlannedRun]:

@@ -34,6 +34,7 @@ def build(
     attributed: Counter[str] = Counter()
     durable: Counter[str] = Counter()
     modes: Counter[str] = Counter()
+    telegram: Counter[str] = Counter()
     violations: list[dict[str, Any]] = []
     for result in results:
         for fault in result.get("faults", []):
@@ -49,6 +50,8 @@ def build(
             modes[str(run.get("mode", "plain"))] += 1
         attributed.update(result.get("attributed", {}))
         durable.update(result.get("durable", {}))
+        telegram.update(result.get("telegram", {}))
+        telegram["seeds"] += bool(result.get("telegram"))
         violations.extend(result.get("violations", []))
     failing = sorted({v["seed"] for v in violations})
     return {
@@ -79,6 +82,7 @@ def build(
         "rerun": [f"make campaign SEEDS=1 SEED_START={seed}{rerun_args}" for seed in failing],
         "attributed": dict(sorted(attributed.items())),
         "durable": dict(sorted(durable.items())),
+        "telegram": dict(sorted(telegram.items())),
         "perSeed": [
             {
                 "seed": r["seed"],

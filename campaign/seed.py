@@ -44,6 +44,7 @@ from campaign.plan import make_plan
 from campaign.processes import Processes
 from campaign.sessions import SessionClients, write_pi_wrapper
 from campaign.surfaces import Surfaces
+from campaign.telegram import TelegramSeat
 from campaign.witness import Witnesses
 from campaign.workflows import write_project
 
@@ -68,6 +69,8 @@ def seed_environment(root: Path, seed: int = 0, server_faults: str | None = None
             "PI_WORKFLOWS_KILL_GRACE_SECONDS": "1",
             "PI_WORKFLOWS_NODE_GRACE_SECONDS": "1",
             "PI_WORKFLOWS_PI": str(root / "bin" / "pi"),
+            # A Telegram seat's channel process, SIGKILLed, comes back within a second.
+            "PI_WORKFLOWS_CHANNEL_BACKOFF_SECONDS": "0.3",
             "CAMPAIGN_SEED": str(seed),
         }
     )
@@ -117,8 +120,13 @@ def run_seed(
     )
     surfaces.note = ctx.note
     ctx.tracks = [RunTrack(planned) for planned in plan.runs]
+    if plan.telegram is not None:
+        leaks.secret("the bot token", plan.telegram.token)
+        ctx.telegram = TelegramSeat(plan.telegram, seed, root)
     faults = FaultRunner(ctx)
     try:
+        if ctx.telegram is not None:
+            ctx.telegram.start()
         _phases(ctx, faults, stuck_seconds)
     except BuildChangedError as exc:
         ctx.violation("buildChanged", str(exc))
@@ -129,6 +137,8 @@ def run_seed(
         ctx.sessions.stop_all()
         surfaces.close()
         processes.kill_everything()
+        if ctx.telegram is not None:
+            ctx.telegram.close()
     return _result(ctx)
 
 
@@ -139,6 +149,8 @@ def _phases(ctx: SeedContext, faults: FaultRunner, stuck_seconds: float) -> None
         ctx.violation("startFailed", f"server start exited {code}: {err}")
         return
     assert ctx.sessions is not None
+    if ctx.telegram is not None:
+        ctx.telegram.configure(ctx)
     used = sorted({t.planned.session for t in ctx.tracks if t.planned.session})
     ctx.sessions.start_all(used)
     # 2. chaos (the seed's schedule is added and deleted within it)
@@ -161,6 +173,9 @@ def _phases(ctx: SeedContext, faults: FaultRunner, stuck_seconds: float) -> None
             delivered_at = time.monotonic()
     faults.finish()
     observe(ctx)
+    if ctx.telegram is not None:
+        ctx.telegram.finish_kills(ctx)
+        ctx.telegram.settle(ctx)
     # 4. oracle
     oracle.settled(ctx)
     ctx.sessions.stop_all()
@@ -177,6 +192,7 @@ def _phases(ctx: SeedContext, faults: FaultRunner, stuck_seconds: float) -> None
     oracle.after_stop(ctx)
     oracle.secrets(ctx)
     oracle.attributed(ctx)
+    oracle.telegram(ctx)
 
 
 def _delivered(ctx: SeedContext) -> bool:
@@ -224,6 +240,8 @@ def _tick(ctx: SeedContext, faults: FaultRunner, stuck_seconds: float) -> None:
     faults.tick()
     assert ctx.sessions is not None
     ctx.sessions.tick()
+    if ctx.telegram is not None:
+        ctx.telegram.tick(ctx)
     act(ctx, stuck_seconds=stuck_seconds)
     spent = time.monotonic() - began
     if spent < TICK:
@@ -231,6 +249,15 @@ def _tick(ctx: SeedContext, faults: FaultRunner, stuck_seconds: float) -> None:
 
 
 def _result(ctx: SeedContext) -> dict[str, Any]:
+    if ctx.telegram is not None:
+        # The report holds everything of the seed it returns: never the bot token.
+        ctx.leaks.feed("the seed's report", json.dumps(_report(ctx)))
+        for finding in ctx.leaks.secret_findings():
+            ctx.violation("secretLeaked", finding)
+    return _report(ctx)
+
+
+def _report(ctx: SeedContext) -> dict[str, Any]:
     runs = []
     for track in ctx.tracks:
         view = track.view or {}
@@ -257,6 +284,7 @@ def _result(ctx: SeedContext) -> dict[str, Any]:
         "witnessBodies": len(ctx.witnesses.bodies),
         "attributed": ctx.attributed,
         "durable": ctx.durable_counts,
+        "telegram": ctx.telegram_counts,
         "sessionClients": {
             s: {"starts": c.starts, "kills": c.kills}
             for s, c in (ctx.sessions.clients.items() if ctx.sessions else [])

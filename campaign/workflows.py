@@ -242,7 +242,7 @@ workflow = Workflow(
     max_steps=40,
     nodes={{
         "decide": human_decision(title="Deploy?", choices=[choice("ship"), choice("hold")],
-                                 on_timeout={on_timeout}),
+                                 on_timeout={on_timeout}, audience="ops"),
         "push": shell(push, effect=manual_effect("deploy"), timeout={timeout}),
         "shipped": compute(shipped),
         "failed": compute(lambda ctx: {{"applied": False, "choice": "ship",

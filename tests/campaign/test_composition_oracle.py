@@ -12,7 +12,15 @@ from types import SimpleNamespace
 from campaign.context import RunTrack, Violation
 from campaign.ledger import AttemptRow, Ledger, RunRow
 from campaign.oracle import composition
-from campaign.plan import COMPOSITION_WEIGHTS, Mode, PlannedRun, _lapse, _lineage, make_plan
+from campaign.plan import (
+    COMPOSITION_WEIGHTS,
+    Mode,
+    PlannedRun,
+    _lapse,
+    _lineage,
+    _telegram,
+    make_plan,
+)
 
 
 class _Ctx(SimpleNamespace):
@@ -75,8 +83,9 @@ def test_composition_runs_are_added_after_the_rest_of_the_plan() -> None:
     added = [run for plan in plans for run in plan.runs if run.workflow in COMPOSITION_WEIGHTS]
     assert {run.workflow for run in added} == set(COMPOSITION_WEIGHTS)
     for plan in plans:
-        # Forks, upgrades and the lapse run are drawn after them.
+        # Forks, upgrades, the lapse run and the Telegram seat's runs are drawn after them.
         lineage = len(_lineage(plan.seed, 0)) + len(_lapse(plan.seed, 0))
+        lineage += len(_telegram(plan.seed, 0)[1])
         kinds = [run.workflow in COMPOSITION_WEIGHTS for run in plan.runs[: -lineage or None]]
         assert kinds == sorted(kinds), "composition runs come last"
         assert [run.index for run in plan.runs] == list(range(len(plan.runs)))

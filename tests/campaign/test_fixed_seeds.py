@@ -4,7 +4,9 @@ The seeds were chosen so that together their plans start every campaign workflow
 parents of child runs, `tree` and `nest`, among them) in every mode (plain, with an origin
 session and its scripted client, detached with the stand-in headless agent), plan every
 fault kind, a forced graceful stop among them, a `timer` run whose retries run out a round,
-a schedule of every overlap mode, a fork and an upgrade (`docs/reliability.md`); which
+a schedule of every overlap mode, a fork and an upgrade, and a Telegram seat whose channel
+process is killed, with a decision raced with the operator after a stranger's press
+(`docs/reliability.md`); which
 planned faults find a target depends on timing, so the test requires that faults fired,
 not which. It runs
 `python -m campaign` as a subprocess, exactly as `make campaign` does, two seeds at a time.
@@ -24,6 +26,7 @@ from pathlib import Path
 import pytest
 from campaign.plan import Fault, Mode, make_plan
 from campaign.seed import LEASE_SECONDS
+from campaign.telegram import Script, TelegramSeat, plan_of
 from campaign.workflows import TIMER_ATTEMPTS, WORKFLOW_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,6 +51,17 @@ def test_the_fixed_seeds_plan_every_workflow_and_every_fault_kind() -> None:
     assert any(run.upgrade for plan in plans for run in plan.runs)  # an upgrade under faults
     # A run deadline crossing a working runner, and a cleanup killed mid-way (docs/reliability.md).
     assert any(r.workflow == "lapse" and r.input["kill"] for plan in plans for r in plan.runs)
+    # A Telegram seat (campaign/telegram.py): its channel process SIGKILLed, decisions
+    # addressed to its audience, one raced with the operator after a stranger pressed.
+    seated = [plan for plan in plans if plan.telegram is not None]
+    assert any(plan.telegram.kills for plan in seated if plan.telegram is not None)
+    chats = [
+        plan_of(plan.seed, run.index)
+        for plan in seated
+        for run in plan.runs
+        if TelegramSeat.addresses_workflow(run.workflow)
+    ]
+    assert any(c.script is Script.RACE and c.stranger_first for c in chats)
 
 
 def test_the_moved_seeds_plan_nothing_the_fixed_set_does_not() -> None:

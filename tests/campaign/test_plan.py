@@ -59,6 +59,7 @@ def test_forks_and_upgrades_are_drawn_last_and_leave_the_rest_of_a_plan_as_it_wa
     without them each seed's plan is exactly the plan it was before they existed; with them
     a fork names an earlier planned run of its workflow, at a node that workflow has, and a
     `mend` run is upgraded."""
+    monkeypatch.setattr(plan_module, "_telegram", lambda seed, first: (None, []))
     monkeypatch.setattr(plan_module, "_lapse", lambda seed, first: [])
     with_lineage = {seed: make_plan(seed, 2.0) for seed in range(1, 60)}
     monkeypatch.setattr(plan_module, "_lineage", lambda seed, first: [])
@@ -91,6 +92,7 @@ def test_lapse_runs_are_drawn_last_and_leave_the_rest_of_a_plan_as_it_was(
     its own runner) comes from a stream of its own after every other draw: without it each
     seed's plan is exactly what it was; with it about half the seeds have one, and every
     kind of planned kill (none, before, after its effect) is drawn."""
+    monkeypatch.setattr(plan_module, "_telegram", lambda seed, first: (None, []))
     full = {seed: make_plan(seed, 2.0) for seed in range(1, 60)}
     monkeypatch.setattr(plan_module, "_lapse", lambda seed, first: [])
     kills = set()
@@ -104,3 +106,26 @@ def test_lapse_runs_are_drawn_last_and_leave_the_rest_of_a_plan_as_it_was(
             kills.add(run.input["kill"])
     assert kills == {None, "before", "after"}
     assert 15 < sum(len(p.runs) > len(make_plan(s, 2.0).runs) for s, p in full.items()) < 45
+
+
+def test_the_telegram_seat_is_drawn_last_and_leaves_the_rest_of_a_plan_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Telegram seat comes from a stream of its own (`telegram`) after every other draw:
+    without it each seed's plan is exactly what it was; with it about a third of the seeds
+    have one, with one or two more `deploy` runs and one to three channel-process kills."""
+    full = {seed: make_plan(seed, 2.0) for seed in range(1, 60)}
+    monkeypatch.setattr(plan_module, "_telegram", lambda seed, first: (None, []))
+    for seed, plan in full.items():
+        before = make_plan(seed, 2.0)
+        assert plan.runs[: len(before.runs)] == before.runs
+        assert (plan.faults, plan.schedule, plan.sessions) == (
+            before.faults, before.schedule, before.sessions,
+        )  # fmt: skip
+        added = plan.runs[len(before.runs) :]
+        assert bool(added) == (plan.telegram is not None)
+        assert all(run.workflow in ("deploy", "deploy-t") for run in added)
+        if plan.telegram is not None:
+            assert 1 <= len(plan.telegram.kills) <= 3
+            assert plan.telegram.token not in str(plan.describe())
+    assert 10 < sum(plan.telegram is not None for plan in full.values()) < 35

@@ -261,6 +261,45 @@ def test_the_channel_process_sigkilled_mid_poll_loses_no_update_and_handles_none
     assert ledger["offset"] == ids[-1] + 1
 
 
+def test_an_update_held_when_the_server_dies_is_handled_by_the_next_process(
+    server: ServerProcess, bot: BotApi
+) -> None:
+    """Crash window: the channel process has received a stranger's press (frozen after its
+    long poll answered) when its server is SIGKILLed; handling it cannot reach the server,
+    so the update must not be passed: the next server's channel process handles it, and the
+    refusal is in the history exactly once (none lost, none twice)."""
+    run_id = server.start_run("deploy")
+    message = _posted(bot)
+    data = message.reply_markup["inline_keyboard"][0][0]["callback_data"]
+    first = _channel_pid(server)
+    polls = bot.polls
+    wait_for(lambda: bot.polls > polls, 30, "a long poll under way")
+    os.kill(first, signal.SIGSTOP)
+    try:
+        update = bot.press(STRANGER, message.message_id, data)
+        wait_for(lambda: update in bot.updates_seen()[1], 30, "the update delivered")
+        server.kill()
+    finally:
+        os.kill(first, signal.SIGCONT)
+    wait_for(lambda: not _alive(first), 60, "the first channel process to end")
+    server.start()
+    wait_for(lambda: update in bot.updates_seen()[2], 60, "the update confirmed")
+    refused = wait_for(
+        lambda: _events(server, run_id, "decision.refused"), 60, "the refusal in the history"
+    )
+    assert [e["data"]["person"] for e in refused] == [f"telegram user {STRANGER} @user{STRANGER}"]
+    assert server.run(run_id)["status"] == "waiting"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split(") ")[-1][:1] != "Z"
+
+
 def test_the_server_restarted_with_a_decision_outstanding(
     server: ServerProcess, bot: BotApi
 ) -> None:

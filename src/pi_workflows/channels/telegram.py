@@ -43,7 +43,13 @@ from pi_workflows.channels.config import ChannelConfig
 from pi_workflows.channels.ledger import Ledger, Post
 from pi_workflows.channels.sending import POLL_SECONDS, bot_for, scrubbed
 from pi_workflows.channels.status import StatusBoard
-from pi_workflows.client import AsyncClient, ClientError
+from pi_workflows.client import (
+    AsyncClient,
+    ClientError,
+    ConnectionLostError,
+    ServerUnavailableError,
+    UnavailableError,
+)
 
 __all__ = ["TelegramChannel"]
 
@@ -55,6 +61,10 @@ MAX_CALL_TRIES: Final = 5
 TYPE_BUTTON: Final = "t"
 ERROR_PAUSE_SECONDS: Final = (1.0, 60.0)
 """The pause after a failed poll: doubling from the first to the second."""
+SERVER_GONE: Final = (ConnectionLostError, ServerUnavailableError, UnavailableError)
+"""Client errors that say the server is gone or stopping, not that it refused: an update
+whose handling meets one is not passed (its offset is not stored), so the poll loop fails,
+and this process or the next server's handles the update again under the same key."""
 
 
 def _retry_seconds(exc: RetryAfter) -> float:
@@ -189,6 +199,8 @@ class TelegramChannel:
                 await self._pressed(update.callback_query, key)
             elif update.message is not None and update.message.reply_to_message is not None:
                 await self._replied(update.message, key)
+        except SERVER_GONE:
+            raise  # not handled: never pass an update the server has not seen
         except Exception as exc:
             # Handled as far as it could be (never again: one bad update must not stop the
             # channel): the server's part is idempotent by `key`; the next update goes on.
@@ -300,6 +312,8 @@ class TelegramChannel:
                 idempotency_key=key,
             )
         except ClientError as exc:
+            if isinstance(exc, SERVER_GONE):
+                raise
             log.warning("channel %s: a refusal was not recorded: %s", self.name, exc.message)
 
     # --- deliveries ----------------------------------------------------------------------

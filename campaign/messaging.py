@@ -19,7 +19,10 @@ from the database and the witnesses) requires, strictly, under every fault:
   at most one of them as a first send (`adopted: false`) per key, the others adopted; the
   receiver's last node recorded exactly the events it consumed;
 - the sender's output lists the signal ids it sent and a refusal only when the receiver had
-  been cancelled.
+  been cancelled;
+- a sender whose node killed its own runner after a send (planned on its first execution:
+  after the first send, or after both) and then completed did so (a `selfKill` witness),
+  and a replay adopted each send made before the kill (`signalNotAdopted`).
 """
 
 from __future__ import annotations
@@ -203,6 +206,18 @@ def _witnessed(
             ctx.violation(
                 "witnessDisagrees", f"no execution of the sender witnessed sending {key}", sender_id
             )
+    kill = sender.planned.input.get("kill")
+    killed = any(r.get("run") == sender_id for r in ctx.witnesses.self_kills)
+    if kill and sender.status == "completed":
+        for key in KEYS[:kill]:
+            outcomes = [line.get("outcome") or {} for line in lines if line.get("key") == key]
+            if not killed or not any(o.get("adopted") for o in outcomes):
+                ctx.violation(
+                    "signalNotAdopted",
+                    f"the sender killed its runner after sending"
+                    f" {key} (witnessed: {killed}), and no replay adopted it",
+                    sender_id,
+                )
     if receiver.status != "completed":
         return
     x = int(sender.planned.input["x"])

@@ -368,8 +368,9 @@ def _telegram(seed: int, first: int) -> tuple[PlannedTelegram | None, list[Plann
 def _messaging(seed: int, first: int) -> list[PlannedRun]:
     """Half the seeds start a pair of runs that message each other: a `hark` run waiting for
     two `relay` events, then a `relay` run whose node sends them (`ctx.signal`, one key
-    each) to it. Drawn last, from a stream of its own (`messaging`), so every other decision
-    of a seed is what it was without them."""
+    each) to it, and in two thirds of them kills its own runner once, after a send. Drawn
+    last, from a stream of its own (`messaging`), so every other decision of a seed is what
+    it was without them."""
     rng = rng_for(seed, "messaging")
     if rng.random() >= 0.5:
         return []
@@ -387,7 +388,9 @@ def _messaging(seed: int, first: int) -> list[PlannedRun]:
         index=first + 1,
         workflow="relay",
         input={"x": x, "hold": [round(rng.uniform(0.1, 1.0), 2), round(rng.uniform(0.1, 1.0), 2),
-                                round(rng.uniform(0.05, 0.5), 2)]},
+                                round(rng.uniform(0.05, 0.5), 2)],
+               # Its node kills its own runner once: after the first send, after both, or not.
+               "kill": rng.choice([None, 1, 2])},
         start_at=start_at + rng.uniform(0.0, 3.0),
         key=f"campaign-{seed}-run-{first + 1}",
         via_cli=rng.random() < 0.5,

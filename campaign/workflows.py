@@ -648,6 +648,9 @@ def send(ctx):
     # before, between and after the sends: a killed runner replays the visit, whose sends
     # must adopt what an earlier execution sent (never a second event of one key). A
     # receiver that has ended (a cancel) refuses them: the node goes on with the refusal.
+    # On its first execution it may kill its own runner (planned: after the first send, or
+    # after both), so that a replay of the visit must adopt what was sent.
+    first = witness.tried(ctx) == 1
     holds = ctx.input["hold"]
     sent, refused = [], None
     for number in (1, 2):
@@ -662,6 +665,8 @@ def send(ctx):
             break
         witness.relayed(ctx, key, result)
         sent.append(result["signalId"])
+        if first and ctx.input["kill"] == number:
+            witness.self_kill(ctx, "afterSend" + str(number))
     witness.hold(ctx, holds[2])
     return {{"sent": sent, "refused": refused}}
 

@@ -2,7 +2,8 @@
 witness files: a `relay` run whose two sends are settled effects, each stored once in its
 `hark` receiver and consumed by it, with witnesses that agree, passes; an event stored
 twice, a send left unsettled or lost, a refusal of a receiver nobody cancelled, an event
-lost or stray, and witnesses that disagree with the database are violations."""
+lost or stray, witnesses that disagree with the database, and a planned kill after a send
+that no replay adopted are violations."""
 
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ def _facts(tmp_path: Path) -> tuple[_Ctx, ledgers.Ledger]:
     _write(relay / f"{SENDER}-sent", [_sent(1, "sig_1"), _sent(2, "sig_2")])
     heard = [{"x": X, "n": n, "from": SENDER} for n in (1, 2)]
     _write(relay / f"{RECEIVER}-heard", [heard])
-    ctx = _Ctx(violations=[], tracks=[receiver, sender], witness_dir=tmp_path)
+    witnesses = SimpleNamespace(self_kills=[])
+    ctx = _Ctx(violations=[], tracks=[receiver, sender], witness_dir=tmp_path, witnesses=witnesses)
     return ctx, ledger
 
 
@@ -177,3 +179,21 @@ def test_a_refusal_by_a_receiver_the_operator_cancelled_passes(tmp_path: Path) -
     ctx.tracks[0].cancel_sent = True
     _write(tmp_path / "relay" / f"{SENDER}-sent", [_sent(1, "sig_1")])
     assert _kinds(ctx, ledger) == []
+
+
+def test_a_send_before_the_senders_own_kill_must_be_adopted_by_its_replay(tmp_path: Path) -> None:
+    """The sender planned to kill its runner after its first send: with the kill witnessed
+    and the replay's send adopted it passes; without an adopted send, or without the kill,
+    it is `signalNotAdopted`."""
+    ctx, ledger = _facts(tmp_path)
+    ctx.tracks[1].planned.input["kill"] = 1
+    ctx.witnesses.self_kills.append({"e": "selfKill", "run": SENDER, "pid": 9, "t": 1.0})
+    relay = tmp_path / "relay" / f"{SENDER}-sent"
+    _write(relay, [_sent(1, "sig_1"), _sent(1, "sig_1", adopted=True), _sent(2, "sig_2")])
+    assert _kinds(ctx, ledger) == []
+    _write(relay, [_sent(1, "sig_1"), _sent(2, "sig_2")])
+    assert _kinds(ctx, ledger) == ["signalNotAdopted"]
+    ctx.violations.clear()
+    ctx.witnesses.self_kills.clear()
+    _write(relay, [_sent(1, "sig_1"), _sent(1, "sig_1", adopted=True), _sent(2, "sig_2")])
+    assert _kinds(ctx, ledger) == ["signalNotAdopted"]

@@ -182,18 +182,24 @@ def test_a_refusal_by_a_receiver_the_operator_cancelled_passes(tmp_path: Path) -
 
 
 def test_a_send_before_the_senders_own_kill_must_be_adopted_by_its_replay(tmp_path: Path) -> None:
-    """The sender planned to kill its runner after its first send: with the kill witnessed
-    and the replay's send adopted it passes; without an adopted send, or without the kill,
-    it is `signalNotAdopted`."""
+    """The sender killed its runner after its first send (witnessed): with the replay's send
+    adopted it passes; without an adopted send it is `signalNotAdopted`. A kill after both
+    sends needs both adopted. A planned kill that never happened (another fault ended the
+    first execution first) requires nothing."""
     ctx, ledger = _facts(tmp_path)
     ctx.tracks[1].planned.input["kill"] = 1
-    ctx.witnesses.self_kills.append({"e": "selfKill", "run": SENDER, "pid": 9, "t": 1.0})
+    kill = {"e": "selfKill", "run": SENDER, "where": "afterSend1", "pid": 9, "t": 1.0}
+    ctx.witnesses.self_kills.append(kill)
     relay = tmp_path / "relay" / f"{SENDER}-sent"
     _write(relay, [_sent(1, "sig_1"), _sent(1, "sig_1", adopted=True), _sent(2, "sig_2")])
     assert _kinds(ctx, ledger) == []
     _write(relay, [_sent(1, "sig_1"), _sent(2, "sig_2")])
     assert _kinds(ctx, ledger) == ["signalNotAdopted"]
     ctx.violations.clear()
-    ctx.witnesses.self_kills.clear()
+    kill["where"] = "afterSend2"
     _write(relay, [_sent(1, "sig_1"), _sent(1, "sig_1", adopted=True), _sent(2, "sig_2")])
     assert _kinds(ctx, ledger) == ["signalNotAdopted"]
+    ctx.violations.clear()
+    ctx.witnesses.self_kills.clear()
+    _write(relay, [_sent(1, "sig_1"), _sent(2, "sig_2")])
+    assert _kinds(ctx, ledger) == []

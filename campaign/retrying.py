@@ -6,8 +6,9 @@ Runs in the campaign driver. The operator's side (`retry_when_ready`) sends `run
 under the planned key by the CLI or the client (the plan's choice), and sometimes
 (a stream of its own, `retryAgain`) the same command again under the same key through the
 same surface (a receipt is keyed by client id and key, docs/protocol.md), which must name
-the same new run; once the retry completed, sometimes `run retry` of it,
-which must be refused (`invalidTransition`: a completed run is forked, not retried). The
+the same new run; once the retry completed, `run retry` of it through the other surface
+(so a seed drives both), which must be refused (`invalidTransition`: a completed run is
+forked, not retried). The
 oracle (`check`, with the settled checks) requires, strictly:
 
 - the source ended `failed` by design (its error names the closed world; or its manual
@@ -35,8 +36,6 @@ from campaign.workflows import BOTCH_FAILURE
 
 AGAIN_CHANCE: Final = 0.3
 """How often the operator sends the retry a second time (same surface, same key)."""
-COMPLETED_CHANCE: Final = 0.3
-"""How often the operator tries to retry the completed retry (it must be refused)."""
 EFFECT_NODES: Final = ("prepare", "charge")
 """The `botch` nodes whose bodies are effects (witnessed)."""
 
@@ -102,18 +101,14 @@ def retry_when_ready(ctx: SeedContext, track: RunTrack) -> None:
 
 
 def refuse_completed(ctx: SeedContext, track: RunTrack) -> None:
-    """Sometimes (stream `retryAgain`), `run retry` of the completed retry: it must be
-    refused with `invalidTransition` (a completed run is forked, not retried)."""
+    """`run retry` of the completed retry, through the surface the retry did not use: it
+    must be refused with `invalidTransition` (a completed run is forked, not retried)."""
     if track.planned.retry_of is None or track.status != "completed" or track.retried_completed:
         return
     track.retried_completed = True
-    if rng_for(ctx.seed, "retryAgain", track.planned.index, "completed").random() >= (
-        COMPLETED_CHANCE
-    ):
-        return
     assert track.run_id is not None
     key = f"{track.planned.key}-completed"
-    answer = command(ctx.surfaces, track.run_id, key, track.planned.via_cli)
+    answer = command(ctx.surfaces, track.run_id, key, not track.planned.via_cli)
     ctx.note(f"retry of the completed {track.run_id}: {answer.status} {answer.message[:160]}")
     if answer.status != "refused" or answer.code != "invalidTransition":
         ctx.violation(

@@ -10,6 +10,8 @@ Layout:
 - `surfaces`: the CLI and the Python client, with durable retries of logical commands;
 - `observe`, `operator`, `faults`: one tick of looking, acting, and hurting;
 - `oracle`: what must hold after a seed; `leaks`: the claim-token and token-hash check;
+- `messaging`, `retrying`: a run that signals another (`ctx.signal`) and `run retry` of a
+  run that failed by design, the operator's part and the oracle's;
 - `processes`: the pids a seed saw, with their start identity, and the signals it sends;
 - `report`: the JSON report in `campaign/results/`; `fuzz`: the large protocol-fuzz budget;
 - `telegram`: the Telegram seat (a scripted chat, channel-process kills) against `bot_api`,

@@ -78,6 +78,7 @@ class RunTrack:
     edited: bool = False
     upgraded: bool = False
     upgrade_tries: int = 0
+    retried_completed: bool = False  # a retry (campaign/retrying.py): its refusal was tried
     # The delivery rule (store/delivery.py): since when (monotonic) the run's open step has
     # been seen `stalled` (no live turn, nothing due), and for which request.
     stalled_since: float | None = None

@@ -7,7 +7,8 @@ outcome was lost (`effect_attempts.status = 'lost'`: a manual one made its effec
 ambiguous, an idempotent one ran again), every park and pause with its reason (`events`),
 every workflow message with its delivery (`workflow_messages`) and every follow-up prompt
 (`run_follow_ups`), for the durable-time
-checks every node attempt, durable wait and event, and for the composition checks every
+checks every node attempt, durable wait and event (and every event a run sent another,
+`effects` of type `signal:<key>`), and for the composition checks every
 run's place in its tree and its joins (`children.joined`). The database is opened with `mode=ro`;
 nothing is written.
 """
@@ -126,6 +127,18 @@ class SignalRow:
 
 
 @dataclass(frozen=True)
+class SentSignal:
+    """One event a run's node sent another (`ctx.signal`): a managed effect of the sender,
+    type `signal:<key>`, whose result names the event (`{runId, signalId, seq}`)."""
+
+    run_id: str  # the sender
+    effect_key: str  # also the target's idempotency key of the event
+    effect_type: str
+    status: str
+    result: Any
+
+
+@dataclass(frozen=True)
 class ScheduleRow:
     """One schedule: its cadence and life."""
 
@@ -189,6 +202,7 @@ class Ledger:
     attempts: list[AttemptRow] = field(default_factory=list)
     waits: list[WaitRow] = field(default_factory=list)
     signals: list[SignalRow] = field(default_factory=list)
+    sent: list[SentSignal] = field(default_factory=list)  # events runs sent runs
     schedules: list[ScheduleRow] = field(default_factory=list)
     fires: list[FireRow] = field(default_factory=list)
     scheduled_runs: list[ScheduledRun] = field(default_factory=list)
@@ -290,6 +304,11 @@ def _read(conn: sqlite3.Connection, ledger: Ledger) -> None:
     ):
         value = json.loads(data) if data else None
         ledger.signals.append(SignalRow(run_id, signal_id, seq, value, status, attempt_id, key))
+    for run_id, key, effect_type, status, result in conn.execute(
+        "SELECT run_id, effect_key, effect_type, status, result_json FROM effects"
+        " WHERE effect_type LIKE 'signal:%' ORDER BY run_id, created_at"
+    ):
+        ledger.sent.append(SentSignal(run_id, key, effect_type, status, _json(result)))
     for row in conn.execute(
         "SELECT schedule_id, name, every_ms, anchor_at, overlap, catchup, status, created_at,"
         " deleted_at FROM schedules ORDER BY created_at"

@@ -20,7 +20,7 @@ import json
 import time
 from typing import Any, Final
 
-from campaign import lineage
+from campaign import lineage, messaging, retrying
 from campaign.context import TERMINAL, Resolution, RunTrack, ScheduleTrack, SeedContext
 from campaign.observe import dump_run
 from campaign.plan import Mode, rng_for
@@ -53,6 +53,8 @@ def act(ctx: SeedContext, *, stuck_seconds: float) -> None:
                 continue
             if track.planned.fork is not None:
                 lineage.fork_when_ready(ctx, track, functools.partial(_command, ctx, track))
+            elif track.planned.retry_of is not None:
+                retrying.retry_when_ready(ctx, track)
             elif ctx.elapsed() >= track.planned.start_at:
                 _start(ctx, track)
             continue
@@ -82,6 +84,9 @@ def act(ctx: SeedContext, *, stuck_seconds: float) -> None:
             track.effects_checked_after_end = True
         if track.planned.workflow in COMPOSITION and status not in TERMINAL:
             _below(ctx, track)
+        send = functools.partial(_command, ctx, track)
+        messaging.tend(ctx, track, send, max_resumes=MAX_RESUMES)
+        retrying.refuse_completed(ctx, track)
         _stuck(ctx, track, stuck_seconds)
 
 
@@ -239,6 +244,9 @@ def _command(
 
 def _start(ctx: SeedContext, track: RunTrack) -> None:
     planned = track.planned
+    run_input = messaging.start_input(ctx, planned)  # a `relay` run names its receiver
+    if run_input is None:
+        return  # its receiver has not started yet
     if planned.via_cli:
         where: list[str] = []
         if planned.session is not None:
@@ -250,7 +258,7 @@ def _start(ctx: SeedContext, track: RunTrack) -> None:
             "start",
             planned.workflow,
             "--input",
-            json.dumps(planned.input),
+            json.dumps(run_input),
             "--project",
             str(ctx.project),
             *where,
@@ -261,7 +269,7 @@ def _start(ctx: SeedContext, track: RunTrack) -> None:
         answer = ctx.surfaces.call(
             "start_run",
             planned.workflow,
-            planned.input,
+            run_input,
             ctx.project,
             idempotency_key=planned.key,
             origin_session=planned.session,
@@ -483,6 +491,8 @@ def _durable(ctx: SeedContext, track: RunTrack) -> None:
     wait = (track.view or {}).get("wait") or {}
     if wait.get("kind") != "event" or track.event_done:
         return
+    if not track.planned.workflow.startswith("timer"):
+        return  # a `hark` run's events come from its `relay` run (campaign/messaging.py)
     first_seen = track.waiting_since.setdefault(str(wait.get("waitId")), time.monotonic())
     rng = rng_for(ctx.seed, "event", track.planned.index, track.event_sends)
     delay = rng.uniform(0.0, 5.0 if track.planned.workflow.endswith("-t") else 2.0)

@@ -39,7 +39,13 @@ rest runs once the seed's runs have settled:
   its outcome;
 - lineage (`lineage.check`, with the settled checks): a fork was made once, names its
   source, and never ran a body it carried; an upgraded run was upgraded once and completed
-  on the new code (a fork's output is checked like its workflow's, from the same input).
+  on the new code (a fork's output is checked like its workflow's, from the same input);
+- `run retry` (`retrying.check`, with the settled checks): a run that failed by design was
+  retried as one new run, forked at its failure with `retry: true`, that completed and
+  applied no effect of the failed run again;
+- runs that message runs (`messaging.check`, after the stop): each event a run's node sent
+  is a settled effect, stored once in its receiver and consumed by it, as the witnesses
+  outside the database saw it.
 """
 
 from __future__ import annotations
@@ -51,7 +57,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from campaign import lapse, lineage
+from campaign import lapse, lineage, messaging, retrying
 from campaign import ledger as ledgers
 from campaign.attribution import attribute, causes_of
 from campaign.context import TERMINAL, RunTrack, SeedContext
@@ -113,6 +119,7 @@ def settled(ctx: SeedContext) -> None:
     _list_and_show(ctx)
     lineage.check(ctx)
     lapse.check(ctx)
+    retrying.check(ctx)
     for problem in ctx.surfaces.problems:
         ctx.violation("surface", problem)
 
@@ -125,7 +132,13 @@ def _runs_settled(ctx: SeedContext) -> None:
         status = view.get("status")
         if status in TERMINAL:
             ended_by_deadline = status == "timed_out" and track.planned.workflow in RUN_DEADLINES
-            if status != "completed" and not track.cancel_sent and not ended_by_deadline:
+            by_design = status == "failed" and retrying.fails_by_design(track)  # checked there
+            if (
+                status != "completed"
+                and not track.cancel_sent
+                and not ended_by_deadline
+                and not by_design
+            ):
                 ctx.violation(
                     "runEnded",
                     f"{track.planned.workflow} run ended {status}: {view.get('error')}",
@@ -436,6 +449,7 @@ def attributed(ctx: SeedContext) -> None:
     durable(ctx, ledger)
     scheduled(ctx, ledger)
     composition(ctx, ledger)
+    messaging.check(ctx, ledger)
 
 
 def telegram(ctx: SeedContext) -> None:
@@ -677,7 +691,9 @@ def durable(ctx: SeedContext, ledger: ledgers.Ledger) -> None:
     consumed: Counter[str] = Counter()
     for signal in ledger.signals:
         track = timer_runs.get(signal.run_id)
-        x = None if track is None else int(track.planned.input["x"])
+        if track is None:
+            continue  # events between runs: campaign/messaging.py
+        x = int(track.planned.input["x"])
         value = signal.data.get("x") if isinstance(signal.data, dict) else None
         if signal.status == "consumed":
             consumed[signal.run_id] += 1

@@ -116,6 +116,8 @@ class PlannedRun:
     session: str | None = None  # the origin session (a session client presents it)
     fork: PlannedFork | None = None  # made by `run fork` of another planned run, not started
     upgrade: bool = False  # the operator changes its workflow while it waits, then upgrades it
+    signal_to: int | None = None  # a `relay` run: the planned run (index) its node signals
+    retry_of: int | None = None  # made by `run retry` of that planned run once it failed
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,8 @@ class Plan:
                     "mode": str(r.mode),
                     **({"forkOf": r.fork.source, "fromNode": r.fork.node} if r.fork else {}),
                     **({"upgrade": True} if r.upgrade else {}),
+                    **({"signalTo": r.signal_to} if r.signal_to is not None else {}),
+                    **({"retryOf": r.retry_of} if r.retry_of is not None else {}),
                 }
                 for r in self.runs
             ],
@@ -317,6 +321,8 @@ def make_plan(seed: int, lease_seconds: float, scenario: str | None = None) -> P
     plan.runs += _lapse(seed, len(plan.runs))
     plan.telegram, runs = _telegram(seed, len(plan.runs))
     plan.runs += runs
+    plan.runs += _messaging(seed, len(plan.runs))
+    plan.runs += _retrying(seed, len(plan.runs))
     return plan
 
 
@@ -357,6 +363,73 @@ def _telegram(seed: int, first: int) -> tuple[PlannedTelegram | None, list[Plann
             )
         )
     return telegram, runs
+
+
+def _messaging(seed: int, first: int) -> list[PlannedRun]:
+    """Half the seeds start a pair of runs that message each other: a `hark` run waiting for
+    two `relay` events, then a `relay` run whose node sends them (`ctx.signal`, one key
+    each) to it, and in two thirds of them kills its own runner once, after a send. Drawn
+    last, from a stream of its own (`messaging`), so every other decision of a seed is what
+    it was without them."""
+    rng = rng_for(seed, "messaging")
+    if rng.random() >= 0.5:
+        return []
+    x = rng.randint(1, 10_000)
+    start_at = rng.uniform(0.0, 6.0)
+    receiver = PlannedRun(
+        index=first,
+        workflow="hark",
+        input={"x": x},
+        start_at=start_at,
+        key=f"campaign-{seed}-run-{first}",
+        via_cli=rng.random() < 0.5,
+    )
+    sender = PlannedRun(
+        index=first + 1,
+        workflow="relay",
+        input={"x": x, "hold": [round(rng.uniform(0.1, 1.0), 2), round(rng.uniform(0.1, 1.0), 2),
+                                round(rng.uniform(0.05, 0.5), 2)],
+               # Its node kills its own runner once: after the first send, after both, or not.
+               "kill": rng.choice([None, 1, 2])},
+        start_at=start_at + rng.uniform(0.0, 3.0),
+        key=f"campaign-{seed}-run-{first + 1}",
+        via_cli=rng.random() < 0.5,
+        signal_to=first,
+    )  # fmt: skip
+    return [receiver, sender]
+
+
+def _retrying(seed: int, first: int) -> list[PlannedRun]:
+    """Half the seeds start a `botch` run, which fails by design (the world it reads is
+    closed), and once it failed the operator opens the world and sends `run retry` of it
+    (by the CLI or the client, one key): the retry is a new run. Drawn last, from a stream
+    of its own (`retrying`)."""
+    rng = rng_for(seed, "retrying")
+    if rng.random() >= 0.5:
+        return []
+    source = PlannedRun(
+        index=first,
+        workflow="botch",
+        input={
+            "x": rng.randint(1, 10_000),
+            "ticket": f"campaign-{seed}-ticket-{first}",
+            "hold": [round(rng.uniform(0.1, 1.2), 2), round(rng.uniform(0.1, 0.6), 2)],
+            "checkHold": round(rng.uniform(0.05, 0.6), 2),
+        },
+        start_at=rng.uniform(0.0, 6.0),
+        key=f"campaign-{seed}-run-{first}",
+        via_cli=rng.random() < 0.5,
+    )
+    retry = PlannedRun(
+        index=first + 1,
+        workflow="botch",
+        input=dict(source.input),
+        start_at=source.start_at,
+        key=f"campaign-{seed}-retry-{first + 1}",
+        via_cli=rng.random() < 0.5,
+        retry_of=first,
+    )
+    return [source, retry]
 
 
 def _lapse(seed: int, first: int) -> list[PlannedRun]:

@@ -127,6 +127,34 @@ def child(ctx):
         os.close(fd)
 
 
+def relayed(ctx, key, outcome):
+    """Record (outside the database) what one `ctx.signal` of this execution returned:
+    `relay/<run>-sent` holds one JSON line per send (a replay's adopted send too)."""
+    line = json.dumps({{"key": key, "attempt": ctx.attempt_id, "outcome": outcome}})
+    fd = os.open(os.path.join(WITNESS_DIR, "relay", ctx.run_id + "-sent"),
+                 os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (line + "\\n").encode())
+    finally:
+        os.close(fd)
+
+
+def heard(ctx, events):
+    """Record (outside the database) the events a receiver's waits consumed, once per
+    execution of its last node: `relay/<run>-heard` holds one JSON line each."""
+    fd = os.open(os.path.join(WITNESS_DIR, "relay", ctx.run_id + "-heard"),
+                 os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (json.dumps(events) + "\\n").encode())
+    finally:
+        os.close(fd)
+
+
+def fixed(ticket):
+    """Whether the operator fixed the outside world a `botch` run reads (`world/<ticket>`)."""
+    return os.path.exists(os.path.join(WITNESS_DIR, "world", ticket))
+
+
 if __name__ == "__main__":
     kind, key, run, node, visit, before, after, value = sys.argv[1:9]
     print(json.dumps(body("shell", kind, key, run, node, visit, before, after, json.loads(value))))
@@ -609,6 +637,124 @@ workflow = Workflow(
 """
 
 
+RELAY: Final = """
+from pi_workflows import Workflow, compute, edge
+
+import witness
+
+
+def send(ctx):
+    # Two events to the receiver, one key each, from one visit, with windows for faults
+    # before, between and after the sends: a killed runner replays the visit, whose sends
+    # must adopt what an earlier execution sent (never a second event of one key). A
+    # receiver that has ended (a cancel) refuses them: the node goes on with the refusal.
+    # On its first execution it may kill its own runner (planned: after the first send, or
+    # after both), so that a replay of the visit must adopt what was sent.
+    first = witness.tried(ctx) == 1
+    holds = ctx.input["hold"]
+    sent, refused = [], None
+    for number in (1, 2):
+        witness.hold(ctx, holds[number - 1])
+        key = "relay-" + str(number)
+        data = {{"x": ctx.input["x"], "n": number, "from": ctx.run_id}}
+        try:
+            result = ctx.signal(ctx.input["to"], "relay", data, key=key)
+        except ValueError as exc:
+            witness.relayed(ctx, key, {{"refused": str(exc)}})
+            refused = str(exc)
+            break
+        witness.relayed(ctx, key, result)
+        sent.append(result["signalId"])
+        if first and ctx.input["kill"] == number:
+            witness.self_kill(ctx, "afterSend" + str(number))
+    witness.hold(ctx, holds[2])
+    return {{"sent": sent, "refused": refused}}
+
+
+workflow = Workflow(
+    "relay",
+    start="send",
+    max_steps=10,
+    nodes={{
+        "send": compute(send),
+        "done": compute(lambda ctx: dict(ctx.outputs["send"])),
+    }},
+    edges=[edge("send", "done")],
+)
+"""
+
+HARK: Final = """
+from pi_workflows import Workflow, compute, edge, wait_event
+
+import witness
+
+
+def heard(ctx):
+    events = [ctx.outputs["first"], ctx.outputs["second"]]
+    witness.heard(ctx, events)
+    return {{"n": [e["n"] for e in events], "x": [e["x"] for e in events],
+             "from": sorted({{e["from"] for e in events}})}}
+
+
+workflow = Workflow(
+    "hark",
+    start="first",
+    max_steps=10,
+    nodes={{
+        # The two events a `relay` run sends it (ctx.signal), oldest first.
+        "first": wait_event("relay"),
+        "second": wait_event("relay"),
+        "done": compute(heard),
+    }},
+    edges=[edge("first", "second"), edge("second", "done")],
+)
+"""
+
+BOTCH: Final = """
+from pi_workflows import Workflow, action, compute, edge, idempotent_effect, manual_effect
+
+import witness
+
+
+def prepare(ctx):
+    return witness.body("action", "idempotent", ctx.effect_key, ctx.run_id, ctx.node_id,
+                        ctx.visit, 0.05, 0.05, ctx.input["x"] * 23)
+
+
+def charge(ctx):
+    before, after = ctx.input["hold"]
+    return witness.body("action", "manual", ctx.effect_key, ctx.run_id, ctx.node_id, ctx.visit,
+                        before, after, ctx.input["x"] * 29)
+
+
+def check(ctx):
+    # Fails by design until the operator fixes the world it reads (a file outside the
+    # database); with no failed route the run ends failed, and `run retry` runs it again.
+    witness.hold(ctx, ctx.input["checkHold"])
+    if not witness.fixed(ctx.input["ticket"]):
+        raise RuntimeError("the ledger is closed (a planned failure: retry once it is open)")
+    return {{"open": True}}
+
+
+workflow = Workflow(
+    "botch",
+    start="prepare",
+    max_steps=10,
+    nodes={{
+        "prepare": action(prepare, effect=idempotent_effect("botch-prepare")),
+        "charge": action(charge, effect=manual_effect("botch-charge")),
+        "check": compute(check),
+        "done": compute(lambda ctx: {{"prepared": ctx.outputs["prepare"]["value"],
+                                      "charged": ctx.outputs["charge"]["value"]}}),
+    }},
+    edges=[edge("prepare", "charge"), edge("charge", "check"), edge("check", "done")],
+)
+"""
+
+BOTCH_FAILURE: Final = "the ledger is closed"
+"""What the error of a `botch` run that failed by design says."""
+
+
 RUN_DEADLINE_SECONDS: Final = 2.0
 """The run deadline of `lapse` (`Workflow(deadline=)`); its `work` node holds longer."""
 RUN_DEADLINES: Final = {"lapse": RUN_DEADLINE_SECONDS}
@@ -663,6 +809,12 @@ VARIANTS: Final = (
     # A run deadline that always crosses a working runner, and the cleanup node it runs
     # (which may kill its own runner mid-way once).
     Variant("lapse", LAPSE, {"deadline": str(RUN_DEADLINE_SECONDS)}),
+    # Runs that message runs: a `relay` run's node sends two events (`ctx.signal`) to a
+    # `hark` run that waits for them.
+    Variant("relay", RELAY, {}),
+    Variant("hark", HARK, {}),
+    # A run that fails by design until the world it reads is fixed: `run retry` of it.
+    Variant("botch", BOTCH, {}),
 )
 CHILD_ONLY: Final = frozenset({"leafc", "midnest"})
 """Workflows only ever started as another run's children (never planned on their own)."""
@@ -692,7 +844,7 @@ def write_project(project: Path, witness_dir: Path) -> None:
     """Write every workflow and the witness helper into `<project>/.pi/workflows/`."""
     flows = project / ".pi" / "workflows"
     flows.mkdir(parents=True, exist_ok=True)
-    for sub in ("locks", "applied", "tries", "children"):
+    for sub in ("locks", "applied", "tries", "children", "relay", "world"):
         (witness_dir / sub).mkdir(parents=True, exist_ok=True)
     helper = flows / "witness.py"
     helper.write_text(
@@ -739,6 +891,8 @@ def manual_value(workflow: str, run_input: dict[str, Any]) -> int:
         return x * 7
     if workflow.startswith("timer"):
         return x * 11
+    if workflow == "botch":
+        return x * 29
     return x * 5 + 1
 
 

@@ -18,6 +18,8 @@ from campaign.plan import (
     PlannedRun,
     _lapse,
     _lineage,
+    _messaging,
+    _retrying,
     _telegram,
     make_plan,
 )
@@ -83,9 +85,11 @@ def test_composition_runs_are_added_after_the_rest_of_the_plan() -> None:
     added = [run for plan in plans for run in plan.runs if run.workflow in COMPOSITION_WEIGHTS]
     assert {run.workflow for run in added} == set(COMPOSITION_WEIGHTS)
     for plan in plans:
-        # Forks, upgrades, the lapse run and the Telegram seat's runs are drawn after them.
+        # Forks, upgrades, the lapse run, the Telegram seat's runs, the messaging pair and
+        # the retry are drawn after them.
         lineage = len(_lineage(plan.seed, 0)) + len(_lapse(plan.seed, 0))
         lineage += len(_telegram(plan.seed, 0)[1])
+        lineage += len(_messaging(plan.seed, 0)) + len(_retrying(plan.seed, 0))
         kinds = [run.workflow in COMPOSITION_WEIGHTS for run in plan.runs[: -lineage or None]]
         assert kinds == sorted(kinds), "composition runs come last"
         assert [run.index for run in plan.runs] == list(range(len(plan.runs)))

@@ -4,9 +4,9 @@ The seeds were chosen so that together their plans start every campaign workflow
 parents of child runs, `tree` and `nest`, among them) in every mode (plain, with an origin
 session and its scripted client, detached with the stand-in headless agent), plan every
 fault kind, a forced graceful stop among them, a `timer` run whose retries run out a round,
-a schedule of every overlap mode, a fork and an upgrade, and a Telegram seat whose channel
-process is killed, with a decision raced with the operator after a stranger's press
-(`docs/reliability.md`); which
+a schedule of every overlap mode, a fork and an upgrade, a Telegram seat whose channel
+process is killed, with a decision raced with the operator after a stranger's press, a run
+that signals another and a run retried once it failed (`docs/reliability.md`); which
 planned faults find a target depends on timing, so the test requires that faults fired,
 not which. It runs
 `python -m campaign` as a subprocess, exactly as `make campaign` does, two seeds at a time.
@@ -62,6 +62,9 @@ def test_the_fixed_seeds_plan_every_workflow_and_every_fault_kind() -> None:
         if TelegramSeat.addresses_workflow(run.workflow)
     ]
     assert any(c.script is Script.RACE and c.stranger_first for c in chats)
+    # A run that signals another (ctx.signal), and a run retried once it failed (run retry).
+    assert any(run.signal_to is not None for plan in plans for run in plan.runs)
+    assert any(run.retry_of is not None for plan in plans for run in plan.runs)
 
 
 def test_the_moved_seeds_plan_nothing_the_fixed_set_does_not() -> None:

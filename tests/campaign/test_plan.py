@@ -31,7 +31,8 @@ def test_every_fault_kind_has_a_weight_and_the_weights_are_percentages() -> None
 
 def test_every_workflow_can_be_drawn_and_notice_runs_always_have_a_session() -> None:
     """A notify followed by slow effects is only interesting with a session to report it."""
-    assert [*WORKFLOW_WEIGHTS, *COMPOSITION_WEIGHTS, "mend", "lapse"] == list(WORKFLOW_NAMES)
+    later = ["mend", "lapse", "relay", "hark", "botch"]  # drawn from streams of their own
+    assert [*WORKFLOW_WEIGHTS, *COMPOSITION_WEIGHTS, *later] == list(WORKFLOW_NAMES)
     runs = [run for seed in range(1, 60) for run in make_plan(seed, 2.0).runs]
     assert {run.workflow for run in runs} == set(WORKFLOW_NAMES)
     assert {run.mode for run in runs} == set(Mode)
@@ -60,7 +61,8 @@ def test_forks_and_upgrades_are_drawn_last_and_leave_the_rest_of_a_plan_as_it_wa
     a fork names an earlier planned run of its workflow, at a node that workflow has, and a
     `mend` run is upgraded."""
     monkeypatch.setattr(plan_module, "_telegram", lambda seed, first: (None, []))
-    monkeypatch.setattr(plan_module, "_lapse", lambda seed, first: [])
+    for later in ("_lapse", "_messaging", "_retrying"):
+        monkeypatch.setattr(plan_module, later, lambda seed, first: [])
     with_lineage = {seed: make_plan(seed, 2.0) for seed in range(1, 60)}
     monkeypatch.setattr(plan_module, "_lineage", lambda seed, first: [])
     for seed, full in with_lineage.items():
@@ -93,6 +95,8 @@ def test_lapse_runs_are_drawn_last_and_leave_the_rest_of_a_plan_as_it_was(
     seed's plan is exactly what it was; with it about half the seeds have one, and every
     kind of planned kill (none, before, after its effect) is drawn."""
     monkeypatch.setattr(plan_module, "_telegram", lambda seed, first: (None, []))
+    for later in ("_messaging", "_retrying"):
+        monkeypatch.setattr(plan_module, later, lambda seed, first: [])
     full = {seed: make_plan(seed, 2.0) for seed in range(1, 60)}
     monkeypatch.setattr(plan_module, "_lapse", lambda seed, first: [])
     kills = set()
@@ -113,7 +117,10 @@ def test_the_telegram_seat_is_drawn_last_and_leaves_the_rest_of_a_plan_as_it_was
 ) -> None:
     """The Telegram seat comes from a stream of its own (`telegram`) after every other draw:
     without it each seed's plan is exactly what it was; with it about a third of the seeds
-    have one, with one or two more `deploy` runs and one to three channel-process kills."""
+    have one, with one or two more `deploy` runs and one to three channel-process kills
+    (the messaging pair and the retry, drawn after it, are left out here)."""
+    for later in ("_messaging", "_retrying"):
+        monkeypatch.setattr(plan_module, later, lambda seed, first: [])
     full = {seed: make_plan(seed, 2.0) for seed in range(1, 60)}
     monkeypatch.setattr(plan_module, "_telegram", lambda seed, first: (None, []))
     for seed, plan in full.items():
@@ -129,3 +136,40 @@ def test_the_telegram_seat_is_drawn_last_and_leaves_the_rest_of_a_plan_as_it_was
             assert 1 <= len(plan.telegram.kills) <= 3
             assert plan.telegram.token not in str(plan.describe())
     assert 10 < sum(plan.telegram is not None for plan in full.values()) < 35
+
+
+def test_messaging_and_retries_are_drawn_last_and_leave_the_rest_of_a_plan_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pair that messages (a `hark` run, then the `relay` run that signals it) and the
+    `botch` run with its retry come from streams of their own (`messaging`, `retrying`)
+    after every other draw: without them each seed's plan is exactly what it was; with them
+    about half the seeds have each, the sender names its receiver and starts after it, and
+    the retry names its source and has the source's input."""
+    full = {seed: make_plan(seed, 2.0) for seed in range(1, 60)}
+    monkeypatch.setattr(plan_module, "_messaging", lambda seed, first: [])
+    monkeypatch.setattr(plan_module, "_retrying", lambda seed, first: [])
+    pairs = retries = 0
+    for seed, plan in full.items():
+        before = make_plan(seed, 2.0)
+        assert plan.runs[: len(before.runs)] == before.runs
+        assert (plan.faults, plan.schedule, plan.sessions) == (
+            before.faults, before.schedule, before.sessions,
+        )  # fmt: skip
+        added = plan.runs[len(before.runs) :]
+        assert [run.index for run in plan.runs] == list(range(len(plan.runs)))
+        for run in added:
+            if run.signal_to is not None:
+                receiver = plan.runs[run.signal_to]
+                assert (run.workflow, receiver.workflow) == ("relay", "hark")
+                assert run.input["x"] == receiver.input["x"]
+                assert run.start_at >= receiver.start_at
+                pairs += 1
+            if run.retry_of is not None:
+                source = plan.runs[run.retry_of]
+                assert (run.workflow, source.workflow, source.retry_of) == ("botch", "botch", None)
+                assert run.input == source.input
+                retries += 1
+        assert {run.workflow for run in added} <= {"relay", "hark", "botch"}
+    assert 15 < pairs < 45
+    assert 15 < retries < 45

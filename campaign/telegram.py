@@ -349,6 +349,8 @@ class TelegramSeat:
         for post in ledger.get("posts") or []:
             if post.get("messageId") is not None:
                 facts.posts[int(post["messageId"])] = str(post["requestId"])
+            elif not post.get("settled"):
+                facts.unsaved.add(str(post.get("runId")))
         read_database(ctx.home / "state.sqlite", facts)
         return facts
 

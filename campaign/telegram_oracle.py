@@ -83,6 +83,9 @@ class Facts:
     confirmed: list[int] = field(default_factory=list)
     messages: dict[int, tuple[str, list[str]]] = field(default_factory=dict)  # id -> text, edits
     posts: dict[int, str] = field(default_factory=dict)  # message id -> request id (ledger)
+    unsaved: set[str] = field(default_factory=set)
+    """Runs whose ledger post has no message id: a kill between the send and saving its id
+    (posted at most once, docs/channels.md), so that message is never edited."""
     offset: int | None = None  # the channel ledger's update offset
     decisions: dict[str, Decision] = field(default_factory=dict)
     seated: list[Seated] = field(default_factory=list)
@@ -339,6 +342,8 @@ def _edits(facts: Facts) -> list[tuple[str, str, str | None]]:
         request_id = facts.posts.get(message_id)
         decision = facts.decisions.get(request_id) if request_id else None
         if decision is None:
+            if any(r in text for r in facts.unsaved):
+                continue  # the documented window: sent, its id never saved
             if any(r in text for r in facts.runs):
                 found.append(
                     (

@@ -170,6 +170,19 @@ def test_a_message_never_edited_with_the_winner_is_a_violation() -> None:
     assert _kinds(facts) == ["telegramEdit"]
 
 
+def test_a_message_whose_id_a_kill_kept_from_the_ledger_is_left_unedited() -> None:
+    """The documented window (docs/channels.md): the channel process killed between sending
+    a decision and saving its message id leaves a post without one, never edited and never
+    sent again. That is no violation; a message with no post at all still is."""
+    facts = _facts()
+    facts.posts = {}
+    facts.messages[7] = (TEXT, [])
+    facts.unsaved = {RUN}
+    assert check(facts) == []
+    facts.unsaved = {"r-other"}
+    assert _kinds(facts) == ["telegramEdit"]
+
+
 def test_a_timed_out_decision_shows_its_default() -> None:
     """A decision decided by its timeout is edited with the default taken."""
     facts = _facts()

@@ -305,6 +305,7 @@ def test_an_empty_allowed_tools_list_lets_only_the_workflow_tool_through(
     done = server.wait_status(run_id, {"completed", "failed"})
 
     assert done["output"] == {"route": "skip"}
+    wait_for(lambda: tool_ends(pi.records, "read"), 30, "the blocked read's end")
     [blocked] = tool_ends(pi.records, "read")
     assert blocked["isError"] is True
     assert "allows only the workflow tool" in result_text(blocked)

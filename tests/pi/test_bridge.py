@@ -765,7 +765,8 @@ def test_the_model_continues_a_presented_checkpoint_with_the_answer_action(
     assert done["output"] == {"greeting": "hello pi"}
     [step] = workflow_messages(pi.entries(), "step")
     assert step["details"]["requestKind"] == "checkpoint"
-    [end] = tool_results(pi.records)[:1]
+    # Pi reports the tool's end a moment after the server took the answer: wait for it.
+    [end] = wait_for(lambda: tool_results(pi.records)[:1], 30, "the answer's tool result")
     assert end["isError"] is False
     assert tool_calls(pi.records)[0]["requestId"] == step["details"]["requestId"]
 

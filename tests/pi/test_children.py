@@ -354,7 +354,8 @@ def test_detached_sub_agents_work_at_once_and_the_origin_session_reads_their_out
     [asked] = [r for r in provider.requests() if user_text_contains("Summarize the findings")(r)]
     for area in areas:
         assert f"Finding: {finding(area)}" in asked.last_user_text()
-    [submitted] = tool_results(pi.records)
+    # Pi reports the tool's end a moment after the server took the submission: wait for it.
+    [submitted] = wait_for(lambda: tool_results(pi.records), 30, "the submission's tool result")
     assert submitted["isError"] is False, submitted
     # Every headless Pi is gone, one per child and none for the parent.
     for run_id, *_ in children:

@@ -24,7 +24,7 @@ from pi.support.mock_provider import (
 from pi.support.pi_rpc import MakePi
 from pi.support.records import result_text, tool_results
 
-from support.server import ServerProcess
+from support.server import ServerProcess, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -123,6 +123,10 @@ def test_the_model_sees_the_schemas_and_corrects_what_they_refuse(
     schema_line = "It must match this JSON Schema: " + json.dumps(COLOR, separators=(",", ":"))
     assert "Expected answer:\nA JSON object with these fields:\n" in pick
     assert f"{schema_line}\nHow to answer: " in pick
+    wait_for(
+        lambda: len([r for r in tool_results(pi.records) if r["isError"]]) >= 2, 30,
+        "both refusals' tool results",
+    )  # fmt: skip
     refusals = [result_text(r) for r in tool_results(pi.records) if r["isError"]]
     assert refusals == [
         "the output does not match the step's schema: output.n: Input should be a valid integer,"

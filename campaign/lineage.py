@@ -26,7 +26,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Final
 
-from campaign.context import TERMINAL, RunTrack, SeedContext
+from campaign.context import TERMINAL, RunTrack, SeedContext, source_has_ended
 from campaign.plan import rng_for
 from campaign.surfaces import Answer, Surfaces
 from campaign.workflows import MEND_VERSIONS, chain_output, tip, write_mend
@@ -98,13 +98,7 @@ def fork_when_ready(ctx: SeedContext, track: RunTrack, send: Send) -> None:
     source = source_of(ctx, track)
     assert fork is not None
     assert source is not None
-    if source.stuck or (source.run_id is None and source.skipped):
-        track.skipped = True
-        ctx.note(f"fork #{track.planned.index} skipped: its source never ended")
-        return
-    if source.run_id is None or source.status not in TERMINAL:
-        return
-    if not source.effects_checked_after_end:
+    if not source_has_ended(ctx, track, source, "fork"):
         return
     track.fork_edits = fork_edits(ctx, track, source)
     answer = send("fork", fork.node, fork.visit, track.fork_edits, target=source.run_id)

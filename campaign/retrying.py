@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from campaign.context import TERMINAL, RunTrack, SeedContext
+from campaign.context import RunTrack, SeedContext, source_has_ended
 from campaign.plan import rng_for
 from campaign.surfaces import Answer, Surfaces
 from campaign.workflows import BOTCH_FAILURE
@@ -63,14 +63,9 @@ def retry_when_ready(ctx: SeedContext, track: RunTrack) -> None:
     retry becomes this track's run. A source cancelled by a fault skips it."""
     source = source_of(ctx, track)
     assert source is not None
-    if source.stuck or (source.run_id is None and source.skipped):
-        track.skipped = True
-        ctx.note(f"retry #{track.planned.index} skipped: its source never ended")
+    if not source_has_ended(ctx, track, source, "retry"):
         return
-    if source.run_id is None or source.status not in TERMINAL:
-        return
-    if not source.effects_checked_after_end:
-        return
+    assert source.run_id is not None  # an ended source has a run
     if source.status != "failed":
         track.skipped = True
         if not source.cancel_sent:

@@ -20,7 +20,7 @@ from pi_workflows.client import (
     WaitTimeoutError,
 )
 
-from support.server import ServerProcess
+from support.server import ServerProcess, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -182,6 +182,8 @@ def test_the_async_client_answers_every_read_as_the_blocking_client_does(
         client.wait(run_id, timeout=60)
         client.answer_checkpoint(run_id, "compared")
         client.result(run_id, timeout=60)
+        # A completed run's runner exits a moment later: compare the reads once it is gone.
+        wait_for(lambda: client.get_run_complete(run_id)["runner"] is None, 30, "the runner")
         calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
             ("get_run_complete", (run_id,), {}),
             ("list_runs", (), {"limit": 5}),
